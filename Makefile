@@ -1,0 +1,56 @@
+# kipvs — see README.md. `make test` is what CI runs (through .ci/run).
+SHELL        := /bin/bash
+GO           ?= go
+CACHE        ?= $(CURDIR)/.cache
+VMCACHE      := $(CACHE)/vm
+BIN          := $(CURDIR)/bin
+VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GIT_COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_DATE   ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+VPKG         := github.com/kipvs/kipvs/internal/version
+LDFLAGS      := -X $(VPKG).Version=$(VERSION) -X $(VPKG).GitCommit=$(GIT_COMMIT) -X $(VPKG).BuildDate=$(BUILD_DATE)
+# Packages that hold kernel tests (files tagged `kernel`); they run inside the VM.
+KERNEL_PKGS   = $(shell grep -rl --include='*_test.go' '^//go:build.*\bkernel\b' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u)
+KERNEL_TIMEOUT ?= 25m
+
+.PHONY: all build test test-unit test-kernel vm-prepare lint bench clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kipvs ./cmd/kipvs
+
+test: lint-quick test-unit test-kernel
+
+test-unit:
+	$(GO) test -count=1 ./...
+
+# Boots the Debian kernel under qemu/TCG once and runs every kernel test binary in it.
+test-kernel: vm-prepare
+	@rm -rf $(VMCACHE)/bin && mkdir -p $(VMCACHE)/bin
+	@set -e; for p in $(KERNEL_PKGS); do \
+		n=$$(echo $$p | tr / _); \
+		echo "build kernel tests: ./$$p"; \
+		CGO_ENABLED=0 $(GO) test -c -tags kernel -o $(VMCACHE)/bin/$$n.test ./$$p; \
+	done
+	$(GO) run ./e2e/vm/cmd/vmrun --cache $(VMCACHE) --timeout $(KERNEL_TIMEOUT) \
+		$(foreach p,$(KERNEL_PKGS),--test $(VMCACHE)/bin/$(subst /,_,$(p)).test)
+
+vm-prepare:
+	@e2e/vm/prepare.sh $(VMCACHE)
+
+lint-quick:
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags kernel ./...
+
+lint: lint-quick
+	@command -v golangci-lint >/dev/null || GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.6.2
+	PATH=$(BIN):$$PATH golangci-lint run ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf $(BIN) $(VMCACHE)/bin
