@@ -10,7 +10,7 @@ BUILD_DATE   ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 VPKG         := github.com/kipvs/kipvs/internal/version
 LDFLAGS      := -X $(VPKG).Version=$(VERSION) -X $(VPKG).GitCommit=$(GIT_COMMIT) -X $(VPKG).BuildDate=$(BUILD_DATE)
 # Packages that hold kernel tests (files tagged `kernel`); they run inside the VM.
-KERNEL_PKGS   = $(shell grep -rl --include='*_test.go' '^//go:build.*\bkernel\b' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u)
+KERNEL_PKGS  ?= $(shell grep -rl --include='*_test.go' '^//go:build.*\bkernel\b' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u)
 KERNEL_TIMEOUT ?= 25m
 
 .PHONY: all build test test-unit test-kernel vm-prepare lint bench clean
