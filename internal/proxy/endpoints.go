@@ -1,0 +1,169 @@
+package proxy
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// endpoint is one backend of one service port, flattened from the EndpointSlices.
+type endpoint struct {
+	addr        netip.Addr
+	port        uint16
+	ready       bool
+	serving     bool
+	terminating bool
+	local       bool
+	zoneHints   []string // nil when the endpoint carries no zone hints
+}
+
+// endpointsFor collects the endpoints of one service port (matched by port name and
+// protocol) of the given family, deduplicated by address and port (an endpoint can be in two
+// slices briefly while the controller moves it); the first occurrence wins, with slices in
+// name order.
+func endpointsFor(slicesIn []*discoveryv1.EndpointSlice, portName string, proto v1.Protocol, fam Family, nodeName string) []endpoint {
+	want := discoveryv1.AddressTypeIPv4
+	if fam == IPv6 {
+		want = discoveryv1.AddressTypeIPv6
+	}
+	var out []endpoint
+	seen := map[netip.AddrPort]bool{}
+	for _, s := range slicesIn {
+		if s == nil || s.AddressType != want {
+			continue
+		}
+		var port int32 = -1
+		for _, p := range s.Ports {
+			name := ""
+			if p.Name != nil {
+				name = *p.Name
+			}
+			pp := v1.ProtocolTCP
+			if p.Protocol != nil {
+				pp = *p.Protocol
+			}
+			if name == portName && pp == proto && p.Port != nil {
+				port = *p.Port
+				break
+			}
+		}
+		if port <= 0 || port > 65535 {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if len(ep.Addresses) == 0 {
+				continue
+			}
+			addr, err := netip.ParseAddr(ep.Addresses[0])
+			if err != nil || !fam.Matches(addr) {
+				continue
+			}
+			addr = addr.Unmap()
+			key := netip.AddrPortFrom(addr, uint16(port))
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			e := endpoint{addr: addr, port: uint16(port)}
+			// The API says: a nil ready condition means ready; nil serving means "as ready";
+			// nil terminating means not terminating.
+			e.ready = ep.Conditions.Ready == nil || *ep.Conditions.Ready
+			e.serving = e.ready
+			if ep.Conditions.Serving != nil {
+				e.serving = *ep.Conditions.Serving
+			}
+			e.terminating = ep.Conditions.Terminating != nil && *ep.Conditions.Terminating
+			e.local = ep.NodeName != nil && nodeName != "" && *ep.NodeName == nodeName
+			if ep.Hints != nil {
+				e.zoneHints = make([]string, 0, len(ep.Hints.ForZones))
+				for _, z := range ep.Hints.ForZones {
+					e.zoneHints = append(e.zoneHints, z.Name)
+				}
+			}
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b endpoint) int {
+		if c := a.addr.Compare(b.addr); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.port, b.port)
+	})
+	return out
+}
+
+// usable picks the endpoints traffic may go to: the ready ones; when none is ready, the ones
+// still serving while terminating (KEP-1669), so connections drain instead of failing.
+func usable(eps []endpoint) []endpoint {
+	var ready, terminating []endpoint
+	for _, e := range eps {
+		switch {
+		case e.ready && !e.terminating:
+			ready = append(ready, e)
+		case e.serving && e.terminating:
+			terminating = append(terminating, e)
+		}
+	}
+	if len(ready) > 0 {
+		return ready
+	}
+	return terminating
+}
+
+func localOnly(eps []endpoint) []endpoint {
+	var out []endpoint
+	for _, e := range eps {
+		if e.local {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// topologyFilter applies zone hints (topology-aware routing, or trafficDistribution
+// PreferClose, whose EndpointSlice controller writes the same hints) when every usable
+// endpoint carries hints and at least one names this node's zone; otherwise all endpoints
+// are used, as upstream does.
+func topologyFilter(eps []endpoint, svc *v1.Service, zone string) []endpoint {
+	if zone == "" || len(eps) == 0 || !wantsTopology(svc) {
+		return eps
+	}
+	var out []endpoint
+	for _, e := range eps {
+		if e.zoneHints == nil {
+			return eps
+		}
+		if slices.Contains(e.zoneHints, zone) {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		return eps
+	}
+	return out
+}
+
+func wantsTopology(svc *v1.Service) bool {
+	if d := svc.Spec.TrafficDistribution; d != nil && (*d == v1.ServiceTrafficDistributionPreferClose || *d == v1.ServiceTrafficDistributionPreferSameZone) {
+		return true
+	}
+	a := svc.Annotations[v1.AnnotationTopologyMode]
+	if a == "" {
+		a = svc.Annotations[v1.DeprecatedAnnotationTopologyAwareHints]
+	}
+	return a == "Auto" || a == "auto"
+}
+
+// ZoneLabel is the node label naming its zone.
+const ZoneLabel = "topology.kubernetes.io/zone"
+
+func toDestinations(eps []endpoint) []Destination {
+	out := make([]Destination, 0, len(eps))
+	for _, e := range eps {
+		out = append(out, Destination{Address: e.addr, Port: e.port, Weight: 1})
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+package proxy
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// LocalMode is how the proxier tells traffic from local pods apart from other traffic
+// (kube-proxy's --detect-local-mode).
+type LocalMode string
+
+const (
+	LocalNone                LocalMode = ""
+	LocalClusterCIDR         LocalMode = "ClusterCIDR"
+	LocalNodeCIDR            LocalMode = "NodeCIDR"
+	LocalBridgeInterface     LocalMode = "BridgeInterface"
+	LocalInterfaceNamePrefix LocalMode = "InterfaceNamePrefix"
+)
+
+// LocalDetector is the resolved local-traffic detector for one family: for the CIDR modes
+// the pod CIDRs of this family (none means no detector), for the interface modes the name.
+type LocalDetector struct {
+	Mode      LocalMode
+	CIDRs     []netip.Prefix
+	Interface string
+}
+
+// Active reports whether the detector can tell pod traffic apart at all.
+func (d LocalDetector) Active() bool {
+	switch d.Mode {
+	case LocalClusterCIDR, LocalNodeCIDR:
+		return len(d.CIDRs) > 0
+	case LocalBridgeInterface, LocalInterfaceNamePrefix:
+		return d.Interface != ""
+	}
+	return false
+}
+
+// Options is everything outside the Service objects that shapes the desired state of one
+// family. A change of Options means a full rebuild.
+type Options struct {
+	Family Family
+	// Scheduler is the global IPVS scheduler (--ipvs-scheduler; default rr).
+	Scheduler string
+	// NodeName is this node's name, used to find local endpoints.
+	NodeName string
+	// NodeLabels are this node's labels (topology zone).
+	NodeLabels map[string]string
+	// NodePortAddresses are this family's node addresses NodePort virtual servers listen on
+	// (the kernel's addresses filtered by --nodeport-addresses; never kube-ipvs0's).
+	NodePortAddresses []netip.Addr
+	// LocalAddresses are addresses already assigned to links other than kube-ipvs0; a
+	// LoadBalancer ingress IP among them is served but not bound again.
+	LocalAddresses []netip.Addr
+
+	MasqueradeAll bool
+	// MasqueradeBit is the fwmark bit marking packets for SNAT (default 14 -> 0x4000).
+	MasqueradeBit int
+	LocalDetector LocalDetector
+	// StrictARP only affects sysctls; it is here so a change triggers a rebuild.
+	StrictARP bool
+}
+
+// Equal reports whether two Options would build the same state.
+func (o Options) Equal(p Options) bool {
+	return o.Family == p.Family && o.Scheduler == p.Scheduler && o.NodeName == p.NodeName &&
+		mapsEqual(o.NodeLabels, p.NodeLabels) &&
+		slices.Equal(o.NodePortAddresses, p.NodePortAddresses) && slices.Equal(o.LocalAddresses, p.LocalAddresses) &&
+		o.MasqueradeAll == p.MasqueradeAll && o.MasqueradeBit == p.MasqueradeBit &&
+		o.LocalDetector.Mode == p.LocalDetector.Mode && o.LocalDetector.Interface == p.LocalDetector.Interface &&
+		slices.Equal(o.LocalDetector.CIDRs, p.LocalDetector.CIDRs) && o.StrictARP == p.StrictARP
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (o Options) masqMark() uint32 { return 1 << uint(o.MasqueradeBit) }
+
+func (o Options) isLocalAddress(a netip.Addr) bool { return slices.Contains(o.LocalAddresses, a) }

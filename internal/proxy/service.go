@@ -1,0 +1,435 @@
+package proxy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ServiceInput is one Service with its EndpointSlices (sorted by name), as the watch layer
+// delivers it. Inputs are read-only.
+type ServiceInput struct {
+	Service *v1.Service
+	Slices  []*discoveryv1.EndpointSlice
+}
+
+// Problem is something about a Service that the apiserver admitted but kipvs cannot program
+// as written; the daemon reports it as a Warning Event on the Service and a log line. The
+// rest of the Service (and every other Service) is still programmed.
+type Problem struct {
+	Service types.NamespacedName
+	Field   string // e.g. spec.externalIPs[1]
+	Reason  string // short CamelCase reason for the Event
+	Message string
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("%s: %s: %s", p.Service, p.Field, p.Message)
+}
+
+// ServiceState is one Service's contribution to the desired kernel state for one family.
+type ServiceState struct {
+	Name           types.NamespacedName
+	VirtualServers []*VirtualServer // sorted by key
+	Members        []Member         // sorted, unique
+	Addresses      []netip.Addr     // VIPs to bind on kube-ipvs0, sorted, unique
+	Problems       []Problem
+	// HealthCheckNodePort and LocalEndpoints feed the per-service health check server
+	// (externalTrafficPolicy=Local LoadBalancer services; 0 when none).
+	HealthCheckNodePort uint16
+	LocalEndpoints      int
+	// OutFilter lists LoadBalancer virtual servers with source ranges that exclude every
+	// node address: node-originated connections to them are dropped (KUBE-IPVS-OUT-FILTER).
+	OutFilter []VSKey
+}
+
+// Annotations kipvs reads on Services (beyond kube-proxy, which has one global scheduler).
+const (
+	AnnotationScheduler      = "kipvs.io/scheduler"
+	AnnotationSchedulerFlags = "kipvs.io/scheduler-flags"
+)
+
+// Schedulers kipvs accepts by name.
+var knownSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
+
+// schedFlagsFor lists the flags valid for each scheduler that has any.
+var schedFlagsFor = map[string][]string{
+	"sh": {"sh-fallback", "sh-port"},
+	"mh": {"mh-fallback", "mh-port"},
+}
+
+// DefaultAffinityTimeout is sessionAffinityConfig.clientIP.timeoutSeconds when unset (3 h).
+const DefaultAffinityTimeout = 10800
+
+// BuildService computes the contribution of one Service. A nil input or a Service kipvs
+// does not proxy (headless, ExternalName, no IP of this family) contributes nothing.
+func BuildService(in ServiceInput, o *Options) *ServiceState {
+	svc := in.Service
+	if svc == nil {
+		return nil
+	}
+	st := &ServiceState{Name: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}}
+	if svc.Spec.Type == v1.ServiceTypeExternalName {
+		return st
+	}
+	b := builder{o: o, svc: svc, st: st, members: map[Member]struct{}{}, addrs: map[netip.Addr]struct{}{}}
+	sched, flags := b.scheduler()
+	clusterIPs := b.clusterIPs()
+	zone := o.NodeLabels[ZoneLabel]
+
+	for i := range svc.Spec.Ports {
+		sp := &svc.Spec.Ports[i]
+		proto, ok := protocolOf(sp.Protocol)
+		if !ok {
+			b.problem(fmt.Sprintf("spec.ports[%d].protocol", i), "UnsupportedProtocol",
+				fmt.Sprintf("protocol %q is not supported by IPVS; port skipped", sp.Protocol))
+			continue
+		}
+		owner := ServicePortName{NamespacedName: st.Name, Port: sp.Name}
+		apiProto := sp.Protocol
+		if apiProto == "" {
+			apiProto = v1.ProtocolTCP
+		}
+		all := endpointsFor(in.Slices, sp.Name, apiProto, o.Family, o.NodeName)
+		ready := usable(all)
+
+		// Which real servers each kind of virtual server gets (see docs/traffic-policy.md).
+		// internalTrafficPolicy=Local: this node's endpoints only, no fallback (as the KEP
+		// and kube-proxy's iptables/nftables modes; kube-proxy's IPVS mode falls back).
+		// externalTrafficPolicy=Local: this node's endpoints only and no SNAT, so the
+		// client's source IP reaches the pod; when the node has none, fall back to the
+		// cluster's endpoints WITH SNAT, so pods on this node and stray external packets
+		// get an answer instead of a black hole (the health check already reports 503).
+		local := localOnly(ready)
+		clusterEps := topologyFilter(ready, svc, zone)
+		if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal {
+			clusterEps = local
+		}
+		externalEps := topologyFilter(ready, svc, zone)
+		externalLocal := externalPolicyLocal(svc) && len(local) > 0
+		if externalLocal {
+			externalEps = local
+		}
+		if externalPolicyLocal(svc) && len(local) > st.LocalEndpoints {
+			st.LocalEndpoints = len(local)
+		}
+
+		vs := func(kind VSKind, addr netip.Addr, port uint16, eps []endpoint) {
+			v := &VirtualServer{
+				VSKey:        VSKey{Protocol: proto, Address: addr, Port: port},
+				Scheduler:    sched,
+				SchedFlags:   flags,
+				Destinations: toDestinations(eps),
+				Owner:        owner,
+				Kind:         kind,
+			}
+			if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
+				v.Persistent = true
+				v.Timeout = DefaultAffinityTimeout
+				if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+					v.Timeout = uint32(*c.ClientIP.TimeoutSeconds)
+				}
+			}
+			st.VirtualServers = append(st.VirtualServers, v)
+		}
+		port := uint16(sp.Port)
+		ipPort := func(ip netip.Addr) string { return ip.String() + "," + proto.String() + ":" + strconv.Itoa(int(port)) }
+
+		// Hairpin: a local endpoint reaching its own service through a VIP must be
+		// masqueraded, or the reply would bypass IPVS.
+		for _, e := range all {
+			if e.local {
+				b.member(SetLoopBack, e.addr.String()+","+proto.String()+":"+strconv.Itoa(int(e.port))+","+e.addr.String())
+			}
+		}
+
+		for _, ip := range clusterIPs {
+			b.member(SetClusterIP, ipPort(ip))
+			b.bind(ip)
+			vs(KindClusterIP, ip, port, clusterEps)
+		}
+
+		for j, s := range svc.Spec.ExternalIPs {
+			ip, err := netip.ParseAddr(s)
+			if err != nil {
+				b.problem(fmt.Sprintf("spec.externalIPs[%d]", j), "InvalidExternalIP", fmt.Sprintf("%q is not an IP address", s))
+				continue
+			}
+			ip = ip.Unmap()
+			if !o.Family.Matches(ip) {
+				continue
+			}
+			if slices.Contains(o.NodePortAddresses, ip) || o.isLocalAddress(ip) {
+				b.problem(fmt.Sprintf("spec.externalIPs[%d]", j), "ExternalIPIsNodeAddress",
+					fmt.Sprintf("external IP %s is an address of node %s; binding it on kube-ipvs0 would hijack the node's own traffic, so it is skipped", ip, o.NodeName))
+				continue
+			}
+			if externalLocal {
+				b.member(SetExternalIPLocal, ipPort(ip))
+			} else {
+				b.member(SetExternalIP, ipPort(ip))
+			}
+			b.bind(ip)
+			vs(KindExternalIP, ip, port, externalEps)
+		}
+
+		if svc.Spec.Type == v1.ServiceTypeLoadBalancer {
+			for j, ing := range svc.Status.LoadBalancer.Ingress {
+				if ing.IP == "" || (ing.IPMode != nil && *ing.IPMode == v1.LoadBalancerIPModeProxy) {
+					continue
+				}
+				field := fmt.Sprintf("status.loadBalancer.ingress[%d].ip", j)
+				ip, err := netip.ParseAddr(ing.IP)
+				if err != nil {
+					b.problem(field, "InvalidLoadBalancerIP", fmt.Sprintf("%q is not an IP address", ing.IP))
+					continue
+				}
+				ip = ip.Unmap()
+				if !o.Family.Matches(ip) {
+					continue
+				}
+				if slices.Contains(o.NodePortAddresses, ip) {
+					b.problem(field, "LoadBalancerIPIsNodeAddress",
+						fmt.Sprintf("load balancer IP %s is an address of node %s; it is skipped so node traffic is not hijacked", ip, o.NodeName))
+					continue
+				}
+				b.member(SetLoadBalancer, ipPort(ip))
+				if externalLocal {
+					b.member(SetLoadBalancerLocal, ipPort(ip))
+				}
+				b.sourceRanges(i, ip, proto, port)
+				if !o.isLocalAddress(ip) {
+					b.bind(ip)
+				}
+				vs(KindLoadBalancer, ip, port, externalEps)
+			}
+		}
+
+		if sp.NodePort != 0 && (svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer) && len(o.NodePortAddresses) > 0 {
+			np := uint16(sp.NodePort)
+			set, localSet := nodePortSets(proto)
+			if proto == SCTP {
+				for _, ip := range o.NodePortAddresses {
+					e := ip.String() + ",sctp:" + strconv.Itoa(int(np))
+					b.member(set, e)
+					if externalLocal {
+						b.member(localSet, e)
+					}
+				}
+			} else {
+				b.member(set, strconv.Itoa(int(np)))
+				if externalLocal {
+					b.member(localSet, strconv.Itoa(int(np)))
+				}
+			}
+			for _, ip := range o.NodePortAddresses {
+				vs(KindNodePort, ip, np, externalEps)
+			}
+		}
+	}
+
+	if externalPolicyLocal(svc) && svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort > 0 && svc.Spec.HealthCheckNodePort <= 65535 {
+		st.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
+		b.member(SetHealthCheckNodePort, strconv.Itoa(int(svc.Spec.HealthCheckNodePort)))
+	}
+	for a := range b.addrs {
+		b.member(SetIPVSIPs, a.String())
+	}
+	b.finish()
+	return st
+}
+
+type builder struct {
+	o       *Options
+	svc     *v1.Service
+	st      *ServiceState
+	members map[Member]struct{}
+	addrs   map[netip.Addr]struct{}
+}
+
+func (b *builder) problem(field, reason, msg string) {
+	b.st.Problems = append(b.st.Problems, Problem{Service: b.st.Name, Field: field, Reason: reason, Message: msg})
+}
+
+func (b *builder) member(base, entry string) {
+	b.members[Member{Set: SetName(b.o.Family, base), Entry: entry}] = struct{}{}
+}
+
+func (b *builder) bind(a netip.Addr) { b.addrs[a] = struct{}{} }
+
+// scheduler returns the Service's scheduler and flags: the kipvs.io/scheduler annotation
+// when valid, else the global one. An invalid annotation is a Problem, not a failure.
+func (b *builder) scheduler() (string, []string) {
+	sched := b.o.Scheduler
+	if sched == "" {
+		sched = "rr"
+	}
+	if a, ok := b.svc.Annotations[AnnotationScheduler]; ok {
+		if slices.Contains(knownSchedulers, a) {
+			sched = a
+		} else {
+			b.problem("metadata.annotations["+AnnotationScheduler+"]", "UnknownScheduler",
+				fmt.Sprintf("scheduler %q is not one of %v; using the global scheduler %q", a, knownSchedulers, sched))
+		}
+	}
+	var flags []string
+	if a, ok := b.svc.Annotations[AnnotationSchedulerFlags]; ok && a != "" {
+		for _, f := range splitComma(a) {
+			if !slices.Contains(schedFlagsFor[sched], f) {
+				b.problem("metadata.annotations["+AnnotationSchedulerFlags+"]", "InvalidSchedulerFlag",
+					fmt.Sprintf("flag %q is not valid for scheduler %q (valid: %v); flag ignored", f, sched, schedFlagsFor[sched]))
+				continue
+			}
+			if !slices.Contains(flags, f) {
+				flags = append(flags, f)
+			}
+		}
+	} else if sched == "mh" {
+		// As upstream: mh hashes on the source port too, so connections from one client spread.
+		flags = []string{"mh-port"}
+	}
+	slices.Sort(flags)
+	return sched, flags
+}
+
+func (b *builder) clusterIPs() []netip.Addr {
+	ips := b.svc.Spec.ClusterIPs
+	if len(ips) == 0 && b.svc.Spec.ClusterIP != "" {
+		ips = []string{b.svc.Spec.ClusterIP}
+	}
+	var out []netip.Addr
+	for j, s := range ips {
+		if s == "" || s == v1.ClusterIPNone {
+			continue
+		}
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			b.problem(fmt.Sprintf("spec.clusterIPs[%d]", j), "InvalidClusterIP", fmt.Sprintf("%q is not an IP address", s))
+			continue
+		}
+		if ip = ip.Unmap(); b.o.Family.Matches(ip) && !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// sourceRanges records loadBalancerSourceRanges for one LB ip:port: the -FW set marks it
+// as filtered, -SOURCE-CIDR holds the allowed ranges, and -SOURCE-IP lets the node itself
+// (or a backend hairpinning through the LB IP) in when a range covers a node address.
+func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto Protocol, port uint16) {
+	if len(b.svc.Spec.LoadBalancerSourceRanges) == 0 {
+		return
+	}
+	ipPort := ip.String() + "," + proto.String() + ":" + strconv.Itoa(int(port))
+	var cidrs []netip.Prefix
+	for j, s := range b.svc.Spec.LoadBalancerSourceRanges {
+		for _, part := range splitComma(s) {
+			p, err := netip.ParsePrefix(part)
+			if err != nil {
+				if portIdx == 0 {
+					b.problem(fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", j), "InvalidSourceRange", fmt.Sprintf("%q is not a CIDR; ignored", part))
+				}
+				continue
+			}
+			p = p.Masked()
+			if b.o.Family.Matches(p.Addr()) {
+				cidrs = append(cidrs, p)
+			}
+		}
+	}
+	// With ranges of the other family only, nothing of this family may reach the LB IP.
+	b.member(SetLoadBalancerFW, ipPort)
+	allowNode := false
+	for _, p := range cidrs {
+		b.member(SetLoadBalancerSourceNet, ipPort+","+p.String())
+		for _, a := range b.o.NodePortAddresses {
+			if p.Contains(a) {
+				allowNode = true
+			}
+		}
+	}
+	if allowNode {
+		b.member(SetLoadBalancerSourceIP, ipPort+","+ip.String())
+	} else {
+		b.st.OutFilter = append(b.st.OutFilter, VSKey{Protocol: proto, Address: ip, Port: port})
+	}
+}
+
+func (b *builder) finish() {
+	st := b.st
+	slices.SortFunc(st.VirtualServers, func(x, y *VirtualServer) int { return x.VSKey.Compare(y.VSKey) })
+	// Two ports of one Service cannot share a key (the apiserver forbids it), but a
+	// ClusterIP equal to an externalIP could collide: keep the first.
+	st.VirtualServers = slices.CompactFunc(st.VirtualServers, func(x, y *VirtualServer) bool { return x.VSKey == y.VSKey })
+	st.Members = make([]Member, 0, len(b.members))
+	for m := range b.members {
+		st.Members = append(st.Members, m)
+	}
+	slices.SortFunc(st.Members, func(x, y Member) int {
+		if x.Set != y.Set {
+			if x.Set < y.Set {
+				return -1
+			}
+			return 1
+		}
+		if x.Entry < y.Entry {
+			return -1
+		} else if x.Entry > y.Entry {
+			return 1
+		}
+		return 0
+	})
+	st.Addresses = make([]netip.Addr, 0, len(b.addrs))
+	for a := range b.addrs {
+		st.Addresses = append(st.Addresses, a)
+	}
+	slices.SortFunc(st.Addresses, netip.Addr.Compare)
+	slices.SortFunc(st.OutFilter, VSKey.Compare)
+	st.OutFilter = slices.Compact(st.OutFilter)
+}
+
+func externalPolicyLocal(svc *v1.Service) bool {
+	if svc.Spec.ExternalTrafficPolicy != v1.ServiceExternalTrafficPolicyLocal {
+		return false
+	}
+	return svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer || len(svc.Spec.ExternalIPs) > 0
+}
+
+func protocolOf(p v1.Protocol) (Protocol, bool) {
+	switch p {
+	case v1.ProtocolTCP, "":
+		return TCP, true
+	case v1.ProtocolUDP:
+		return UDP, true
+	case v1.ProtocolSCTP:
+		return SCTP, true
+	}
+	return 0, false
+}
+
+func nodePortSets(p Protocol) (set, local string) {
+	switch p {
+	case UDP:
+		return SetNodePortUDP, SetNodePortLocalUDP
+	case SCTP:
+		return SetNodePortSCTP, SetNodePortLocalSCTP
+	}
+	return SetNodePortTCP, SetNodePortLocalTCP
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

@@ -1,0 +1,170 @@
+// Package proxy turns Services and EndpointSlices into the kernel state kipvs wants: IPVS
+// virtual servers with their real servers, ipset members, the VIPs bound on kube-ipvs0 and
+// the iptables rules. It is pure: no kernel access, no clocks, no I/O. The reconciler diffs
+// its output against the kernel and applies the difference.
+//
+// The unit of work is one Service: BuildService computes a Service's contribution, and
+// Desired aggregates contributions with reference counts (two Services may share a VIP or a
+// node port set member), reporting exactly which kernel objects a change touched so an
+// incremental sync costs O(objects changed).
+package proxy
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Family is an IP family; kipvs runs one independent proxier per family.
+type Family uint8
+
+const (
+	IPv4 Family = 4
+	IPv6 Family = 6
+)
+
+func (f Family) String() string {
+	if f == IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// Matches reports whether a belongs to the family.
+func (f Family) Matches(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsValid() && (a.Is4() == (f == IPv4))
+}
+
+// Protocol is an IPVS virtual server protocol (IANA numbers, as the kernel uses them).
+type Protocol uint16
+
+const (
+	TCP  Protocol = 6
+	UDP  Protocol = 17
+	SCTP Protocol = 132
+)
+
+// String returns the protocol the way ipset and ipvsadm write it in lower case.
+func (p Protocol) String() string {
+	switch p {
+	case TCP:
+		return "tcp"
+	case UDP:
+		return "udp"
+	case SCTP:
+		return "sctp"
+	}
+	return "proto-" + strconv.Itoa(int(p))
+}
+
+// VSKey identifies a virtual server.
+type VSKey struct {
+	Protocol Protocol
+	Address  netip.Addr
+	Port     uint16
+}
+
+func (k VSKey) String() string {
+	return fmt.Sprintf("%s/%s", k.Protocol, netip.AddrPortFrom(k.Address, k.Port))
+}
+
+// Compare orders keys by address, port, protocol.
+func (k VSKey) Compare(o VSKey) int {
+	if c := k.Address.Compare(o.Address); c != 0 {
+		return c
+	}
+	if k.Port != o.Port {
+		if k.Port < o.Port {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case k.Protocol < o.Protocol:
+		return -1
+	case k.Protocol > o.Protocol:
+		return 1
+	}
+	return 0
+}
+
+// ServicePortName names one port of one Service, as kube-proxy logs and labels it.
+type ServicePortName struct {
+	types.NamespacedName
+	Port string
+}
+
+func (n ServicePortName) String() string {
+	if n.Port == "" {
+		return n.NamespacedName.String()
+	}
+	return n.NamespacedName.String() + ":" + n.Port
+}
+
+// VSKind says why a virtual server exists.
+type VSKind uint8
+
+const (
+	KindClusterIP VSKind = iota
+	KindExternalIP
+	KindLoadBalancer
+	KindNodePort
+)
+
+func (k VSKind) String() string {
+	return [...]string{"ClusterIP", "ExternalIP", "LoadBalancer", "NodePort"}[k]
+}
+
+// VirtualServer is one desired IPVS virtual server (NAT) with its real servers.
+type VirtualServer struct {
+	VSKey
+	Scheduler string
+	// SchedFlags are the scheduler flags by ipvsadm name (sh-fallback, sh-port, mh-fallback,
+	// mh-port), sorted.
+	SchedFlags []string
+	// Persistent with Timeout seconds implements sessionAffinity ClientIP.
+	Persistent bool
+	Timeout    uint32
+	// Destinations are sorted by address, then port; all use masquerading (NAT).
+	Destinations []Destination
+	Owner        ServicePortName
+	Kind         VSKind
+}
+
+// Destination is one real server.
+type Destination struct {
+	Address netip.Addr
+	Port    uint16
+	Weight  int
+}
+
+// AddrPort returns the real server's address and port.
+func (d Destination) AddrPort() netip.AddrPort { return netip.AddrPortFrom(d.Address, d.Port) }
+
+// Equal reports whether two virtual servers would program the same kernel state.
+func (v *VirtualServer) Equal(o *VirtualServer) bool {
+	if v.VSKey != o.VSKey || v.Scheduler != o.Scheduler || v.Persistent != o.Persistent ||
+		v.Timeout != o.Timeout || len(v.SchedFlags) != len(o.SchedFlags) || len(v.Destinations) != len(o.Destinations) {
+		return false
+	}
+	for i := range v.SchedFlags {
+		if v.SchedFlags[i] != o.SchedFlags[i] {
+			return false
+		}
+	}
+	for i := range v.Destinations {
+		if v.Destinations[i] != o.Destinations[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Member is one ipset member in ipset's own notation ("10.96.0.1,tcp:80", "30080", ...).
+type Member struct {
+	Set   string
+	Entry string
+}
