@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-func nn(name string) types.NamespacedName { return types.NamespacedName{Namespace: "default", Name: name} }
+func nn(name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: "default", Name: name}
+}
 
 // Two Services sharing an external IP keep it bound until both are gone, and a shared
 // node-port member survives the removal of one of them.
