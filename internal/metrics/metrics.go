@@ -1,0 +1,141 @@
+// Package metrics defines kipvs's Prometheus metrics. The kubeproxy_* ones keep kube-proxy's
+// names, types, labels, help texts and buckets so existing dashboards and alerts keep
+// working; kipvs_* are kipvs's own. Nothing registers itself: New builds a Metrics and
+// registers it on the registry it is given.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+const (
+	kubeProxy = "kubeproxy"
+	kipvs     = "kipvs"
+)
+
+// Metrics holds every metric kipvs exports.
+type Metrics struct {
+	SyncProxyRulesLatency        *prometheus.HistogramVec // {ip_family}
+	SyncFullProxyRulesLatency    *prometheus.HistogramVec // {ip_family}
+	SyncPartialProxyRulesLatency *prometheus.HistogramVec // {ip_family}
+	SyncProxyRulesLastTimestamp  *prometheus.GaugeVec     // {ip_family}
+	SyncProxyRulesLastQueued     *prometheus.GaugeVec     // {ip_family}
+	NetworkProgrammingLatency    *prometheus.HistogramVec // {ip_family}
+	EndpointChangesPending       prometheus.Gauge
+	EndpointChangesTotal         prometheus.Counter
+	ServiceChangesPending        prometheus.Gauge
+	ServiceChangesTotal          prometheus.Counter
+	IPTablesRestoreFailuresTotal *prometheus.CounterVec // {ip_family}
+	IPTablesRulesTotal           *prometheus.GaugeVec   // {table, ip_family}
+	IPTablesRulesLastSync        *prometheus.GaugeVec   // {table, ip_family}
+	NoLocalEndpointsTotal        *prometheus.GaugeVec   // {traffic_policy, ip_family}
+	ProxyHealthzTotal            *prometheus.CounterVec // {code}
+	ProxyLivezTotal              *prometheus.CounterVec // {code}
+
+	ObjectsChanged *prometheus.CounterVec // kipvs_sync_objects_changed_total{kind, op, ip_family}
+	DriftRepaired  *prometheus.CounterVec // kipvs_kernel_drift_repaired_total{kind, ip_family}
+	SyncFull       *prometheus.CounterVec // kipvs_sync_full_total{ip_family}
+	SyncIncr       *prometheus.CounterVec // kipvs_sync_incremental_total{ip_family}
+	SyncErrors     *prometheus.CounterVec // kipvs_sync_errors_total{ip_family}
+	SourceErrors   *prometheus.CounterVec // kipvs_source_errors_total{source}
+}
+
+// networkProgrammingBuckets are kube-proxy's: a 0 bucket, 0.25 s and 0.5 s, every second to
+// 59 s, every 5 s to 115 s, every 30 s to 5 min.
+func networkProgrammingBuckets() []float64 {
+	b := []float64{0}
+	b = append(b, prometheus.LinearBuckets(0.25, 0.25, 2)...)
+	b = append(b, prometheus.LinearBuckets(1, 1, 59)...)
+	b = append(b, prometheus.LinearBuckets(60, 5, 12)...)
+	return append(b, prometheus.LinearBuckets(120, 30, 7)...)
+}
+
+// New creates the metrics and registers them (plus the Go and process collectors, as
+// kube-proxy's legacy registry has them) on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	syncBuckets := prometheus.ExponentialBuckets(0.001, 2, 15)
+	fam := []string{"ip_family"}
+	m := &Metrics{
+		SyncProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds", Buckets: syncBuckets}, fam),
+		SyncFullProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: kubeProxy, Name: "sync_full_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: syncBuckets}, fam),
+		SyncPartialProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: kubeProxy, Name: "sync_partial_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: syncBuckets}, fam),
+		SyncProxyRulesLastTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_last_timestamp_seconds",
+			Help: "The last time proxy rules were successfully synced"}, fam),
+		SyncProxyRulesLastQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_last_queued_timestamp_seconds",
+			Help: "The last time a sync of proxy rules was queued"}, fam),
+		NetworkProgrammingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: kubeProxy, Name: "network_programming_duration_seconds",
+			Help: "In Cluster Network Programming Latency in seconds", Buckets: networkProgrammingBuckets()}, fam),
+		EndpointChangesPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_endpoint_changes_pending",
+			Help: "Pending proxy rules Endpoint changes"}),
+		EndpointChangesTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_endpoint_changes_total",
+			Help: "Cumulative proxy rules Endpoint changes"}),
+		ServiceChangesPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_service_changes_pending",
+			Help: "Pending proxy rules Service changes"}),
+		ServiceChangesTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_service_changes_total",
+			Help: "Cumulative proxy rules Service changes"}),
+		IPTablesRestoreFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_iptables_restore_failures_total",
+			Help: "Cumulative proxy iptables restore failures"}, fam),
+		IPTablesRulesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_iptables_total",
+			Help: "Total number of iptables rules owned by kube-proxy"}, []string{"table", "ip_family"}),
+		IPTablesRulesLastSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_iptables_last",
+			Help: "Number of iptables rules written by kube-proxy in last sync"}, []string{"table", "ip_family"}),
+		NoLocalEndpointsTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_no_local_endpoints_total",
+			Help: "Number of services with a Local traffic policy and no endpoints"}, []string{"traffic_policy", "ip_family"}),
+		ProxyHealthzTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: kubeProxy, Name: "proxy_healthz_total",
+			Help: "Cumulative proxy healthz HTTP status"}, []string{"code"}),
+		ProxyLivezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: kubeProxy, Name: "proxy_livez_total",
+			Help: "Cumulative proxy livez HTTP status"}, []string{"code"}),
+
+		ObjectsChanged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: kipvs, Name: "sync_objects_changed_total",
+			Help: "Kernel objects kipvs created, updated or deleted, by kind (virtual_server, real_server, ipset_member, address, iptables_table) and op (add, update, delete)"},
+			[]string{"kind", "op", "ip_family"}),
+		DriftRepaired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: kipvs, Name: "kernel_drift_repaired_total",
+			Help: "Kernel objects a full sync found changed behind kipvs's back and repaired, by kind"},
+			[]string{"kind", "ip_family"}),
+		SyncFull: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: kipvs, Name: "sync_full_total",
+			Help: "Full syncs: the whole desired state compared with the kernel as read back"}, fam),
+		SyncIncr: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: kipvs, Name: "sync_incremental_total",
+			Help: "Incremental syncs: only the objects of changed Services compared and applied"}, fam),
+		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: kipvs, Name: "sync_errors_total",
+			Help: "Syncs that failed to apply part of their plan (a full resync with backoff follows)"}, fam),
+		SourceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: kipvs, Name: "source_errors_total",
+			Help: "Objects from the standalone source file that could not be decoded and were skipped"}, []string{"source"}),
+	}
+	reg.MustRegister(
+		m.SyncProxyRulesLatency, m.SyncFullProxyRulesLatency, m.SyncPartialProxyRulesLatency,
+		m.SyncProxyRulesLastTimestamp, m.SyncProxyRulesLastQueued, m.NetworkProgrammingLatency,
+		m.EndpointChangesPending, m.EndpointChangesTotal, m.ServiceChangesPending, m.ServiceChangesTotal,
+		m.IPTablesRestoreFailuresTotal, m.IPTablesRulesTotal, m.IPTablesRulesLastSync, m.NoLocalEndpointsTotal,
+		m.ProxyHealthzTotal, m.ProxyLivezTotal,
+		m.ObjectsChanged, m.DriftRepaired, m.SyncFull, m.SyncIncr, m.SyncErrors, m.SourceErrors,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
