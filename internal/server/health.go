@@ -1,0 +1,194 @@
+// Package server holds kipvs's HTTP endpoints, with kube-proxy's paths and semantics: the
+// health server (/healthz, /livez, default 0.0.0.0:10256) and the metrics server (/metrics,
+// /healthz, /proxyMode, /configz, default 127.0.0.1:10249).
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/kipvs/kipvs/internal/metrics"
+)
+
+// ToBeDeletedTaint marks a node the cluster autoscaler is about to remove.
+const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+
+// Health tracks whether the proxier keeps up: a family is unhealthy when an update was
+// queued more than Timeout ago (kube-proxy uses 2 x syncPeriod) and has not been synced.
+type Health struct {
+	clock   clock.Clock
+	timeout time.Duration
+	node    func() (*v1.Node, bool) // current node; ok=false when kipvs runs without a Node
+	m       *metrics.Metrics
+
+	mu            sync.RWMutex
+	lastUpdated   map[string]time.Time
+	oldestPending map[string]time.Time
+}
+
+// NewHealth returns a tracker. node may be nil (standalone mode: the node is always eligible).
+func NewHealth(c clock.Clock, timeout time.Duration, node func() (*v1.Node, bool), m *metrics.Metrics) *Health {
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	return &Health{clock: c, timeout: timeout, node: node, m: m,
+		lastUpdated: map[string]time.Time{}, oldestPending: map[string]time.Time{}}
+}
+
+// QueuedUpdate records that a change for family is waiting to be synced.
+func (h *Health) QueuedUpdate(family string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.oldestPending[family]; !ok {
+		h.oldestPending[family] = h.clock.Now()
+	}
+}
+
+// Updated records a successful sync of family.
+func (h *Health) Updated(family string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.oldestPending, family)
+	h.lastUpdated[family] = h.clock.Now()
+}
+
+// FamilyHealth is one family's part of the report.
+type FamilyHealth struct {
+	LastUpdated time.Time `json:"lastUpdated"`
+	Healthy     bool      `json:"healthy"`
+}
+
+// Report is the JSON body of /healthz and /livez (the same fields as kube-proxy's).
+type Report struct {
+	LastUpdated  time.Time               `json:"lastUpdated"`
+	CurrentTime  time.Time               `json:"currentTime"`
+	NodeEligible *bool                   `json:"nodeEligible,omitempty"`
+	Healthy      bool                    `json:"healthy"`
+	Status       map[string]FamilyHealth `json:"status,omitempty"`
+}
+
+// Report computes the current health. A family that never synced is healthy (starting up),
+// as in kube-proxy.
+func (h *Health) Report() Report {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	now := h.clock.Now()
+	r := Report{Healthy: true, CurrentTime: now, Status: map[string]FamilyHealth{}}
+	for fam, last := range h.lastUpdated {
+		if last.After(r.LastUpdated) {
+			r.LastUpdated = last
+		}
+		fh := FamilyHealth{LastUpdated: last, Healthy: true}
+		if pending, ok := h.oldestPending[fam]; ok && now.Sub(pending) >= h.timeout {
+			fh.Healthy = false
+			r.Healthy = false
+		}
+		r.Status[fam] = fh
+	}
+	return r
+}
+
+// NodeEligible is false while the node is being deleted or is tainted for removal.
+func (h *Health) NodeEligible() bool {
+	if h.node == nil {
+		return true
+	}
+	n, ok := h.node()
+	if !ok {
+		return true
+	}
+	if n == nil || n.DeletionTimestamp != nil {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == ToBeDeletedTaint {
+			return false
+		}
+	}
+	return true
+}
+
+// Handler serves /healthz (sync health and node eligibility) and /livez (sync health only).
+func (h *Health) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		r := h.Report()
+		eligible := h.NodeEligible()
+		r.NodeEligible = &eligible
+		h.write(w, r, r.Healthy && eligible, h.counter("healthz"))
+	})
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
+		r := h.Report()
+		h.write(w, r, r.Healthy, h.counter("livez"))
+	})
+	return mux
+}
+
+func (h *Health) counter(which string) func(code string) {
+	return func(code string) {
+		if h.m == nil {
+			return
+		}
+		if which == "healthz" {
+			h.m.ProxyHealthzTotal.WithLabelValues(code).Inc()
+		} else {
+			h.m.ProxyLivezTotal.WithLabelValues(code).Inc()
+		}
+	}
+}
+
+func (h *Health) write(w http.ResponseWriter, r Report, healthy bool, count func(string)) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if healthy {
+		// As kube-proxy: a healthy answer reports "now" as lastUpdated, for clients that
+		// judge freshness by it.
+		r.LastUpdated = h.clock.Now()
+		count("200")
+		w.WriteHeader(http.StatusOK)
+	} else {
+		count("503")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	b, _ := json.Marshal(r)
+	_, _ = w.Write(b)
+}
+
+// Serve listens on addr and serves handler until ctx ends. An empty addr or port 0 in
+// kube-proxy's sense ("disabled") is handled by the caller.
+func Serve(ctx context.Context, name, addr string, handler http.Handler) error {
+	lc := net.ListenConfig{}
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s server: listen on %s: %w", name, addr, err)
+	}
+	return ServeListener(ctx, name, ln, handler)
+}
+
+// ServeListener serves handler on ln until ctx ends.
+func ServeListener(ctx context.Context, name string, ln net.Listener, handler http.Handler) error {
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("%s server on %s: %w", name, ln.Addr(), err)
+	}
+}

@@ -1,0 +1,127 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kipvs/kipvs/internal/metrics"
+)
+
+func get(t *testing.T, h http.Handler, path string) (int, Report) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	var r Report
+	if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
+		t.Fatalf("%s: body %q is not JSON: %v", path, rec.Body.String(), err)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s: Content-Type %q", path, ct)
+	}
+	return rec.Code, r
+}
+
+func TestHealthSemantics(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	var node *v1.Node = &v1.Node{}
+	m := metrics.New(prometheus.NewRegistry())
+	h := NewHealth(clk, 60*time.Second, func() (*v1.Node, bool) { return node, true }, m)
+	handler := h.Handler()
+
+	if code, _ := get(t, handler, "/healthz"); code != 200 {
+		t.Fatalf("starting up: /healthz = %d, want 200", code)
+	}
+	h.Updated("IPv4")
+	h.QueuedUpdate("IPv4")
+	clk.Step(59 * time.Second)
+	if code, _ := get(t, handler, "/livez"); code != 200 {
+		t.Fatalf("update pending 59s of 60s: /livez = %d, want 200", code)
+	}
+	clk.Step(time.Second)
+	code, r := get(t, handler, "/livez")
+	if code != 503 || r.Healthy || r.Status["IPv4"].Healthy {
+		t.Fatalf("update pending 60s: /livez = %d %+v, want 503", code, r)
+	}
+	h.Updated("IPv4")
+	code, r = get(t, handler, "/healthz")
+	if code != 200 || !r.Healthy || r.NodeEligible == nil || !*r.NodeEligible || !r.LastUpdated.Equal(clk.Now()) {
+		t.Fatalf("after sync: /healthz = %d %+v", code, r)
+	}
+
+	// A node being deleted fails /healthz (load balancers drain it) but not /livez (the
+	// kubelet must not restart kipvs for it).
+	now := metav1.NewTime(clk.Now())
+	node = &v1.Node{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}
+	if code, r := get(t, handler, "/healthz"); code != 503 || *r.NodeEligible {
+		t.Errorf("deleting node: /healthz = %d, nodeEligible %v", code, *r.NodeEligible)
+	}
+	if code, _ := get(t, handler, "/livez"); code != 200 {
+		t.Errorf("deleting node: /livez = %d, want 200", code)
+	}
+	node = &v1.Node{Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: ToBeDeletedTaint}}}}
+	if code, _ := get(t, handler, "/healthz"); code != 503 {
+		t.Errorf("tainted node: /healthz = %d, want 503", code)
+	}
+}
+
+func TestMetricsHandler(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	m.SyncFull.WithLabelValues("IPv4").Inc()
+	h := MetricsHandler(reg, func() any { return map[string]string{"mode": "ipvs"} })
+	for path, want := range map[string]string{
+		"/proxyMode": "ipvs",
+		"/healthz":   "ok",
+		"/configz":   `{"kubeproxy.config.k8s.io":{"mode":"ipvs"}}`,
+		"/metrics":   `kipvs_sync_full_total{ip_family="IPv4"} 1`,
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("%s = %d %q, want it to contain %q", path, rec.Code, rec.Body.String(), want)
+		}
+	}
+}
+
+func TestServeStopsWithContext(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeListener(ctx, "test", ln, MetricsHandler(prometheus.NewRegistry(), nil)) }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/proxyMode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "ipvs" {
+		t.Errorf("body %q", b)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not stop")
+	}
+	if err := Serve(context.Background(), "test", "256.0.0.1:1", nil); err == nil || !strings.Contains(err.Error(), "test server: listen on 256.0.0.1:1") {
+		t.Errorf("bad address error = %v", err)
+	}
+}
