@@ -1,0 +1,387 @@
+package ipset
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/kipvs/kipvs/internal/kerr"
+)
+
+// ErrClosed: the instance was closed.
+var ErrClosed = errors.New("ipset: instance closed")
+
+// Fake is an in-memory model of one namespace's ipsets: headers, members and references. It
+// rejects what the kernel rejects with the same typed errors (see Interface), so reconcile
+// logic can be tested without root. Use Reference to model an iptables rule using a set, and
+// FailNth to make a kernel request fail.
+type Fake struct {
+	replaceMu sync.Mutex // serializes Replace, as in the real implementation
+	mu        sync.Mutex
+	sets      map[string]*fakeSet
+	refs      map[string]int
+	faults    map[int]error // mutation number -> error
+	mutations int
+	closed    bool
+}
+
+type fakeSet struct {
+	hdr     Set
+	members map[Entry]string // key -> comment
+}
+
+var _ Interface = (*Fake)(nil)
+
+// NewFake returns an empty fake namespace.
+func NewFake() *Fake {
+	return &Fake{sets: map[string]*fakeSet{}, refs: map[string]int{}, faults: map[int]error{}}
+}
+
+// FailNth makes the nth kernel mutation from now (1 = the next) fail with err, changing
+// nothing. Mutations are the requests Create, Destroy, Flush and Swap send, and one per member
+// for Add and Del, including those Replace makes; a request rejected by the up-front checks
+// (bad name, wrong member type) sends nothing and does not count.
+func (f *Fake) FailNth(n int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults[f.mutations+n] = err
+}
+
+// Mutations is the number of kernel mutations so far.
+func (f *Fake) Mutations() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mutations
+}
+
+// Reference models a kernel object (an iptables -m set rule) taking a reference on a set:
+// Destroy then fails with kerr.ErrBusy until Unreference. References stay with the name
+// across Swap, as in the kernel.
+func (f *Fake) Reference(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sets[name] == nil {
+		return fmt.Errorf("ipset fake: reference set %s: %w", name, kerr.ErrNotFound)
+	}
+	f.refs[name]++
+	return nil
+}
+
+// Unreference drops a reference taken with Reference.
+func (f *Fake) Unreference(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refs[name] == 0 {
+		return fmt.Errorf("ipset fake: unreference set %s: no reference: %w", name, kerr.ErrNotFound)
+	}
+	f.refs[name]--
+	return nil
+}
+
+// mutate counts one kernel mutation and returns an injected fault for it. f.mu is held.
+func (f *Fake) mutate(what string) error {
+	if f.closed {
+		return ErrClosed
+	}
+	f.mutations++
+	if err, ok := f.faults[f.mutations]; ok {
+		delete(f.faults, f.mutations)
+		return fmt.Errorf("ipset fake: %s: injected fault: %w", what, err)
+	}
+	return nil
+}
+
+// get returns a set or kerr.ErrNotFound. f.mu is held.
+func (f *Fake) get(what, name string) (*fakeSet, error) {
+	if f.closed {
+		return nil, ErrClosed
+	}
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	s := f.sets[name]
+	if s == nil {
+		return nil, fmt.Errorf("ipset: %s: set %s: %w", what, name, kerr.ErrNotFound)
+	}
+	return s, nil
+}
+
+// Create implements Interface.
+func (f *Fake) Create(s Set) error {
+	s, err := s.normalize()
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.mutate("create " + s.Name); err != nil {
+		return err
+	}
+	if have := f.sets[s.Name]; have != nil {
+		return ensureErr(s, have.hdr)
+	}
+	f.sets[s.Name] = &fakeSet{hdr: s, members: map[Entry]string{}}
+	return nil
+}
+
+// ensureErr is Create's answer when the name is taken by a set with header have.
+func ensureErr(want, have Set) error {
+	if compatible(have, want) {
+		return nil
+	}
+	return fmt.Errorf("ipset: create %s: the set exists as %s, want %s: %w", want.Name, have.String(), want.String(), kerr.ErrExists)
+}
+
+func (f *Fake) create(s Set) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.mutate("create " + s.Name); err != nil {
+		return err
+	}
+	if f.sets[s.Name] != nil {
+		return fmt.Errorf("ipset: create %s: %w", s.Name, kerr.ErrExists)
+	}
+	f.sets[s.Name] = &fakeSet{hdr: s, members: map[Entry]string{}}
+	return nil
+}
+
+// Destroy implements Interface.
+func (f *Fake) Destroy(name string) error { return f.destroy(name) }
+
+func (f *Fake) destroy(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	if err := f.mutate("destroy " + name); err != nil {
+		return err
+	}
+	if _, err := f.get("destroy", name); err != nil {
+		return err
+	}
+	if f.refs[name] > 0 {
+		return fmt.Errorf("ipset: destroy %s: referenced %d times: %w", name, f.refs[name], kerr.ErrBusy)
+	}
+	delete(f.sets, name)
+	return nil
+}
+
+// Flush implements Interface.
+func (f *Fake) Flush(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	if err := f.mutate("flush " + name); err != nil {
+		return err
+	}
+	s, err := f.get("flush", name)
+	if err != nil {
+		return err
+	}
+	clear(s.members)
+	return nil
+}
+
+// Swap implements Interface.
+func (f *Fake) Swap(a, b string) error { return f.swap(a, b) }
+
+func (f *Fake) swap(a, b string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range []string{a, b} {
+		if err := CheckName(n); err != nil {
+			return err
+		}
+	}
+	if err := f.mutate("swap " + a + " " + b); err != nil {
+		return err
+	}
+	what := "swap " + a + " with " + b
+	sa, err := f.get(what, a)
+	if err != nil {
+		return err
+	}
+	sb, err := f.get(what, b)
+	if err != nil {
+		return err
+	}
+	if sa.hdr.Type != sb.hdr.Type || sa.hdr.Family != sb.hdr.Family {
+		return fmt.Errorf("ipset: %s: %s is %s, %s is %s: type mismatch: %w", what, a, sa.hdr.String(), b, sb.hdr.String(), kerr.ErrInvalid)
+	}
+	sa.hdr.Name, sb.hdr.Name = b, a
+	f.sets[a], f.sets[b] = sb, sa
+	return nil
+}
+
+// header returns a set's header for the up-front member checks. f.mu is held.
+func (f *Fake) header(what, name string) (Set, error) {
+	s, err := f.get(what, name)
+	if err != nil {
+		return Set{}, err
+	}
+	return s.hdr, nil
+}
+
+// Add implements Interface.
+func (f *Fake) Add(set string, entries ...Entry) error {
+	f.mu.Lock()
+	hdr, err := f.header("add to", set)
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if entries, err = prepare(hdr, entries); err != nil {
+		return err
+	}
+	return f.add(hdr, entries)
+}
+
+func (f *Fake) add(hdr Set, entries []Entry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range entries {
+		what := fmt.Sprintf("add %s to %s", e, hdr.Name)
+		if err := f.mutate(what); err != nil {
+			return err
+		}
+		s, err := f.get(what, hdr.Name)
+		if err != nil {
+			return err
+		}
+		if s.hdr.Type != hdr.Type || s.hdr.Family != hdr.Family {
+			return fmt.Errorf("ipset: %s: the set changed to %s: %w", what, s.hdr.String(), kerr.ErrInvalid)
+		}
+		k := e.key()
+		if _, ok := s.members[k]; !ok && s.hdr.Type.IsHash() && len(s.members) >= int(s.hdr.MaxElem) {
+			return fmt.Errorf("ipset: %s: maxelem %d reached: %w", what, s.hdr.MaxElem, ErrFull)
+		}
+		s.members[k] = e.Comment
+	}
+	return nil
+}
+
+// Del implements Interface.
+func (f *Fake) Del(set string, entries ...Entry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hdr, err := f.header("delete from", set)
+	if err != nil {
+		return err
+	}
+	if entries, err = prepare(hdr, entries); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := f.mutate(fmt.Sprintf("delete %s from %s", e, set)); err != nil {
+			return err
+		}
+		delete(f.sets[set].members, e.key())
+	}
+	return nil
+}
+
+// Test implements Interface.
+func (f *Fake) Test(set string, e Entry) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.get("test in", set)
+	if err != nil {
+		return false, err
+	}
+	es, err := prepare(s.hdr, []Entry{e})
+	if err != nil {
+		return false, err
+	}
+	k := es[0].key()
+	if _, ok := s.members[k]; ok {
+		return true, nil
+	}
+	// The kernel tests a host address against every net size present.
+	if s.hdr.Type == HashNet || s.hdr.Type == HashIPPortNet {
+		if k.Net.Bits() == k.Net.Addr().BitLen() {
+			host := k.Net.Addr()
+			k.Net = netip.Prefix{}
+			for m := range s.members {
+				n := m.Net
+				m.Net = netip.Prefix{}
+				if m == k && n.Contains(host) {
+					return true, nil
+				}
+			}
+		}
+	}
+	return false, nil
+}
+
+// List implements Interface.
+func (f *Fake) List(name string) (*SetInfo, error) { return f.list(name) }
+
+func (f *Fake) list(name string) (*SetInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.get("list", name)
+	if err != nil {
+		return nil, err
+	}
+	return f.info(s), nil
+}
+
+// info snapshots a set. f.mu is held.
+func (f *Fake) info(s *fakeSet) *SetInfo {
+	in := &SetInfo{Set: s.hdr, References: f.refs[s.hdr.Name], Elements: len(s.members)}
+	for k, c := range s.members {
+		k.Comment = c
+		in.Entries = append(in.Entries, k)
+	}
+	slices.SortFunc(in.Entries, compareEntries)
+	return in
+}
+
+// ListNames implements Interface.
+func (f *Fake) ListNames() ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, ErrClosed
+	}
+	names := make([]string, 0, len(f.sets))
+	for n := range f.sets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Replace implements Interface.
+func (f *Fake) Replace(s Set, entries []Entry) error {
+	f.replaceMu.Lock()
+	defer f.replaceMu.Unlock()
+	return replace(f, s, entries)
+}
+
+// Dump implements Interface.
+func (f *Fake) Dump() (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return "", ErrClosed
+	}
+	infos := make([]*SetInfo, 0, len(f.sets))
+	for _, s := range f.sets {
+		infos = append(infos, f.info(s))
+	}
+	return formatDump(infos), nil
+}
+
+// Close implements Interface.
+func (f *Fake) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return nil
+}

@@ -1,0 +1,377 @@
+package ipset_test
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/kerr"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files from the fake")
+
+// op is one step of the table applied to both the fake and the kernel. want is the error
+// kind the step must give (nil: success).
+type op struct {
+	desc string
+	run  func(ipset.Interface) error
+	want error
+}
+
+// errWrongAnswer is returned by a Test step whose answer differs from the expected one.
+var errWrongAnswer = errors.New("wrong answer")
+
+// ent parses a member in ipset notation for a set of type t; it panics on a typo in a table.
+func ent(t ipset.Type, s string) ipset.Entry {
+	e, err := ipset.ParseEntry(t, s)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}
+
+func ents(t ipset.Type, ss ...string) []ipset.Entry {
+	out := make([]ipset.Entry, len(ss))
+	for i, s := range ss {
+		out[i] = ent(t, s)
+	}
+	return out
+}
+
+func create(s ipset.Set, want error) op {
+	return op{fmt.Sprintf("create %s %s", s.Name, s.String()), func(i ipset.Interface) error { return i.Create(s) }, want}
+}
+
+func add(set string, t ipset.Type, member string, want error) op {
+	return addEntry(set, ent(t, member), want)
+}
+
+func addEntry(set string, e ipset.Entry, want error) op {
+	return op{fmt.Sprintf("add %s %s", set, e), func(i ipset.Interface) error { return i.Add(set, e) }, want}
+}
+
+func del(set string, t ipset.Type, member string, want error) op {
+	e := ent(t, member)
+	return op{fmt.Sprintf("del %s %s", set, e), func(i ipset.Interface) error { return i.Del(set, e) }, want}
+}
+
+func test(set string, t ipset.Type, member string, in bool) op {
+	e := ent(t, member)
+	return op{fmt.Sprintf("test %s %s (want %v)", set, e, in), func(i ipset.Interface) error {
+		got, err := i.Test(set, e)
+		if err != nil {
+			return err
+		}
+		if got != in {
+			return fmt.Errorf("test %s in %s = %v: %w", e, set, got, errWrongAnswer)
+		}
+		return nil
+	}, nil}
+}
+
+func call(desc string, want error, fn func(ipset.Interface) error) op {
+	return op{desc, fn, want}
+}
+
+const (
+	clusterIP = "KUBE-CLUSTER-IP"
+	loopBack  = "KUBE-LOOP-BACK"
+	lbCIDR    = "KUBE-LOAD-BALANCER-SOURCE-CIDR"
+	lbIP      = "KUBE-LOAD-BALANCER-SOURCE-IP"
+	ipvsIPs   = "KUBE-IPVS-IPS"
+	nodePort  = "KUBE-NODE-PORT-TCP"
+	testNet   = "KIPVS-TEST-NET"
+	testPorts = "KIPVS-TEST-PORTS"
+	comments  = "KIPVS-TEST-COMMENT"
+	full      = "KIPVS-TEST-FULL"
+	swapA     = "KIPVS-TEST-SWAP-A"
+	swapB     = "KIPVS-TEST-SWAP-B"
+	extIP     = "KUBE-EXTERNAL-IP"
+	v6Cluster = "KUBE-6-CLUSTER-IP"
+	v6IPs     = "KUBE-6-IPVS-IPS"
+	v6CIDR    = "KUBE-6-LOAD-BALANCER-SOURCE-CID" // upstream's 31-byte truncation
+	missing   = "KIPVS-TEST-MISSING"
+)
+
+func hashSet(name string, t ipset.Type, fam ipset.Family) ipset.Set {
+	return ipset.Set{Name: name, Type: t, Family: fam, HashSize: 1024, MaxElem: 65536}
+}
+
+// opTable exercises every set type kube-proxy uses, inet6, -exist semantics, member checks,
+// ensure-create, swap, flush, destroy, Replace and the kernel's net matching.
+func opTable() []op {
+	H := ipset.HashIPPort
+	cluster := hashSet(clusterIP, H, ipset.Inet)
+	return []op{
+		// hash:ip,port, ensure semantics of Create.
+		create(cluster, nil),
+		create(cluster, nil),
+		create(ipset.Set{Name: clusterIP, Type: H}, nil), // defaults are upstream's values
+		create(ipset.Set{Name: clusterIP, Type: H, HashSize: 4096}, nil),
+		create(hashSet(clusterIP, ipset.HashIP, ipset.Inet), kerr.ErrExists),
+		create(hashSet(clusterIP, H, ipset.Inet6), kerr.ErrExists),
+		create(ipset.Set{Name: clusterIP, Type: H, MaxElem: 1000}, kerr.ErrExists),
+		create(ipset.Set{Name: clusterIP, Type: H, Comment: true}, kerr.ErrExists),
+		add(clusterIP, H, "10.96.0.1,tcp:443", nil),
+		add(clusterIP, H, "10.96.0.10,udp:53", nil),
+		add(clusterIP, H, "10.96.0.10,tcp:53", nil),
+		add(clusterIP, H, "10.96.0.20,sctp:9000", nil),
+		add(clusterIP, H, "10.96.0.1,tcp:443", nil), // present: -exist
+		del(clusterIP, H, "10.96.0.99,tcp:80", nil), // absent: -exist
+		del(clusterIP, H, "10.96.0.20,sctp:9000", nil),
+		add(clusterIP, H, "fd00::1,tcp:80", kerr.ErrInvalid),                                       // wrong family
+		addEntry(clusterIP, ent(ipset.HashIP, "10.96.0.2"), kerr.ErrInvalid),                       // no port
+		addEntry(clusterIP, ent(ipset.HashIPPortIP, "10.96.0.2,tcp:80,10.0.0.1"), kerr.ErrInvalid), // extra part
+		addEntry(clusterIP, ipset.Entry{IP: ent(ipset.HashIP, "10.96.0.2").IP, Protocol: 1, Port: 8}, kerr.ErrInvalid),
+		test(clusterIP, H, "10.96.0.1,tcp:443", true),
+		test(clusterIP, H, "10.96.0.1,udp:443", false),
+		test(clusterIP, H, "10.96.0.20,sctp:9000", false),
+		call("add several at once", nil, func(i ipset.Interface) error {
+			return i.Add(clusterIP, ents(H, "10.96.0.30,tcp:80", "10.96.0.31,udp:8053")...)
+		}),
+		call("add several with one bad member adds none", kerr.ErrInvalid, func(i ipset.Interface) error {
+			return i.Add(clusterIP, ent(H, "10.96.0.40,tcp:80"), ent(H, "fd00::40,tcp:80"))
+		}),
+		test(clusterIP, H, "10.96.0.40,tcp:80", false),
+
+		// hash:ip,port,ip
+		create(hashSet(loopBack, ipset.HashIPPortIP, ipset.Inet), nil),
+		add(loopBack, ipset.HashIPPortIP, "10.244.1.5,tcp:8080,10.244.1.5", nil),
+		add(loopBack, ipset.HashIPPortIP, "10.244.1.6,udp:53,10.244.1.6", nil),
+		add(loopBack, ipset.HashIPPortIP, "10.244.1.6,udp:53,10.244.1.6", nil),
+		test(loopBack, ipset.HashIPPortIP, "10.244.1.5,tcp:8080,10.244.1.5", true),
+		test(loopBack, ipset.HashIPPortIP, "10.244.1.5,tcp:8080,10.244.1.6", false),
+		create(hashSet(lbIP, ipset.HashIPPortIP, ipset.Inet), nil),
+		add(lbIP, ipset.HashIPPortIP, "203.0.113.10,tcp:80,198.51.100.1", nil),
+
+		// hash:ip,port,net: nets, host nets, unmasked input, /0, host matching.
+		create(hashSet(lbCIDR, ipset.HashIPPortNet, ipset.Inet), nil),
+		add(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,192.0.2.0/24", nil),
+		add(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,198.51.100.7", nil),
+		add(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,198.51.100.8/32", nil),
+		add(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,10.1.2.3/16", nil), // stored as 10.1.0.0/16
+		add(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,0.0.0.0/0", kerr.ErrInvalid),
+		test(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,192.0.2.77", true), // host inside a member net
+		test(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:81,192.0.2.77", false),
+		test(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,192.0.2.0/25", false), // a net is tested exactly
+		test(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,10.1.0.0/16", true),
+
+		// hash:ip
+		create(hashSet(ipvsIPs, ipset.HashIP, ipset.Inet), nil),
+		add(ipvsIPs, ipset.HashIP, "10.96.0.1", nil),
+		add(ipvsIPs, ipset.HashIP, "10.96.0.10", nil),
+		add(ipvsIPs, ipset.HashIP, "203.0.113.10", nil),
+		addEntry(ipvsIPs, ent(H, "10.96.0.1,tcp:80"), kerr.ErrInvalid),
+		add(ipvsIPs, ipset.HashIP, "::1", kerr.ErrInvalid),
+
+		// hash:net
+		create(hashSet(testNet, ipset.HashNet, ipset.Inet), nil),
+		add(testNet, ipset.HashNet, "10.1.0.0/16", nil),
+		add(testNet, ipset.HashNet, "10.3.0.9", nil),
+		add(testNet, ipset.HashNet, "10.4.0.0/32", nil),
+		add(testNet, ipset.HashNet, "0.0.0.0/0", kerr.ErrInvalid),
+		test(testNet, ipset.HashNet, "10.1.200.1", true),
+		test(testNet, ipset.HashNet, "10.2.0.1", false),
+		test(testNet, ipset.HashNet, "10.1.0.0/24", false),
+		test(testNet, ipset.HashNet, "10.3.0.9", true),
+		del(testNet, ipset.HashNet, "10.1.0.1", nil), // a host, not the /16: nothing to delete
+		test(testNet, ipset.HashNet, "10.1.0.1", true),
+
+		// bitmap:port
+		create(ipset.Set{Name: nodePort, Type: ipset.BitmapPort}, nil),
+		create(ipset.Set{Name: nodePort, Type: ipset.BitmapPort, PortFrom: 0, PortTo: 65535, Family: ipset.Inet6}, nil),
+		create(ipset.Set{Name: nodePort, Type: ipset.BitmapPort, PortFrom: 30000, PortTo: 32767}, kerr.ErrExists),
+		create(ipset.Set{Name: nodePort, Type: ipset.BitmapPort, MaxElem: 10}, kerr.ErrInvalid),
+		add(nodePort, ipset.BitmapPort, "30080", nil),
+		add(nodePort, ipset.BitmapPort, "30443", nil),
+		add(nodePort, ipset.BitmapPort, "0", nil),
+		add(nodePort, ipset.BitmapPort, "65535", nil),
+		add(nodePort, ipset.BitmapPort, "30080", nil),
+		del(nodePort, ipset.BitmapPort, "31000", nil),
+		del(nodePort, ipset.BitmapPort, "0", nil),
+		addEntry(nodePort, ipset.Entry{Protocol: ipset.TCP, Port: 80}, kerr.ErrInvalid),
+		test(nodePort, ipset.BitmapPort, "30443", true),
+		test(nodePort, ipset.BitmapPort, "30444", false),
+		create(ipset.Set{Name: testPorts, Type: ipset.BitmapPort, PortFrom: 30000, PortTo: 32767}, nil),
+		add(testPorts, ipset.BitmapPort, "30000", nil),
+		add(testPorts, ipset.BitmapPort, "29999", kerr.ErrInvalid),
+
+		// inet6 and the 31-byte name limit.
+		create(hashSet(v6Cluster, H, ipset.Inet6), nil),
+		add(v6Cluster, H, "fd00:10:96::1,tcp:443", nil),
+		add(v6Cluster, H, "2001:db8::a,udp:53", nil),
+		add(v6Cluster, H, "10.96.0.1,tcp:443", kerr.ErrInvalid),
+		add(v6Cluster, H, "::ffff:10.96.0.1,tcp:443", kerr.ErrInvalid),
+		test(v6Cluster, H, "fd00:10:96::1,tcp:443", true),
+		create(hashSet(v6IPs, ipset.HashIP, ipset.Inet6), nil),
+		add(v6IPs, ipset.HashIP, "fd00:10:96::1", nil),
+		add(v6IPs, ipset.HashIP, "2001:db8:0:0:1::1", nil),
+		create(hashSet(v6CIDR+"R", ipset.HashIPPortNet, ipset.Inet6), kerr.ErrInvalid), // 32 bytes
+		create(hashSet(v6CIDR, ipset.HashIPPortNet, ipset.Inet6), nil),
+		add(v6CIDR, ipset.HashIPPortNet, "2001:db8::10,tcp:80,2001:db8:1::/48", nil),
+		add(v6CIDR, ipset.HashIPPortNet, "2001:db8::10,tcp:80,2001:db8:2::5", nil),
+		test(v6CIDR, ipset.HashIPPortNet, "2001:db8::10,tcp:80,2001:db8:1:ffff::1", true),
+
+		// Comments.
+		create(ipset.Set{Name: comments, Type: H, Comment: true}, nil),
+		addEntry(comments, withComment(ent(H, "10.0.0.1,tcp:80"), "default/web"), nil),
+		addEntry(comments, ent(H, "10.0.0.2,tcp:80"), nil),
+		addEntry(comments, withComment(ent(H, "10.0.0.2,tcp:80"), "updated by -exist"), nil),
+		addEntry(clusterIP, withComment(ent(H, "10.96.0.1,tcp:443"), "no comments here"), kerr.ErrInvalid),
+		addEntry(comments, withComment(ent(H, "10.0.0.3,tcp:80"), `say "hi"`), kerr.ErrInvalid),
+
+		// maxelem.
+		create(ipset.Set{Name: full, Type: ipset.HashIP, MaxElem: 2}, nil),
+		add(full, ipset.HashIP, "10.0.0.1", nil),
+		add(full, ipset.HashIP, "10.0.0.2", nil),
+		add(full, ipset.HashIP, "10.0.0.3", ipset.ErrFull),
+		add(full, ipset.HashIP, "10.0.0.1", nil), // present: not "full"
+
+		// Swap, flush, destroy.
+		create(hashSet(swapA, ipset.HashIP, ipset.Inet), nil),
+		create(ipset.Set{Name: swapB, Type: ipset.HashIP, MaxElem: 100}, nil),
+		add(swapA, ipset.HashIP, "192.0.2.1", nil),
+		add(swapB, ipset.HashIP, "192.0.2.2", nil),
+		add(swapB, ipset.HashIP, "192.0.2.3", nil),
+		call("swap A B", nil, func(i ipset.Interface) error { return i.Swap(swapA, swapB) }),
+		test(swapA, ipset.HashIP, "192.0.2.2", true),
+		test(swapB, ipset.HashIP, "192.0.2.1", true),
+		call("swap with a set of another type", kerr.ErrInvalid, func(i ipset.Interface) error { return i.Swap(swapA, clusterIP) }),
+		call("swap with a set of another family", kerr.ErrInvalid, func(i ipset.Interface) error { return i.Swap(swapA, v6IPs) }),
+		call("swap with a missing set", kerr.ErrNotFound, func(i ipset.Interface) error { return i.Swap(swapA, missing) }),
+		call("swap a missing set", kerr.ErrNotFound, func(i ipset.Interface) error { return i.Swap(missing, swapA) }),
+		call("flush B", nil, func(i ipset.Interface) error { return i.Flush(swapB) }),
+		test(swapB, ipset.HashIP, "192.0.2.1", false),
+		call("flush missing", kerr.ErrNotFound, func(i ipset.Interface) error { return i.Flush(missing) }),
+		call("destroy B", nil, func(i ipset.Interface) error { return i.Destroy(swapB) }),
+		call("destroy B again", kerr.ErrNotFound, func(i ipset.Interface) error { return i.Destroy(swapB) }),
+		call("destroy a 32-byte name", kerr.ErrInvalid, func(i ipset.Interface) error { return i.Destroy(v6CIDR + "R") }),
+		add(missing, ipset.HashIP, "10.0.0.1", kerr.ErrNotFound),
+		del(missing, ipset.HashIP, "10.0.0.1", kerr.ErrNotFound),
+		call("test in a missing set", kerr.ErrNotFound, func(i ipset.Interface) error { _, err := i.Test(missing, ipset.Entry{}); return err }),
+		call("list a missing set", kerr.ErrNotFound, func(i ipset.Interface) error { _, err := i.List(missing); return err }),
+
+		// Replace: existing set, new set, identical content, header change, mismatches.
+		call("replace cluster ip", nil, func(i ipset.Interface) error {
+			return i.Replace(cluster, ents(H, "10.96.0.1,tcp:443", "10.96.0.10,udp:53", "10.96.0.50,tcp:8443", "10.96.0.50,tcp:8443"))
+		}),
+		call("replace cluster ip again, unchanged", nil, func(i ipset.Interface) error {
+			return i.Replace(cluster, ents(H, "10.96.0.50,tcp:8443", "10.96.0.10,udp:53", "10.96.0.1,tcp:443"))
+		}),
+		call("replace a new set", nil, func(i ipset.Interface) error {
+			return i.Replace(hashSet(extIP, H, ipset.Inet), ents(H, "198.51.100.20,tcp:80"))
+		}),
+		call("replace with an empty content", nil, func(i ipset.Interface) error {
+			return i.Replace(hashSet(swapA, ipset.HashIP, ipset.Inet), nil)
+		}),
+		call("replace changes the port range", nil, func(i ipset.Interface) error {
+			return i.Replace(ipset.Set{Name: testPorts, Type: ipset.BitmapPort, PortFrom: 30000, PortTo: 30100}, ents(ipset.BitmapPort, "30001"))
+		}),
+		call("replace with another type", kerr.ErrExists, func(i ipset.Interface) error {
+			return i.Replace(hashSet(ipvsIPs, H, ipset.Inet), nil)
+		}),
+		call("replace with another family", kerr.ErrExists, func(i ipset.Interface) error {
+			return i.Replace(hashSet(ipvsIPs, ipset.HashIP, ipset.Inet6), nil)
+		}),
+		call("replace with a bad member", kerr.ErrInvalid, func(i ipset.Interface) error {
+			return i.Replace(cluster, ents(H, "10.96.0.1,tcp:443", "fd00::1,tcp:443"))
+		}),
+		call("replace a comment set", nil, func(i ipset.Interface) error {
+			return i.Replace(ipset.Set{Name: comments, Type: H, Comment: true},
+				[]ipset.Entry{withComment(ent(H, "10.0.0.9,udp:9"), "replaced"), ent(H, "10.0.0.1,tcp:80")})
+		}),
+		call("no temporary set is left", nil, func(i ipset.Interface) error {
+			names, err := i.ListNames()
+			if err != nil {
+				return err
+			}
+			for _, n := range names {
+				if strings.HasPrefix(n, ipset.TempPrefix) {
+					return fmt.Errorf("leftover %s: %w", n, errWrongAnswer)
+				}
+			}
+			return nil
+		}),
+	}
+}
+
+func withComment(e ipset.Entry, c string) ipset.Entry {
+	e.Comment = c
+	return e
+}
+
+// applyOps runs the table on impl, checking each step's error kind.
+func applyOps(t *testing.T, impl ipset.Interface) {
+	t.Helper()
+	for n, o := range opTable() {
+		err := o.run(impl)
+		switch {
+		case o.want == nil && err != nil:
+			t.Errorf("step %d %s: unexpected error: %v", n, o.desc, err)
+		case o.want != nil && !errors.Is(err, o.want):
+			t.Errorf("step %d %s: got error %v, want %v", n, o.desc, err, o.want)
+		}
+	}
+}
+
+// checkGolden compares got with testdata/name, rewriting it with -update.
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := testdata(name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from %s:\n%s", "Dump()", path, lineDiff(string(want), got))
+	}
+}
+
+// testdata locates a file under this package's testdata directory, also when the test binary
+// runs elsewhere (the kernel-test VM starts it in its build directory).
+func testdata(name string) string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return filepath.Join("testdata", name)
+	}
+	return filepath.Join(filepath.Dir(file), "testdata", name)
+}
+
+// lineDiff lists the lines only in want (-) and only in got (+).
+func lineDiff(want, got string) string {
+	count := func(s string) map[string]int {
+		m := map[string]int{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l]++
+		}
+		return m
+	}
+	w, g := count(want), count(got)
+	var b strings.Builder
+	for _, l := range strings.Split(want, "\n") {
+		if g[l] == 0 {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if w[l] == 0 {
+			fmt.Fprintf(&b, "+ %s\n", l)
+		}
+	}
+	if b.Len() == 0 {
+		return "(same lines, different order or count)\n--- want\n" + want + "--- got\n" + got
+	}
+	return b.String()
+}
