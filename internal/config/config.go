@@ -1,0 +1,326 @@
+// Package config is kipvs's configuration: kube-proxy's command-line flags and its
+// KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1), read with kube-proxy's
+// names, defaults and meaning for IPVS mode, plus a few kipvs-only settings (--kipvs-*).
+//
+// The result is a Config with typed fields. Load merges, in this order, the defaults, the
+// file given by --config and the flags the user set explicitly, then validates the result;
+// every problem is reported at once (errors.Join), each naming the field, its flag and the
+// offending value. The effective Config renders back to a KubeProxyConfiguration for
+// --write-config-to and /configz.
+package config
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// ProxyModeIPVS is the only proxy mode kipvs implements.
+const ProxyModeIPVS = "ipvs"
+
+// APIVersion and Kind identify the configuration file format kipvs reads and writes.
+const (
+	APIVersion = "kubeproxy.config.k8s.io/v1alpha1"
+	Kind       = "KubeProxyConfiguration"
+)
+
+// Content types the API client can send.
+const (
+	ContentTypeProtobuf = "application/vnd.kubernetes.protobuf"
+	ContentTypeJSON     = "application/json"
+)
+
+// Default ports of the health check and metrics servers (kube-proxy's).
+const (
+	DefaultHealthzPort = 10256
+	DefaultMetricsPort = 10249
+)
+
+// LocalMode is how pod traffic is told apart from other traffic (--detect-local-mode).
+type LocalMode string
+
+const (
+	// LocalModeClusterCIDR: traffic whose source is in clusterCIDR comes from a pod.
+	LocalModeClusterCIDR LocalMode = "ClusterCIDR"
+	// LocalModeNodeCIDR: traffic whose source is in the Node's spec.podCIDRs comes from a pod.
+	LocalModeNodeCIDR LocalMode = "NodeCIDR"
+	// LocalModeBridgeInterface: traffic arriving on detectLocal.bridgeInterface comes from a pod.
+	LocalModeBridgeInterface LocalMode = "BridgeInterface"
+	// LocalModeInterfaceNamePrefix: traffic arriving on an interface whose name starts with
+	// detectLocal.interfaceNamePrefix comes from a pod.
+	LocalModeInterfaceNamePrefix LocalMode = "InterfaceNamePrefix"
+)
+
+// LocalModes returns the valid LocalMode values.
+func LocalModes() []LocalMode {
+	return []LocalMode{LocalModeClusterCIDR, LocalModeNodeCIDR, LocalModeBridgeInterface, LocalModeInterfaceNamePrefix}
+}
+
+// LogFormat is the format of kipvs's log (--kipvs-log-format).
+type LogFormat string
+
+const (
+	// LogFormatConsole is human-readable text (kube-proxy's logging.format "text").
+	LogFormatConsole LogFormat = "console"
+	// LogFormatJSON is one JSON object per line (kube-proxy's logging.format "json").
+	LogFormatJSON LogFormat = "json"
+)
+
+// Schedulers returns the IPVS schedulers kipvs accepts: kube-proxy's documented set plus mh.
+func Schedulers() []string {
+	return []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
+}
+
+// Config is kipvs's effective configuration. Zero time.Duration values mean what they mean
+// in kube-proxy: "leave the kernel's value as it is" for the IPVS and conntrack timeouts.
+type Config struct {
+	// Mode is the proxy mode; always "ipvs" after Load (kube-proxy's mode, --proxy-mode).
+	Mode string
+
+	ClientConnection ClientConnection
+	// ConfigSyncPeriod is how often the informers resync from the API (configSyncPeriod,
+	// --config-sync-period).
+	ConfigSyncPeriod time.Duration
+
+	// HostnameOverride is the Node name to use instead of the hostname (hostnameOverride,
+	// --hostname-override); trimmed and lower-cased.
+	HostnameOverride string
+	// BindAddress overrides the node's primary IP; the unspecified address means "ask the
+	// Node object" (bindAddress, --bind-address).
+	BindAddress netip.Addr
+	// HealthzBindAddress is where the health check server listens (healthzBindAddress,
+	// --healthz-bind-address). The zero value disables the server.
+	HealthzBindAddress netip.AddrPort
+	// MetricsBindAddress is where the metrics server listens (metricsBindAddress,
+	// --metrics-bind-address). The zero value disables the server.
+	MetricsBindAddress netip.AddrPort
+	// BindAddressHardFail makes a failure to listen on the health or metrics address fatal
+	// (bindAddressHardFail, --bind-address-hard-fail).
+	BindAddressHardFail bool
+	// EnableProfiling serves /debug/pprof on the metrics server (enableProfiling, --profiling).
+	EnableProfiling bool
+
+	// ClusterCIDRs are the pod CIDRs, at most one per IP family (clusterCIDR, --cluster-cidr).
+	ClusterCIDRs []netip.Prefix
+	// DetectLocalMode selects how pod traffic is recognised (detectLocalMode,
+	// --detect-local-mode).
+	DetectLocalMode LocalMode
+	// BridgeInterface is used with LocalModeBridgeInterface (detectLocal.bridgeInterface,
+	// --pod-bridge-interface).
+	BridgeInterface string
+	// InterfaceNamePrefix is used with LocalModeInterfaceNamePrefix
+	// (detectLocal.interfaceNamePrefix, --pod-interface-name-prefix).
+	InterfaceNamePrefix string
+
+	// NodePortAddresses restricts NodePorts to node IPs inside these CIDRs (nodePortAddresses,
+	// --nodeport-addresses). Empty and NodePortPrimary false: every local IP.
+	NodePortAddresses []netip.Prefix
+	// NodePortPrimary is nodePortAddresses ["primary"]: NodePorts only on the node's primary
+	// IPs as given by the Node object.
+	NodePortPrimary bool
+
+	// MasqueradeAll SNATs all traffic to ClusterIPs (iptables.masqueradeAll, --masquerade-all).
+	MasqueradeAll bool
+	// MasqueradeBit is the fwmark bit marking packets for SNAT (iptables.masqueradeBit,
+	// --iptables-masquerade-bit).
+	MasqueradeBit int32
+
+	IPVS      IPVS
+	Conntrack Conntrack
+
+	// FeatureGates are kept so the configuration renders back unchanged; kipvs has no
+	// feature gates and does not act on them.
+	FeatureGates map[string]bool
+
+	// LogFormat and Verbosity configure kipvs's logger (logging.format, --kipvs-log-format or
+	// --logging-format; logging.verbosity, -v).
+	LogFormat LogFormat
+	Verbosity int
+
+	Kipvs Kipvs
+
+	// The invocation: flags that are not part of the configuration file.
+
+	// ConfigFile is the --config path ("" when none).
+	ConfigFile string
+	// WriteConfigTo is the --write-config-to path: write the effective configuration there
+	// and exit.
+	WriteConfigTo string
+	// Cleanup is --cleanup: remove everything kube-proxy or kipvs programmed and exit.
+	Cleanup bool
+	// InitOnly is --init-only: do the privileged initialisation (sysctls) and exit.
+	InitOnly bool
+}
+
+// ClientConnection is how kipvs talks to the API server.
+type ClientConnection struct {
+	// Kubeconfig is the kubeconfig path; "" means in-cluster (clientConnection.kubeconfig,
+	// --kubeconfig).
+	Kubeconfig string
+	// Master overrides the API server address of the kubeconfig (--master; no file field).
+	Master string
+	// AcceptContentTypes is the Accept header (clientConnection.acceptContentTypes).
+	AcceptContentTypes string
+	// ContentType is the content type of requests (clientConnection.contentType,
+	// --kube-api-content-type).
+	ContentType string
+	// QPS and Burst are the client-side rate limit (clientConnection.qps/burst,
+	// --kube-api-qps/--kube-api-burst). A negative QPS disables the limit, as in client-go.
+	QPS   float32
+	Burst int32
+}
+
+// IPVS is the ipvs section.
+type IPVS struct {
+	// SyncPeriod is the longest time between two full syncs (ipvs.syncPeriod,
+	// --ipvs-sync-period).
+	SyncPeriod time.Duration
+	// MinSyncPeriod is the shortest time between two syncs; 0 syncs on every change
+	// (ipvs.minSyncPeriod, --ipvs-min-sync-period).
+	MinSyncPeriod time.Duration
+	// Scheduler is the IPVS scheduler of every virtual server (ipvs.scheduler,
+	// --ipvs-scheduler); an empty setting means "rr".
+	Scheduler string
+	// ExcludeCIDRs are left alone when deleting virtual servers kipvs does not want
+	// (ipvs.excludeCIDRs, --ipvs-exclude-cidrs).
+	ExcludeCIDRs []netip.Prefix
+	// StrictARP sets arp_ignore=1 and arp_announce=2 (ipvs.strictARP, --ipvs-strict-arp).
+	StrictARP bool
+	// TCPTimeout, TCPFinTimeout and UDPTimeout are the IPVS connection timeouts; 0 leaves the
+	// kernel's value (ipvs.tcpTimeout/tcpFinTimeout/udpTimeout, --ipvs-tcp-timeout,
+	// --ipvs-tcpfin-timeout, --ipvs-udp-timeout).
+	TCPTimeout    time.Duration
+	TCPFinTimeout time.Duration
+	UDPTimeout    time.Duration
+}
+
+// Conntrack is the conntrack section: sysctls set at start-up.
+type Conntrack struct {
+	// MaxPerCore is the nf_conntrack_max per CPU; 0 leaves nf_conntrack_max alone and ignores
+	// Min (conntrack.maxPerCore, --conntrack-max-per-core).
+	MaxPerCore int32
+	// Min is the floor of nf_conntrack_max (conntrack.min, --conntrack-min).
+	Min int32
+	// TCPEstablishedTimeout and TCPCloseWaitTimeout set nf_conntrack_tcp_timeout_established
+	// and _close_wait; 0 leaves them alone (--conntrack-tcp-timeout-established,
+	// --conntrack-tcp-timeout-close-wait).
+	TCPEstablishedTimeout time.Duration
+	TCPCloseWaitTimeout   time.Duration
+	// TCPBeLiberal sets nf_conntrack_tcp_be_liberal=1 (--conntrack-tcp-be-liberal).
+	TCPBeLiberal bool
+	// UDPTimeout and UDPStreamTimeout set nf_conntrack_udp_timeout and _stream; 0 leaves
+	// them alone (--conntrack-udp-timeout, --conntrack-udp-timeout-stream).
+	UDPTimeout       time.Duration
+	UDPStreamTimeout time.Duration
+}
+
+// Max returns the nf_conntrack_max to set on a node with numCPU CPUs, computed as
+// kube-proxy does: max(MaxPerCore*numCPU, Min). 0 means leave the kernel's value alone.
+func (c Conntrack) Max(numCPU int) int {
+	if c.MaxPerCore <= 0 {
+		return 0
+	}
+	return max(int(c.MaxPerCore)*max(numCPU, 1), int(c.Min))
+}
+
+// Kipvs holds the settings kube-proxy does not have (--kipvs-* flags only).
+type Kipvs struct {
+	// SourceFile, when set, is a file of Services and EndpointSlices read instead of the API
+	// (--kipvs-source-file).
+	SourceFile string
+	// ServiceCIDRs are the Service (ClusterIP) CIDRs, used to refuse a clusterCIDR that is
+	// really the service CIDR before the API says what it is (--kipvs-service-cidr).
+	ServiceCIDRs []netip.Prefix
+	// GracefulPeriod is how long a removed TCP or SCTP real server drains at weight 0 before
+	// it is deleted; 0 deletes at once (--kipvs-graceful-period).
+	GracefulPeriod time.Duration
+}
+
+// Defaults returns the configuration kube-proxy v1.34 runs with in IPVS mode when it is
+// given no configuration file and no flag other than --proxy-mode=ipvs, plus kipvs's own
+// defaults. Note ipvs.minSyncPeriod: kube-proxy's --ipvs-min-sync-period defaults to 1s,
+// while a configuration file that leaves ipvs.minSyncPeriod unset gets 0s; kipvs keeps
+// both behaviours (see FileDefaults).
+func Defaults() Config {
+	c := FileDefaults()
+	c.IPVS.MinSyncPeriod = time.Second
+	return c
+}
+
+// FileDefaults returns what kube-proxy v1.34 reads from a KubeProxyConfiguration file with
+// mode: ipvs and nothing else set (plus kipvs's own defaults).
+func FileDefaults() Config {
+	return Config{
+		Mode: ProxyModeIPVS,
+		ClientConnection: ClientConnection{
+			ContentType: ContentTypeProtobuf,
+			QPS:         5,
+			Burst:       10,
+		},
+		ConfigSyncPeriod:   15 * time.Minute,
+		BindAddress:        netip.IPv4Unspecified(),
+		HealthzBindAddress: netip.AddrPortFrom(netip.IPv4Unspecified(), DefaultHealthzPort),
+		MetricsBindAddress: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), DefaultMetricsPort),
+		DetectLocalMode:    LocalModeClusterCIDR,
+		MasqueradeBit:      14,
+		IPVS: IPVS{
+			SyncPeriod: 30 * time.Second,
+			Scheduler:  "rr",
+		},
+		Conntrack: Conntrack{
+			MaxPerCore:            32 * 1024,
+			Min:                   128 * 1024,
+			TCPEstablishedTimeout: 24 * time.Hour,
+			TCPCloseWaitTimeout:   time.Hour,
+		},
+		LogFormat: LogFormatConsole,
+		Kipvs: Kipvs{
+			GracefulPeriod: 30 * time.Second,
+		},
+	}
+}
+
+// Clone returns a deep copy of c.
+func (c *Config) Clone() Config {
+	out := *c
+	out.ClusterCIDRs = slices.Clone(c.ClusterCIDRs)
+	out.NodePortAddresses = slices.Clone(c.NodePortAddresses)
+	out.IPVS.ExcludeCIDRs = slices.Clone(c.IPVS.ExcludeCIDRs)
+	out.Kipvs.ServiceCIDRs = slices.Clone(c.Kipvs.ServiceCIDRs)
+	out.FeatureGates = maps.Clone(c.FeatureGates)
+	return out
+}
+
+// ClusterCIDR returns the cluster (pod) CIDR of one IP family, if one is configured.
+func (c *Config) ClusterCIDR(ipv6 bool) (netip.Prefix, bool) {
+	for _, p := range c.ClusterCIDRs {
+		if p.Addr().Is6() == ipv6 {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+// HasLocalDetector reports whether kipvs can tell traffic from local pods apart from other
+// traffic for one IP family, which decides the masquerade rule for ClusterIPs: with a
+// detector, traffic to a ClusterIP from outside the pod network is masqueraded; without
+// one, only the node's own traffic is (kube-proxy's behaviour).
+//
+// ClusterCIDR mode needs a clusterCIDR of that family; NodeCIDR mode counts as configured,
+// though it takes effect only once the Node object has a podCIDR of that family; the
+// interface modes need their interface name or prefix.
+func (c *Config) HasLocalDetector(ipv6 bool) bool {
+	switch c.DetectLocalMode {
+	case LocalModeClusterCIDR:
+		_, ok := c.ClusterCIDR(ipv6)
+		return ok
+	case LocalModeNodeCIDR:
+		return true
+	case LocalModeBridgeInterface:
+		return c.BridgeInterface != ""
+	case LocalModeInterfaceNamePrefix:
+		return c.InterfaceNamePrefix != ""
+	}
+	return false
+}

@@ -1,0 +1,356 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"reflect"
+	"strings"
+
+	"go.uber.org/zap"
+	"k8s.io/kube-proxy/config/v1alpha1"
+	"sigs.k8s.io/yaml"
+)
+
+// notice is a setting kipvs accepts but does not act on.
+type notice struct {
+	field  string
+	reason string
+}
+
+// Parse reads a KubeProxyConfiguration (YAML or JSON) and returns the configuration it
+// describes: FileDefaults overlaid with the file's settings, validated. Settings kipvs
+// accepts but ignores are logged at Info level on log (nil: not logged).
+func Parse(data []byte, log *zap.Logger) (Config, error) {
+	c, notices, errs, err := parseFile(data)
+	if err != nil {
+		return Config{}, err
+	}
+	if verr := c.Validate(); verr != nil {
+		errs = append(errs, verr)
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	logNotices(log, "", notices)
+	return c, nil
+}
+
+// parseFile decodes and converts a file. A document that cannot be decoded (bad syntax,
+// wrong apiVersion or kind, unknown fields, wrong types) is a fatal error; values that do
+// not parse are returned as errs, one per value, alongside the rest of the configuration
+// so that validation can report its own findings too. The result is not validated.
+func parseFile(data []byte) (c Config, notices []notice, errs []error, fatal error) {
+	kp, present, skipped, err := decodeFile(data)
+	if err != nil {
+		return Config{}, nil, nil, err
+	}
+	c, notices, errs = fromKubeProxyConfiguration(kp, present)
+	return c, append(skipped, notices...), errs, nil
+}
+
+// decodeFile parses data strictly into a KubeProxyConfiguration and returns the paths the
+// file set and the obsolete fields it skipped.
+func decodeFile(data []byte) (*v1alpha1.KubeProxyConfiguration, []string, []notice, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil, nil, nil, errors.New("the file is empty; expected a KubeProxyConfiguration")
+	}
+	js := data
+	if !json.Valid(data) {
+		var err error
+		js, err = yaml.YAMLToJSONStrict(data)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("not valid YAML or JSON: %w", err)
+		}
+	}
+	members, err := objectMembers(js)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("expected a KubeProxyConfiguration object: %w", err)
+	}
+	if err := checkTypeMeta(members); err != nil {
+		return nil, nil, nil, err
+	}
+	kp := &v1alpha1.KubeProxyConfiguration{}
+	d := strictDecoder{obsolete: obsoleteFields()}
+	d.decode("", js, reflect.ValueOf(kp).Elem())
+	if len(d.errs) > 0 {
+		return nil, nil, nil, errors.Join(d.errs...)
+	}
+	return kp, d.present, d.skipped, nil
+}
+
+// obsoleteFields are fields older kube-proxy releases had in v1alpha1 and that long-lived
+// clusters (kubeadm's kube-proxy ConfigMap, for one) still carry. kube-proxy v1.34 reads
+// such files through a lenient fallback; kipvs accepts these known fields with a notice
+// and refuses every other unknown field.
+func obsoleteFields() map[string]string {
+	return map[string]string{
+		"udpIdleTimeout":    "an old kube-proxy field of the userspace proxy mode, since removed",
+		"resourceContainer": "an old kube-proxy field, since removed",
+		"conntrack.max":     "an old kube-proxy field, since removed; conntrack.maxPerCore and conntrack.min set the limit",
+	}
+}
+
+// checkTypeMeta refuses a document that is not a kubeproxy.config.k8s.io/v1alpha1
+// KubeProxyConfiguration before its fields are looked at.
+func checkTypeMeta(members []member) error {
+	want := map[string]string{"apiVersion": APIVersion, "kind": Kind}
+	var errs []error
+	for _, key := range []string{"apiVersion", "kind"} {
+		var raw json.RawMessage
+		for _, m := range members {
+			if m.key == key {
+				raw = m.raw
+			}
+		}
+		var got string
+		switch {
+		case raw == nil:
+			errs = append(errs, &FieldError{Field: key, Detail: fmt.Sprintf("missing; the file must say %s: %s", key, want[key])})
+		case json.Unmarshal(raw, &got) != nil || got != want[key]:
+			errs = append(errs, &FieldError{Field: key, Value: displayValue(raw),
+				Detail: fmt.Sprintf("kipvs reads only apiVersion %s, kind %s", APIVersion, Kind)})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fromKubeProxyConfiguration converts a decoded file into a Config, filling what the file
+// left unset the way kube-proxy's defaulting does (a zero value counts as unset, except for
+// the pointer fields). It does not validate the result beyond parsing values.
+func fromKubeProxyConfiguration(kp *v1alpha1.KubeProxyConfiguration, present []string) (Config, []notice, []error) {
+	c := FileDefaults()
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var notices []notice
+
+	cc := kp.ClientConnection
+	c.ClientConnection.Kubeconfig = cc.Kubeconfig
+	c.ClientConnection.AcceptContentTypes = cc.AcceptContentTypes
+	if cc.ContentType != "" {
+		c.ClientConnection.ContentType = cc.ContentType
+	}
+	if cc.QPS != 0 {
+		c.ClientConnection.QPS = cc.QPS
+	}
+	if cc.Burst != 0 {
+		c.ClientConnection.Burst = cc.Burst
+	}
+	if kp.ConfigSyncPeriod.Duration != 0 {
+		c.ConfigSyncPeriod = kp.ConfigSyncPeriod.Duration
+	}
+
+	var err error
+	c.HostnameOverride, err = normalizeHostname(sHostnameOverride.fieldOnly(), kp.HostnameOverride)
+	add(err)
+
+	// The default server addresses follow the family of bindAddress.
+	v6 := false
+	if kp.BindAddress != "" {
+		ip, ok := parseIP(kp.BindAddress)
+		if ok {
+			c.BindAddress = ip
+			v6 = ip.Is6()
+		} else {
+			add(sBindAddress.fieldOnly().invalid(kp.BindAddress, "must be an IP address"))
+			v6 = true // as kube-proxy: anything that is not IPv4 gets the IPv6 defaults
+		}
+	}
+	if v6 {
+		c.HealthzBindAddress = netip.AddrPortFrom(netip.IPv6Unspecified(), DefaultHealthzPort)
+		c.MetricsBindAddress = netip.AddrPortFrom(netip.IPv6Loopback(), DefaultMetricsPort)
+	}
+	if kp.HealthzBindAddress != "" {
+		c.HealthzBindAddress, err = parseHostPort(sHealthzBindAddress.fieldOnly(), kp.HealthzBindAddress, DefaultHealthzPort)
+		add(err)
+	}
+	if kp.MetricsBindAddress != "" {
+		c.MetricsBindAddress, err = parseHostPort(sMetricsBindAddress.fieldOnly(), kp.MetricsBindAddress, DefaultMetricsPort)
+		add(err)
+	}
+	c.BindAddressHardFail = kp.BindAddressHardFail
+	c.EnableProfiling = kp.EnableProfiling
+
+	switch kp.Mode {
+	case "":
+		notices = append(notices, notice{"mode", "empty: kube-proxy would run in iptables mode with this file; " +
+			"kipvs runs in IPVS mode and reads ipvs.syncPeriod and ipvs.minSyncPeriod"})
+	case ProxyModeIPVS:
+	default:
+		c.Mode = string(kp.Mode) // refused by Validate, with the other errors
+	}
+
+	c.MasqueradeAll = kp.IPTables.MasqueradeAll
+	if kp.IPTables.MasqueradeBit != nil {
+		c.MasqueradeBit = *kp.IPTables.MasqueradeBit
+	}
+
+	v := kp.IPVS
+	if v.SyncPeriod.Duration != 0 {
+		c.IPVS.SyncPeriod = v.SyncPeriod.Duration
+	}
+	c.IPVS.MinSyncPeriod = v.MinSyncPeriod.Duration
+	if v.Scheduler != "" {
+		c.IPVS.Scheduler = v.Scheduler
+	}
+	var perrs []error
+	c.IPVS.ExcludeCIDRs, perrs = parseCIDRs(sIPVSExcludeCIDRs.fieldOnly(), v.ExcludeCIDRs)
+	errs = append(errs, perrs...)
+	c.IPVS.StrictARP = v.StrictARP
+	c.IPVS.TCPTimeout = v.TCPTimeout.Duration
+	c.IPVS.TCPFinTimeout = v.TCPFinTimeout.Duration
+	c.IPVS.UDPTimeout = v.UDPTimeout.Duration
+
+	ct := kp.Conntrack
+	if ct.MaxPerCore != nil {
+		c.Conntrack.MaxPerCore = *ct.MaxPerCore
+	}
+	if ct.Min != nil {
+		c.Conntrack.Min = *ct.Min
+	}
+	if ct.TCPEstablishedTimeout != nil {
+		c.Conntrack.TCPEstablishedTimeout = ct.TCPEstablishedTimeout.Duration
+	}
+	if ct.TCPCloseWaitTimeout != nil {
+		c.Conntrack.TCPCloseWaitTimeout = ct.TCPCloseWaitTimeout.Duration
+	}
+	c.Conntrack.TCPBeLiberal = ct.TCPBeLiberal
+	c.Conntrack.UDPTimeout = ct.UDPTimeout.Duration
+	c.Conntrack.UDPStreamTimeout = ct.UDPStreamTimeout.Duration
+
+	if kp.DetectLocalMode != "" {
+		c.DetectLocalMode = LocalMode(kp.DetectLocalMode)
+	}
+	c.BridgeInterface = kp.DetectLocal.BridgeInterface
+	c.InterfaceNamePrefix = kp.DetectLocal.InterfaceNamePrefix
+	c.ClusterCIDRs, perrs = splitCIDRList(sClusterCIDR.fieldOnly(), kp.ClusterCIDR)
+	errs = append(errs, perrs...)
+	c.NodePortAddresses, c.NodePortPrimary, perrs = parseNodePortAddresses(sNodePortAddresses.fieldOnly(), kp.NodePortAddresses)
+	errs = append(errs, perrs...)
+
+	if len(kp.FeatureGates) > 0 {
+		c.FeatureGates = maps.Clone(kp.FeatureGates)
+	}
+	c.LogFormat, err = logFormatFromKubeProxy(sLoggingFormat.fieldOnly(), kp.Logging.Format)
+	add(err)
+	c.Verbosity = int(kp.Logging.Verbosity)
+
+	notices = append(notices, ignoredNotices(kp, present)...)
+	return c, notices, errs
+}
+
+// parseNodePortAddresses parses nodePortAddresses: CIDRs, or the single word "primary".
+func parseNodePortAddresses(s setting, items []string) ([]netip.Prefix, bool, []error) {
+	for _, it := range items {
+		if strings.TrimSpace(it) == nodePortPrimary {
+			if len(items) != 1 {
+				return nil, false, []error{s.invalid(strings.Join(items, ","), "%q cannot be combined with CIDRs", nodePortPrimary)}
+			}
+			return nil, true, nil
+		}
+	}
+	ps, errs := parseCIDRs(s, items)
+	return ps, false, errs
+}
+
+// logFormatFromKubeProxy maps kube-proxy's logging.format to kipvs's log format.
+func logFormatFromKubeProxy(s setting, f string) (LogFormat, error) {
+	switch f {
+	case "", "text":
+		return LogFormatConsole, nil
+	case "json":
+		return LogFormatJSON, nil
+	}
+	return LogFormatConsole, s.invalid(f, `must be "text" or "json"`)
+}
+
+// ignoredField is a file field kipvs accepts but does not act on.
+type ignoredField struct {
+	path   string
+	reason string
+	value  func(*v1alpha1.KubeProxyConfiguration) any
+}
+
+func ignoredFields() []ignoredField {
+	type routing struct {
+		TextSplit, JSONSplit   bool
+		TextBuffer, JSONBuffer int64
+	}
+	return []ignoredField{
+		{"iptables.syncPeriod", "used in iptables mode only; kipvs uses ipvs.syncPeriod",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.IPTables.SyncPeriod.Duration }},
+		{"iptables.minSyncPeriod", "used in iptables mode only; kipvs uses ipvs.minSyncPeriod",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.IPTables.MinSyncPeriod.Duration }},
+		{"iptables.localhostNodePorts", "used in iptables mode only; IPVS mode never serves NodePorts on localhost",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.IPTables.LocalhostNodePorts }},
+		{"nftables", "used in nftables mode only",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.NFTables }},
+		{"winkernel", "used on Windows only",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.Winkernel }},
+		{"windowsRunAsService", "used on Windows only",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.WindowsRunAsService }},
+		{"oomScoreAdj", "kipvs does not change its OOM score adjustment",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.OOMScoreAdj }},
+		{"portRange", "not used by kube-proxy either",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.PortRange }},
+		{"showHiddenMetricsForVersion", "kipvs has no hidden metrics",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.ShowHiddenMetricsForVersion }},
+		{"featureGates", "kipvs has no feature gates",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return len(k.FeatureGates) }},
+		{"logging.flushFrequency", "log buffering is not supported",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.Logging.FlushFrequency.Duration.Duration }},
+		{"logging.vmodule", "per-file verbosity is not supported; use logging.verbosity",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return len(k.Logging.VModule) }},
+		{"logging.options", "split output streams and buffering are not supported",
+			func(k *v1alpha1.KubeProxyConfiguration) any {
+				o := k.Logging.Options
+				return routing{o.Text.SplitStream, o.JSON.SplitStream, o.Text.InfoBufferSize.Value(), o.JSON.InfoBufferSize.Value()}
+			}},
+	}
+}
+
+// ignoredNotices lists the ignored fields the file sets to something other than
+// kube-proxy's default (a field set to its default changes nothing, so is not worth a word).
+func ignoredNotices(kp *v1alpha1.KubeProxyConfiguration, present []string) []notice {
+	def := defaultKubeProxyConfiguration()
+	var out []notice
+	for _, f := range ignoredFields() {
+		set := false
+		for _, p := range present {
+			if p == f.path || strings.HasPrefix(p, f.path+".") || strings.HasPrefix(p, f.path+"[") {
+				set = true
+				break
+			}
+		}
+		if !set {
+			continue
+		}
+		got := f.value(kp)
+		if reflect.ValueOf(got).IsZero() || reflect.DeepEqual(got, f.value(def)) {
+			continue
+		}
+		out = append(out, notice{f.path, f.reason})
+	}
+	return out
+}
+
+func logNotices(log *zap.Logger, file string, notices []notice) {
+	if log == nil {
+		return
+	}
+	for _, n := range notices {
+		fields := []zap.Field{zap.String("field", n.field), zap.String("reason", n.reason)}
+		if file != "" {
+			fields = append(fields, zap.String("file", file))
+		}
+		log.Info("kube-proxy setting accepted but not used by kipvs", fields...)
+	}
+}

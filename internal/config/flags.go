@@ -1,0 +1,494 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Flags is the set of command-line flags AddFlags registered. Load reads them after the
+// flag set has been parsed.
+type Flags struct {
+	fs *pflag.FlagSet
+
+	configFile, writeConfigTo string
+	cleanup, initOnly         bool
+
+	kubeconfig, master, contentType string
+	qps                             float32
+	burst                           int32
+	configSyncPeriod                time.Duration
+
+	hostnameOverride                                 string
+	bindAddress, healthzBindAddress, metricsBindAddr string
+	healthzPort, metricsPort                         int32
+	bindAddressHardFail, profiling                   bool
+
+	proxyMode, clusterCIDR                                  string
+	masqueradeAll                                           bool
+	masqueradeBit                                           int32
+	detectLocalMode, podBridgeInterface, podInterfacePrefix string
+	nodePortAddresses                                       []string
+
+	ipvsScheduler                                     string
+	ipvsStrictARP                                     bool
+	ipvsExcludeCIDRs                                  []string
+	ipvsSyncPeriod, ipvsMinSyncPeriod                 time.Duration
+	ipvsTCPTimeout, ipvsTCPFinTimeout, ipvsUDPTimeout time.Duration
+
+	ctMaxPerCore, ctMin                            int32
+	ctEstablished, ctCloseWait, ctUDP, ctUDPStream time.Duration
+	ctBeLiberal                                    bool
+
+	featureGates  map[string]bool
+	verbosity     uint32
+	loggingFormat string
+
+	// kube-proxy flags kipvs accepts and ignores.
+	iptablesSyncPeriod, iptablesMinSyncPeriod, logFlushFrequency time.Duration
+	iptablesLocalhostNodePorts, logTextSplit, logJSONSplit       bool
+	oomScoreAdj                                                  int32
+	showHiddenMetrics, vmodule, logTextBuffer, logJSONBuffer     string
+
+	sourceFile, serviceCIDR, logFormat string
+	gracefulPeriod                     time.Duration
+}
+
+// ignoredFlags are kube-proxy flags kipvs accepts, so that existing command lines keep
+// working, but does not act on.
+func ignoredFlags() []notice {
+	return []notice{
+		{"--iptables-sync-period", "used in iptables mode only; kipvs uses --ipvs-sync-period"},
+		{"--iptables-min-sync-period", "used in iptables mode only; kipvs uses --ipvs-min-sync-period"},
+		{"--iptables-localhost-nodeports", "used in iptables mode only; IPVS mode never serves NodePorts on localhost"},
+		{"--oom-score-adj", "kipvs does not change its OOM score adjustment"},
+		{"--show-hidden-metrics-for-version", "kipvs has no hidden metrics"},
+		{"--feature-gates", "kipvs has no feature gates"},
+		{"--vmodule", "per-file verbosity is not supported; use -v"},
+		{"--log-flush-frequency", "log buffering is not supported"},
+		{"--log-text-split-stream", "split output streams are not supported"},
+		{"--log-text-info-buffer-size", "log buffering is not supported"},
+		{"--log-json-split-stream", "split output streams are not supported"},
+		{"--log-json-info-buffer-size", "log buffering is not supported"},
+	}
+}
+
+// AddFlags registers kube-proxy's command-line flags (same names, types and defaults as
+// kube-proxy v1.34 on Linux) and kipvs's own --kipvs-* flags on fs, and returns them for
+// Load. Like kube-proxy, fs then accepts "_" in place of "-" in flag names.
+//
+// Unlike kube-proxy, which ignores most flags when --config is given, a flag set explicitly
+// on the command line overrides the file.
+func AddFlags(fs *pflag.FlagSet) *Flags {
+	d := Defaults()
+	f := &Flags{fs: fs}
+	fs.SetNormalizeFunc(wordSepNormalize)
+
+	// The invocation.
+	fs.StringVar(&f.configFile, "config", "",
+		"Path of a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1, YAML or JSON). "+
+			"Flags given explicitly on the command line take precedence over the file.")
+	fs.StringVar(&f.writeConfigTo, "write-config-to", "",
+		"Write the effective configuration (defaults, then --config, then the flags given) to this file as a KubeProxyConfiguration, and exit.")
+	fs.BoolVar(&f.cleanup, "cleanup", false,
+		"Remove the IPVS virtual servers, kube-ipvs0, ipsets and iptables chains kube-proxy or kipvs created, and exit.")
+	fs.BoolVar(&f.initOnly, "init-only", false,
+		"Apply the settings that need full root privileges (sysctls), then exit.")
+
+	// The API connection.
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "",
+		"Path of the kubeconfig file with the API server address and credentials. Empty: use the in-cluster service account.")
+	fs.StringVar(&f.master, "master", "",
+		"API server address; overrides the server in the kubeconfig.")
+	fs.StringVar(&f.contentType, "kube-api-content-type", d.ClientConnection.ContentType,
+		"Content type of requests to the API server: application/vnd.kubernetes.protobuf or application/json.")
+	fs.Float32Var(&f.qps, "kube-api-qps", d.ClientConnection.QPS,
+		"Steady rate of requests per second to the API server.")
+	fs.Int32Var(&f.burst, "kube-api-burst", d.ClientConnection.Burst,
+		"Number of requests to the API server allowed in a burst above --kube-api-qps.")
+	fs.DurationVar(&f.configSyncPeriod, "config-sync-period", d.ConfigSyncPeriod,
+		"How often the Services, EndpointSlices and Node are re-listed from the API server (e.g. '30s', '15m'). Must be greater than 0.")
+
+	// The node.
+	fs.StringVar(&f.hostnameOverride, "hostname-override", "",
+		"Name of this node's Node object, when it is not the host name.")
+	fs.Var(newTextValue(&f.bindAddress, "ip", addrString(d.BindAddress)), "bind-address",
+		"This node's primary IP address; 0.0.0.0 or :: means take it from the Node object. (No socket is bound to it; the name is historical.)")
+	fs.Var(newTextValue(&f.healthzBindAddress, "ipport", d.HealthzBindAddress.String()), "healthz-bind-address",
+		fmt.Sprintf("IP address and port of the health check server (/healthz, /livez). A bare IP gets port %d. Set it to empty to disable the server.", DefaultHealthzPort))
+	fs.Var(newTextValue(&f.metricsBindAddr, "ipport", d.MetricsBindAddress.String()), "metrics-bind-address",
+		fmt.Sprintf("IP address and port of the metrics server (/metrics, /configz, /proxyMode). A bare IP gets port %d; use 0.0.0.0 or [::] to listen on every interface. Set it to empty to disable the server.", DefaultMetricsPort))
+	fs.Int32Var(&f.healthzPort, "healthz-port", DefaultHealthzPort,
+		"Port of the health check server when --healthz-bind-address is a bare IP; 0 disables the server.")
+	_ = fs.MarkDeprecated("healthz-port", "use --healthz-bind-address instead")
+	fs.Int32Var(&f.metricsPort, "metrics-port", DefaultMetricsPort,
+		"Port of the metrics server when --metrics-bind-address is a bare IP; 0 disables the server.")
+	_ = fs.MarkDeprecated("metrics-port", "use --metrics-bind-address instead")
+	fs.BoolVar(&f.bindAddressHardFail, "bind-address-hard-fail", false,
+		"Exit when the health check or metrics server cannot listen on its address, instead of logging the error.")
+	fs.BoolVar(&f.profiling, "profiling", false,
+		"Serve Go profiles under /debug/pprof on the metrics server.")
+
+	// What the proxy does.
+	fs.Var(newTextValue(&f.proxyMode, "ProxyMode", ""), "proxy-mode",
+		`Proxy mode. kipvs implements only "ipvs"; empty means ipvs, anything else is an error.`)
+	fs.StringVar(&f.clusterCIDR, "cluster-cidr", "",
+		"The pod CIDR (the range pod IPs come from), or one IPv4 and one IPv6 CIDR separated by a comma. "+
+			"With --detect-local-mode=ClusterCIDR, traffic from this range counts as pod traffic when deciding what to masquerade. "+
+			"Not the Service CIDR.")
+	fs.BoolVar(&f.masqueradeAll, "masquerade-all", false,
+		"Masquerade (SNAT) every connection to a Service ClusterIP, not only those from outside the pod network. Some CNI plugins need this.")
+	fs.Int32Var(&f.masqueradeBit, "iptables-masquerade-bit", d.MasqueradeBit,
+		"Bit of the packet mark (fwmark) that marks packets to masquerade, 0 to 31.")
+	fs.Var(newTextValue(&f.detectLocalMode, "LocalMode", ""), "detect-local-mode",
+		"How to recognise traffic from pods on this node: ClusterCIDR (source in --cluster-cidr), NodeCIDR (source in the Node's podCIDRs), "+
+			"BridgeInterface (arrives on --pod-bridge-interface) or InterfaceNamePrefix (arrives on an interface named --pod-interface-name-prefix*). Empty means ClusterCIDR.")
+	fs.StringVar(&f.podBridgeInterface, "pod-bridge-interface", "",
+		"Bridge that pod traffic arrives on, for --detect-local-mode=BridgeInterface.")
+	fs.StringVar(&f.podInterfacePrefix, "pod-interface-name-prefix", "",
+		"Name prefix of the interfaces pod traffic arrives on, for --detect-local-mode=InterfaceNamePrefix.")
+	fs.StringSliceVar(&f.nodePortAddresses, "nodeport-addresses", nil,
+		`Comma-separated CIDRs: NodePorts are served only on node IPs inside them. The single word "primary" serves them only on the node's primary IPs from the Node object. Empty: every local IP.`)
+
+	// IPVS.
+	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", "",
+		"IPVS scheduler of every virtual server: "+strings.Join(Schedulers(), ", ")+". Empty means rr.")
+	fs.BoolVar(&f.ipvsStrictARP, "ipvs-strict-arp", false,
+		"Set the sysctls arp_ignore=1 and arp_announce=2 so the node does not answer ARP for the Service IPs on kube-ipvs0.")
+	fs.StringSliceVar(&f.ipvsExcludeCIDRs, "ipvs-exclude-cidrs", nil,
+		"Comma-separated CIDRs: IPVS virtual servers with an address inside them are never deleted by kipvs.")
+	fs.DurationVar(&f.ipvsSyncPeriod, "ipvs-sync-period", d.IPVS.SyncPeriod,
+		"Longest time between two full resyncs of the kernel state (e.g. '30s', '2m'). Must be greater than 0.")
+	fs.DurationVar(&f.ipvsMinSyncPeriod, "ipvs-min-sync-period", d.IPVS.MinSyncPeriod,
+		"Shortest time between two resyncs (e.g. '1s', '500ms'); 0 resyncs on every Service or EndpointSlice change. At most --ipvs-sync-period.")
+	fs.DurationVar(&f.ipvsTCPTimeout, "ipvs-tcp-timeout", 0,
+		"IPVS timeout of idle TCP connections (e.g. '900s'); 0 leaves the kernel's value.")
+	fs.DurationVar(&f.ipvsTCPFinTimeout, "ipvs-tcpfin-timeout", 0,
+		"IPVS timeout of TCP connections after a FIN (e.g. '120s'); 0 leaves the kernel's value.")
+	fs.DurationVar(&f.ipvsUDPTimeout, "ipvs-udp-timeout", 0,
+		"IPVS timeout of UDP flows (e.g. '300s'); 0 leaves the kernel's value.")
+
+	// Conntrack.
+	fs.Int32Var(&f.ctMaxPerCore, "conntrack-max-per-core", d.Conntrack.MaxPerCore,
+		"Conntrack entries per CPU: nf_conntrack_max becomes this times the CPU count, at least --conntrack-min. "+
+			"0 leaves nf_conntrack_max alone (and ignores --conntrack-min).")
+	fs.Int32Var(&f.ctMin, "conntrack-min", d.Conntrack.Min,
+		"Lowest nf_conntrack_max to set, whatever the CPU count (applies only when --conntrack-max-per-core is not 0).")
+	fs.DurationVar(&f.ctEstablished, "conntrack-tcp-timeout-established", d.Conntrack.TCPEstablishedTimeout,
+		"Conntrack timeout of idle established TCP connections; 0 leaves the kernel's value.")
+	fs.DurationVar(&f.ctCloseWait, "conntrack-tcp-timeout-close-wait", d.Conntrack.TCPCloseWaitTimeout,
+		"Conntrack timeout of TCP connections in CLOSE_WAIT; 0 leaves the kernel's value.")
+	fs.BoolVar(&f.ctBeLiberal, "conntrack-tcp-be-liberal", false,
+		"Set nf_conntrack_tcp_be_liberal=1, so out-of-window TCP packets are not marked INVALID.")
+	fs.DurationVar(&f.ctUDP, "conntrack-udp-timeout", 0,
+		"Conntrack timeout of UDP flows that saw no reply; 0 leaves the kernel's value.")
+	fs.DurationVar(&f.ctUDPStream, "conntrack-udp-timeout-stream", 0,
+		"Conntrack timeout of UDP flows that saw traffic both ways; 0 leaves the kernel's value.")
+
+	// Logging.
+	fs.VarP(&levelValue{&f.verbosity}, "v", "v", "Log verbosity: 0 logs the essentials, higher numbers log more detail.")
+	fs.StringVar(&f.loggingFormat, "logging-format", "text",
+		`kube-proxy's log format flag: "text" (kipvs's console format) or "json". --kipvs-log-format takes precedence.`)
+
+	// Accepted for compatibility and ignored.
+	const ignored = " Accepted for compatibility with kube-proxy; kipvs ignores it."
+	fs.DurationVar(&f.iptablesSyncPeriod, "iptables-sync-period", 30*time.Second, "iptables mode only."+ignored)
+	fs.DurationVar(&f.iptablesMinSyncPeriod, "iptables-min-sync-period", time.Second, "iptables mode only."+ignored)
+	fs.BoolVar(&f.iptablesLocalhostNodePorts, "iptables-localhost-nodeports", true, "iptables mode only."+ignored)
+	fs.Int32Var(&f.oomScoreAdj, "oom-score-adj", -999, "OOM score adjustment of the process."+ignored)
+	fs.StringVar(&f.showHiddenMetrics, "show-hidden-metrics-for-version", "", "Re-enable metrics hidden in this release."+ignored)
+	fs.Var(&mapStringBool{&f.featureGates}, "feature-gates", "Feature gates, as name=true|false pairs separated by commas."+ignored)
+	fs.Var(newTextValue(&f.vmodule, "pattern=N,...", ""), "vmodule", "Per-file log verbosity."+ignored)
+	fs.DurationVar(&f.logFlushFrequency, "log-flush-frequency", 5*time.Second, "Longest time log output is buffered."+ignored)
+	fs.BoolVar(&f.logTextSplit, "log-text-split-stream", false, "Split text log output between stdout and stderr."+ignored)
+	fs.Var(newTextValue(&f.logTextBuffer, "quantity", "0"), "log-text-info-buffer-size", "Buffer size of split text log output."+ignored)
+	fs.BoolVar(&f.logJSONSplit, "log-json-split-stream", false, "Split JSON log output between stdout and stderr."+ignored)
+	fs.Var(newTextValue(&f.logJSONBuffer, "quantity", "0"), "log-json-info-buffer-size", "Buffer size of split JSON log output."+ignored)
+
+	// kipvs's own flags.
+	fs.StringVar(&f.sourceFile, "kipvs-source-file", "",
+		"Read Services and EndpointSlices from this file instead of watching the API server, to run without a cluster. "+
+			"--kubeconfig and --master are then not used.")
+	fs.StringVar(&f.serviceCIDR, "kipvs-service-cidr", "",
+		"The Service CIDR (the range ClusterIPs come from), or one IPv4 and one IPv6 CIDR separated by a comma. "+
+			"kipvs refuses to start when --cluster-cidr equals or overlaps it. Used until the Service CIDRs are known from the API server.")
+	fs.DurationVar(&f.gracefulPeriod, "kipvs-graceful-period", d.Kipvs.GracefulPeriod,
+		"How long a removed TCP or SCTP endpoint keeps its IPVS real server at weight 0 so open connections can finish, before it is deleted. "+
+			"UDP real servers are deleted at once. 0 deletes at once.")
+	fs.StringVar(&f.logFormat, "kipvs-log-format", string(d.LogFormat),
+		`Log format: "console" (human-readable) or "json" (one object per line). Takes precedence over --logging-format and logging.format.`)
+	return f
+}
+
+// apply copies the flags set explicitly on the command line into c. It returns one error
+// per bad flag value and the notices for flags kipvs ignores.
+func (f *Flags) apply(c *Config) ([]error, []notice) {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	set := f.fs.Changed
+
+	c.ConfigFile = f.configFile
+	c.WriteConfigTo = f.writeConfigTo
+	c.Cleanup = f.cleanup
+	c.InitOnly = f.initOnly
+
+	if set("kubeconfig") {
+		c.ClientConnection.Kubeconfig = f.kubeconfig
+	}
+	if set("master") {
+		c.ClientConnection.Master = f.master
+	}
+	if set("kube-api-content-type") {
+		c.ClientConnection.ContentType = f.contentType
+	}
+	if set("kube-api-qps") {
+		c.ClientConnection.QPS = f.qps
+	}
+	if set("kube-api-burst") {
+		c.ClientConnection.Burst = f.burst
+	}
+	if set("config-sync-period") {
+		c.ConfigSyncPeriod = f.configSyncPeriod
+	}
+
+	if set("hostname-override") && f.hostnameOverride != "" {
+		h, err := normalizeHostname(sHostnameOverride, f.hostnameOverride)
+		add(err)
+		c.HostnameOverride = h
+	}
+	if set("bind-address") && f.bindAddress != "" {
+		if ip, ok := parseIP(f.bindAddress); ok {
+			c.BindAddress = ip
+		} else {
+			add(sBindAddress.invalid(f.bindAddress, "must be an IP address"))
+		}
+	}
+	add(f.applyServer(&c.HealthzBindAddress, sHealthzBindAddress, sHealthzPort, DefaultHealthzPort, f.healthzBindAddress, f.healthzPort))
+	add(f.applyServer(&c.MetricsBindAddress, sMetricsBindAddress, sMetricsPort, DefaultMetricsPort, f.metricsBindAddr, f.metricsPort))
+	if set("bind-address-hard-fail") {
+		c.BindAddressHardFail = f.bindAddressHardFail
+	}
+	if set("profiling") {
+		c.EnableProfiling = f.profiling
+	}
+
+	if set("proxy-mode") {
+		c.Mode = f.proxyMode
+		if c.Mode == "" {
+			c.Mode = ProxyModeIPVS
+		}
+	}
+	if set("cluster-cidr") {
+		ps, perrs := splitCIDRList(sClusterCIDR, f.clusterCIDR)
+		errs = append(errs, perrs...)
+		c.ClusterCIDRs = ps
+	}
+	if set("masquerade-all") {
+		c.MasqueradeAll = f.masqueradeAll
+	}
+	if set("iptables-masquerade-bit") {
+		c.MasqueradeBit = f.masqueradeBit
+	}
+	if set("detect-local-mode") {
+		c.DetectLocalMode = LocalMode(f.detectLocalMode)
+		if c.DetectLocalMode == "" {
+			c.DetectLocalMode = LocalModeClusterCIDR
+		}
+	}
+	if set("pod-bridge-interface") {
+		c.BridgeInterface = f.podBridgeInterface
+	}
+	if set("pod-interface-name-prefix") {
+		c.InterfaceNamePrefix = f.podInterfacePrefix
+	}
+	if set("nodeport-addresses") {
+		ps, primary, perrs := parseNodePortAddresses(sNodePortAddresses, f.nodePortAddresses)
+		errs = append(errs, perrs...)
+		c.NodePortAddresses, c.NodePortPrimary = ps, primary
+	}
+
+	if set("ipvs-scheduler") {
+		c.IPVS.Scheduler = f.ipvsScheduler
+		if c.IPVS.Scheduler == "" {
+			c.IPVS.Scheduler = "rr"
+		}
+	}
+	if set("ipvs-strict-arp") {
+		c.IPVS.StrictARP = f.ipvsStrictARP
+	}
+	if set("ipvs-exclude-cidrs") {
+		ps, perrs := parseCIDRs(sIPVSExcludeCIDRs, f.ipvsExcludeCIDRs)
+		errs = append(errs, perrs...)
+		c.IPVS.ExcludeCIDRs = ps
+	}
+	setDuration := func(name string, dst *time.Duration, v time.Duration) {
+		if set(name) {
+			*dst = v
+		}
+	}
+	setDuration("ipvs-sync-period", &c.IPVS.SyncPeriod, f.ipvsSyncPeriod)
+	setDuration("ipvs-min-sync-period", &c.IPVS.MinSyncPeriod, f.ipvsMinSyncPeriod)
+	setDuration("ipvs-tcp-timeout", &c.IPVS.TCPTimeout, f.ipvsTCPTimeout)
+	setDuration("ipvs-tcpfin-timeout", &c.IPVS.TCPFinTimeout, f.ipvsTCPFinTimeout)
+	setDuration("ipvs-udp-timeout", &c.IPVS.UDPTimeout, f.ipvsUDPTimeout)
+
+	if set("conntrack-max-per-core") {
+		c.Conntrack.MaxPerCore = f.ctMaxPerCore
+	}
+	if set("conntrack-min") {
+		c.Conntrack.Min = f.ctMin
+	}
+	setDuration("conntrack-tcp-timeout-established", &c.Conntrack.TCPEstablishedTimeout, f.ctEstablished)
+	setDuration("conntrack-tcp-timeout-close-wait", &c.Conntrack.TCPCloseWaitTimeout, f.ctCloseWait)
+	setDuration("conntrack-udp-timeout", &c.Conntrack.UDPTimeout, f.ctUDP)
+	setDuration("conntrack-udp-timeout-stream", &c.Conntrack.UDPStreamTimeout, f.ctUDPStream)
+	if set("conntrack-tcp-be-liberal") {
+		c.Conntrack.TCPBeLiberal = f.ctBeLiberal
+	}
+
+	if set("feature-gates") {
+		c.FeatureGates = f.featureGates
+	}
+	if set("v") {
+		c.Verbosity = int(f.verbosity)
+	}
+	if set("logging-format") {
+		lf, err := logFormatFromKubeProxy(sLoggingFormat, f.loggingFormat)
+		add(err)
+		c.LogFormat = lf
+	}
+	if set("kipvs-log-format") {
+		c.LogFormat = LogFormat(f.logFormat)
+	}
+
+	if set("kipvs-source-file") {
+		c.Kipvs.SourceFile = f.sourceFile
+	}
+	if set("kipvs-service-cidr") {
+		ps, perrs := splitCIDRList(sServiceCIDR, f.serviceCIDR)
+		errs = append(errs, perrs...)
+		c.Kipvs.ServiceCIDRs = ps
+	}
+	setDuration("kipvs-graceful-period", &c.Kipvs.GracefulPeriod, f.gracefulPeriod)
+
+	var notices []notice
+	for _, n := range ignoredFlags() {
+		if set(strings.TrimPrefix(n.field, "--")) {
+			notices = append(notices, n)
+		}
+	}
+	return errs, notices
+}
+
+// applyServer applies --X-bind-address and the deprecated --X-port the way kube-proxy
+// combines them: the port flag gives the port of a bare IP, and a port of 0 disables the
+// server. An address set explicitly to "" also disables it.
+func (f *Flags) applyServer(dst *netip.AddrPort, addrS, portS setting, defPort uint16, addr string, port int32) error {
+	addrSet := f.fs.Changed(strings.TrimPrefix(addrS.flag(), "--"))
+	portSet := f.fs.Changed(strings.TrimPrefix(portS.flag(), "--"))
+	if portSet && (port < 0 || port > 65535) {
+		return portS.invalid(strconv.Itoa(int(port)), "must be between 0 and 65535 (0 disables the server)")
+	}
+	if portSet && port > 0 {
+		defPort = uint16(port)
+	}
+	switch {
+	case portSet && port == 0:
+		*dst = netip.AddrPort{}
+	case !addrSet:
+	case strings.TrimSpace(addr) == "":
+		*dst = netip.AddrPort{}
+	default:
+		v, err := parseHostPort(addrS, addr, defPort)
+		if err != nil {
+			return err
+		}
+		*dst = v
+	}
+	return nil
+}
+
+// textValue is a string flag with a kube-proxy type name; its value is parsed by Load so
+// that every bad value is reported together.
+type textValue struct {
+	p   *string
+	typ string
+}
+
+func newTextValue(p *string, typ, def string) *textValue {
+	*p = def
+	return &textValue{p: p, typ: typ}
+}
+
+func (v *textValue) String() string     { return *v.p }
+func (v *textValue) Set(s string) error { *v.p = s; return nil }
+func (v *textValue) Type() string       { return v.typ }
+
+// levelValue is the -v flag: a klog verbosity level.
+type levelValue struct{ p *uint32 }
+
+func (v *levelValue) String() string { return strconv.FormatUint(uint64(*v.p), 10) }
+func (v *levelValue) Type() string   { return "Level" }
+func (v *levelValue) Set(s string) error {
+	n, err := strconv.ParseUint(s, 10, 31)
+	if err != nil {
+		return fmt.Errorf("verbosity must be a number between 0 and 2147483647: %w", err)
+	}
+	*v.p = uint32(n)
+	return nil
+}
+
+// mapStringBool is the --feature-gates flag: name=bool pairs separated by commas; repeated
+// flags add up.
+type mapStringBool struct{ m *map[string]bool }
+
+func (v *mapStringBool) Type() string { return "mapStringBool" }
+func (v *mapStringBool) String() string {
+	if *v.m == nil {
+		return ""
+	}
+	keys := make([]string, 0, len(*v.m))
+	for k := range *v.m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	pairs := make([]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = fmt.Sprintf("%s=%t", k, (*v.m)[k])
+	}
+	return strings.Join(pairs, ",")
+}
+func (v *mapStringBool) Set(s string) error {
+	if *v.m == nil {
+		*v.m = map[string]bool{}
+	}
+	for _, pair := range strings.Split(s, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(pair, "=")
+		if !ok {
+			return fmt.Errorf("%q is not name=true|false", pair)
+		}
+		b, err := strconv.ParseBool(strings.TrimSpace(val))
+		if err != nil {
+			return fmt.Errorf("%q is not name=true|false: %w", pair, err)
+		}
+		(*v.m)[strings.TrimSpace(k)] = b
+	}
+	return nil
+}
+
+// wordSepNormalize lets "_" stand for "-" in flag names, as kube-proxy does.
+func wordSepNormalize(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+	return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
+}

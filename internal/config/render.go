@@ -1,0 +1,211 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	componentbaseconfig "k8s.io/component-base/config/v1alpha1"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/kube-proxy/config/v1alpha1"
+	"sigs.k8s.io/yaml"
+)
+
+// defaultKubeProxyConfiguration is the KubeProxyConfiguration kube-proxy v1.34 fills in for
+// an empty file (its v1alpha1 defaulting; mode and detectLocalMode are left empty).
+func defaultKubeProxyConfiguration() *v1alpha1.KubeProxyConfiguration {
+	dur := func(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+	zeroQuantity := func() resource.QuantityValue {
+		q := resource.QuantityValue{Quantity: *resource.NewQuantity(0, resource.DecimalSI)}
+		_ = q.String() // caches the text form, so that equal values compare equal
+		return q
+	}
+	return &v1alpha1.KubeProxyConfiguration{
+		TypeMeta:     metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
+		FeatureGates: map[string]bool{},
+		ClientConnection: v1alpha1ClientConnection(ClientConnection{
+			ContentType: ContentTypeProtobuf, QPS: 5, Burst: 10,
+		}),
+		Logging: logsapi.LoggingConfiguration{
+			Format:         "text",
+			FlushFrequency: logsapi.TimeOrMetaDuration{Duration: dur(5 * time.Second), SerializeAsString: true},
+			Options: logsapi.FormatOptions{
+				Text: logsapi.TextOptions{OutputRoutingOptions: logsapi.OutputRoutingOptions{InfoBufferSize: zeroQuantity()}},
+				JSON: logsapi.JSONOptions{OutputRoutingOptions: logsapi.OutputRoutingOptions{InfoBufferSize: zeroQuantity()}},
+			},
+		},
+		BindAddress:        "0.0.0.0",
+		HealthzBindAddress: fmt.Sprintf("0.0.0.0:%d", DefaultHealthzPort),
+		MetricsBindAddress: fmt.Sprintf("127.0.0.1:%d", DefaultMetricsPort),
+		IPTables: v1alpha1.KubeProxyIPTablesConfiguration{
+			MasqueradeBit:      ptrTo[int32](14),
+			LocalhostNodePorts: ptrTo(true),
+			SyncPeriod:         dur(30 * time.Second),
+			MinSyncPeriod:      dur(time.Second),
+		},
+		IPVS: v1alpha1.KubeProxyIPVSConfiguration{
+			SyncPeriod: dur(30 * time.Second),
+		},
+		NFTables: v1alpha1.KubeProxyNFTablesConfiguration{
+			MasqueradeBit: ptrTo[int32](14),
+			SyncPeriod:    dur(30 * time.Second),
+			MinSyncPeriod: dur(time.Second),
+		},
+		OOMScoreAdj: ptrTo[int32](-999),
+		Conntrack: v1alpha1.KubeProxyConntrackConfiguration{
+			MaxPerCore:            ptrTo[int32](32 * 1024),
+			Min:                   ptrTo[int32](128 * 1024),
+			TCPEstablishedTimeout: ptrTo(dur(24 * time.Hour)),
+			TCPCloseWaitTimeout:   ptrTo(dur(time.Hour)),
+		},
+		ConfigSyncPeriod: dur(15 * time.Minute),
+	}
+}
+
+// KubeProxyConfiguration renders c as a complete kube-proxy configuration (mode: ipvs). It
+// marshals to JSON as kube-proxy's file format, so it is also the value /configz serves
+// (under "kubeproxy.config.k8s.io"). Fields kipvs ignores carry kube-proxy's defaults. Settings a KubeProxyConfiguration cannot
+// hold are left out: --master, the --kipvs-* settings and the invocation flags. A disabled
+// health or metrics server is rendered as "", which kube-proxy reads as its default.
+func (c *Config) KubeProxyConfiguration() *v1alpha1.KubeProxyConfiguration {
+	kp := defaultKubeProxyConfiguration()
+	dur := func(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+	kp.FeatureGates = maps.Clone(c.FeatureGates)
+	if kp.FeatureGates == nil {
+		kp.FeatureGates = map[string]bool{}
+	}
+	kp.ClientConnection = v1alpha1ClientConnection(c.ClientConnection)
+	kp.Logging.Format = "text"
+	if c.LogFormat == LogFormatJSON {
+		kp.Logging.Format = "json"
+	}
+	kp.Logging.Verbosity = logsapi.VerbosityLevel(max(c.Verbosity, 0))
+
+	kp.HostnameOverride = c.HostnameOverride
+	kp.BindAddress = addrString(c.BindAddress)
+	kp.HealthzBindAddress = addrPortString(c.HealthzBindAddress)
+	kp.MetricsBindAddress = addrPortString(c.MetricsBindAddress)
+	kp.BindAddressHardFail = c.BindAddressHardFail
+	kp.EnableProfiling = c.EnableProfiling
+	kp.Mode = v1alpha1.ProxyMode(c.Mode)
+
+	kp.IPTables.MasqueradeAll = c.MasqueradeAll
+	kp.IPTables.MasqueradeBit = ptrTo(c.MasqueradeBit)
+
+	kp.IPVS = v1alpha1.KubeProxyIPVSConfiguration{
+		SyncPeriod:    dur(c.IPVS.SyncPeriod),
+		MinSyncPeriod: dur(c.IPVS.MinSyncPeriod),
+		Scheduler:     c.IPVS.Scheduler,
+		ExcludeCIDRs:  prefixStrings(c.IPVS.ExcludeCIDRs),
+		StrictARP:     c.IPVS.StrictARP,
+		TCPTimeout:    dur(c.IPVS.TCPTimeout),
+		TCPFinTimeout: dur(c.IPVS.TCPFinTimeout),
+		UDPTimeout:    dur(c.IPVS.UDPTimeout),
+	}
+
+	kp.DetectLocalMode = v1alpha1.LocalMode(c.DetectLocalMode)
+	kp.DetectLocal = v1alpha1.DetectLocalConfiguration{
+		BridgeInterface:     c.BridgeInterface,
+		InterfaceNamePrefix: c.InterfaceNamePrefix,
+	}
+	kp.ClusterCIDR = strings.Join(prefixStrings(c.ClusterCIDRs), ",")
+	kp.NodePortAddresses = prefixStrings(c.NodePortAddresses)
+	if c.NodePortPrimary {
+		kp.NodePortAddresses = append([]string{nodePortPrimary}, kp.NodePortAddresses...)
+	}
+
+	kp.Conntrack = v1alpha1.KubeProxyConntrackConfiguration{
+		MaxPerCore:            ptrTo(c.Conntrack.MaxPerCore),
+		Min:                   ptrTo(c.Conntrack.Min),
+		TCPEstablishedTimeout: ptrTo(dur(c.Conntrack.TCPEstablishedTimeout)),
+		TCPCloseWaitTimeout:   ptrTo(dur(c.Conntrack.TCPCloseWaitTimeout)),
+		TCPBeLiberal:          c.Conntrack.TCPBeLiberal,
+		UDPTimeout:            dur(c.Conntrack.UDPTimeout),
+		UDPStreamTimeout:      dur(c.Conntrack.UDPStreamTimeout),
+	}
+	kp.ConfigSyncPeriod = dur(c.ConfigSyncPeriod)
+	return kp
+}
+
+// RenderYAML renders c as a KubeProxyConfiguration YAML document, as --write-config-to
+// writes it.
+func (c *Config) RenderYAML() ([]byte, error) {
+	b, err := yaml.Marshal(c.KubeProxyConfiguration())
+	if err != nil {
+		return nil, fmt.Errorf("render configuration as YAML: %w", err)
+	}
+	return b, nil
+}
+
+// WriteConfigFile writes RenderYAML to path (for --write-config-to), replacing the file
+// atomically.
+func (c *Config) WriteConfigFile(path string) error {
+	b, err := c.RenderYAML()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	return nil
+}
+
+func v1alpha1ClientConnection(cc ClientConnection) componentbaseconfig.ClientConnectionConfiguration {
+	return componentbaseconfig.ClientConnectionConfiguration{
+		Kubeconfig:         cc.Kubeconfig,
+		AcceptContentTypes: cc.AcceptContentTypes,
+		ContentType:        cc.ContentType,
+		QPS:                cc.QPS,
+		Burst:              cc.Burst,
+	}
+}
+
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
+func addrPortString(ap netip.AddrPort) string {
+	if ap == (netip.AddrPort{}) {
+		return ""
+	}
+	return ap.String()
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
+}
+
+func ptrTo[T any](v T) *T { return &v }

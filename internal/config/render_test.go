@@ -1,0 +1,179 @@
+package config
+
+import (
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fileOnly drops what a KubeProxyConfiguration cannot hold.
+func fileOnly(c Config) Config {
+	c.ClientConnection.Master = ""
+	c.Kipvs = FileDefaults().Kipvs
+	c.ConfigFile, c.WriteConfigTo, c.Cleanup, c.InitOnly = "", "", false, false
+	return c
+}
+
+func TestRoundTrip(t *testing.T) {
+	everything := Config{
+		Mode: ProxyModeIPVS,
+		ClientConnection: ClientConnection{Kubeconfig: "/k", Master: "https://m", AcceptContentTypes: "application/json",
+			ContentType: ContentTypeJSON, QPS: 7.5, Burst: 15},
+		ConfigSyncPeriod:    3 * time.Minute,
+		HostnameOverride:    "node-1",
+		BindAddress:         netip.MustParseAddr("fd00::7"),
+		HealthzBindAddress:  mustAddrPort("[fd00::7]:9000"),
+		MetricsBindAddress:  mustAddrPort("10.0.0.7:9001"),
+		BindAddressHardFail: true,
+		EnableProfiling:     true,
+		ClusterCIDRs:        []netip.Prefix{mustPrefix("fd00:10:244::/56"), mustPrefix("10.244.0.0/16")},
+		DetectLocalMode:     LocalModeBridgeInterface,
+		BridgeInterface:     "cbr0",
+		InterfaceNamePrefix: "veth",
+		NodePortAddresses:   []netip.Prefix{mustPrefix("192.168.0.0/16")},
+		MasqueradeAll:       true,
+		MasqueradeBit:       0,
+		IPVS: IPVS{SyncPeriod: 90 * time.Second, MinSyncPeriod: 1500 * time.Millisecond, Scheduler: "sh",
+			ExcludeCIDRs: []netip.Prefix{mustPrefix("10.1.0.0/16")}, StrictARP: true,
+			TCPTimeout: time.Hour, TCPFinTimeout: time.Minute, UDPTimeout: time.Second},
+		Conntrack: Conntrack{MaxPerCore: 0, Min: 0, TCPEstablishedTimeout: 0, TCPCloseWaitTimeout: 0,
+			TCPBeLiberal: true, UDPTimeout: 10 * time.Second, UDPStreamTimeout: 20 * time.Second},
+		FeatureGates: map[string]bool{"Gate": false},
+		LogFormat:    LogFormatJSON,
+		Verbosity:    6,
+		Kipvs:        Kipvs{SourceFile: "/s", ServiceCIDRs: []netip.Prefix{mustPrefix("10.96.0.0/12")}, GracefulPeriod: time.Minute},
+	}
+	primary := Defaults()
+	primary.NodePortPrimary = true
+	primary.DetectLocalMode = LocalModeNodeCIDR
+	seed, err := Parse(readTestdata(t, "seed-ipvs.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		c    Config
+	}{
+		{"defaults", Defaults()},
+		{"file defaults", FileDefaults()},
+		{"everything set", everything},
+		{"primary node ports", primary},
+		{"seed file", seed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.c.Validate(); err != nil {
+				t.Fatalf("test config is invalid: %v", err)
+			}
+			b, err := tc.c.RenderYAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(string(b), "apiVersion: kubeproxy.config.k8s.io/v1alpha1\n") || !strings.Contains(string(b), "\nmode: ipvs\n") {
+				t.Errorf("not an IPVS KubeProxyConfiguration:\n%s", b)
+			}
+			log, logs := observed()
+			back, err := Parse(b, log)
+			if err != nil {
+				t.Fatalf("rendered file does not parse: %v\n%s", err, b)
+			}
+			if diff := cmp.Diff(fileOnly(tc.c), back, cmpConfig()...); diff != "" {
+				t.Errorf("(-rendered +parsed back):\n%s\n%s", diff, b)
+			}
+			wantNotices := 0
+			if len(tc.c.FeatureGates) > 0 {
+				wantNotices = 1 // featureGates: kept, but kipvs has none
+			}
+			if n := logs.Len(); n != wantNotices {
+				t.Errorf("a rendered file triggers notices %v", noticeFields(logs))
+			}
+		})
+	}
+}
+
+// /configz serves KubeProxyConfiguration() as JSON (the server wraps it under
+// "kubeproxy.config.k8s.io"); that JSON is itself a valid configuration file.
+func TestConfigzJSON(t *testing.T) {
+	c := Defaults()
+	c.ClusterCIDRs = []netip.Prefix{mustPrefix("10.244.0.0/16")}
+	c.IPVS.ExcludeCIDRs = []netip.Prefix{mustPrefix("fd00::/64")}
+	body, err := json.Marshal(map[string]any{"kubeproxy.config.k8s.io": c.KubeProxyConfiguration()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]map[string]any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	kp := got["kubeproxy.config.k8s.io"]
+	for k, want := range map[string]any{"mode": "ipvs", "clusterCIDR": "10.244.0.0/16", "kind": Kind, "metricsBindAddress": "127.0.0.1:10249",
+		"detectLocalMode": "ClusterCIDR"} {
+		if kp[k] != want {
+			t.Errorf("%s = %v, want %v", k, kp[k], want)
+		}
+	}
+	if ipvs, _ := kp["ipvs"].(map[string]any); ipvs["syncPeriod"] != "30s" || ipvs["minSyncPeriod"] != "1s" || ipvs["scheduler"] != "rr" {
+		t.Errorf("ipvs section %v", kp["ipvs"])
+	}
+	inner, err := json.Marshal(kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(inner, nil)
+	if err != nil {
+		t.Fatalf("the /configz JSON does not parse as a configuration: %v", err)
+	}
+	if diff := cmp.Diff(fileOnly(c), back, cmpConfig()...); diff != "" {
+		t.Errorf("(-served +parsed back):\n%s", diff)
+	}
+}
+
+func TestWriteConfigFile(t *testing.T) {
+	c := Defaults()
+	c.IPVS.Scheduler = "lc"
+	path := filepath.Join(t.TempDir(), "out.yaml")
+	if err := os.WriteFile(path, []byte("old content"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteConfigFile(path); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644", st.Mode().Perm())
+	}
+	back, err := loadArgs(t, nil, "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := c
+	want.ConfigFile = path
+	if diff := cmp.Diff(want, back, cmpConfig()...); diff != "" {
+		t.Errorf("(-written +read back):\n%s", diff)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Errorf("temporary files left behind: %v", entries)
+	}
+	if err := c.WriteConfigFile(filepath.Join(t.TempDir(), "missing", "out.yaml")); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("writing into a missing directory: %v", err)
+	}
+}
+
+// A disabled server renders as "", which kube-proxy (and kipvs) read as the default.
+func TestRenderDisabledServers(t *testing.T) {
+	c := Defaults()
+	c.HealthzBindAddress, c.MetricsBindAddress = netip.AddrPort{}, netip.AddrPort{}
+	kp := c.KubeProxyConfiguration()
+	if kp.HealthzBindAddress != "" || kp.MetricsBindAddress != "" {
+		t.Errorf("healthz %q metrics %q, want empty", kp.HealthzBindAddress, kp.MetricsBindAddress)
+	}
+}

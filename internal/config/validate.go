@@ -1,0 +1,325 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	netutils "k8s.io/utils/net"
+)
+
+// Validate checks every field of c and returns an errors.Join of one *FieldError per bad
+// field (nil when c is valid). When Kipvs.ServiceCIDRs is set it also applies
+// CheckClusterCIDR.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	if c.Mode != ProxyModeIPVS {
+		add(sMode.invalid(c.Mode, "kipvs implements only the IPVS proxy mode; set it to %q or leave it empty", ProxyModeIPVS))
+	}
+
+	cc := c.ClientConnection
+	if cc.ContentType != ContentTypeProtobuf && cc.ContentType != ContentTypeJSON {
+		add(sContentType.invalid(cc.ContentType, "must be %s", quoteList([]string{ContentTypeProtobuf, ContentTypeJSON})))
+	}
+	if q := float64(cc.QPS); math.IsNaN(q) || math.IsInf(q, 0) {
+		add(sQPS.invalid(formatFloat(cc.QPS), "must be a finite number (a negative value disables client-side rate limiting)"))
+	}
+	switch {
+	case cc.Burst < 0:
+		add(sBurst.invalid(strconv.Itoa(int(cc.Burst)), "must be greater than or equal to 0"))
+	case cc.Burst == 0 && cc.QPS > 0:
+		add(sBurst.invalid("0", "must be greater than 0 when %s is greater than 0", sQPS.field()))
+	}
+	add(positive(sConfigSyncPeriod, c.ConfigSyncPeriod))
+
+	if c.HostnameOverride != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.HostnameOverride); len(msgs) > 0 {
+			add(sHostnameOverride.invalid(c.HostnameOverride, "must be a valid Node name: %s", strings.Join(msgs, "; ")))
+		}
+	}
+	if !c.BindAddress.IsValid() {
+		add(sBindAddress.invalid("", "must be an IP address"))
+	}
+	add(validateServerAddress(sHealthzBindAddress, c.HealthzBindAddress))
+	add(validateServerAddress(sMetricsBindAddress, c.MetricsBindAddress))
+
+	errs = append(errs, validateDualStack(sClusterCIDR, c.ClusterCIDRs)...)
+	switch c.DetectLocalMode {
+	case LocalModeClusterCIDR, LocalModeNodeCIDR:
+	case LocalModeBridgeInterface:
+		add(validateInterfaceName(sBridgeInterface, c.BridgeInterface, c.DetectLocalMode))
+	case LocalModeInterfaceNamePrefix:
+		add(validateInterfaceName(sInterfaceNamePrefix, c.InterfaceNamePrefix, c.DetectLocalMode))
+	default:
+		modes := make([]string, 0, 4)
+		for _, m := range LocalModes() {
+			modes = append(modes, string(m))
+		}
+		add(sDetectLocalMode.invalid(string(c.DetectLocalMode), "must be one of %s", quoteList(modes)))
+	}
+
+	if c.NodePortPrimary && len(c.NodePortAddresses) > 0 {
+		add(sNodePortAddresses.invalid("primary,"+joinPrefixes(c.NodePortAddresses),
+			"%q cannot be combined with CIDRs", nodePortPrimary))
+	}
+	errs = append(errs, validatePrefixes(sNodePortAddresses, c.NodePortAddresses)...)
+
+	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
+		add(sMasqueradeBit.invalid(strconv.Itoa(int(c.MasqueradeBit)), "must be within [0, 31]"))
+	}
+
+	v := c.IPVS
+	add(positive(sIPVSSyncPeriod, v.SyncPeriod))
+	add(nonNegative(sIPVSMinSyncPeriod, v.MinSyncPeriod))
+	if v.MinSyncPeriod >= 0 && v.SyncPeriod > 0 && v.MinSyncPeriod > v.SyncPeriod {
+		add(sIPVSMinSyncPeriod.invalid(v.MinSyncPeriod.String(), "must not be greater than %s (%s)", sIPVSSyncPeriod.field(), v.SyncPeriod))
+	}
+	if !slices.Contains(Schedulers(), v.Scheduler) {
+		add(sIPVSScheduler.invalid(v.Scheduler, "must be one of %s", strings.Join(Schedulers(), ", ")))
+	}
+	errs = append(errs, validatePrefixes(sIPVSExcludeCIDRs, v.ExcludeCIDRs)...)
+	add(nonNegative(sIPVSTCPTimeout, v.TCPTimeout))
+	add(nonNegative(sIPVSTCPFinTimeout, v.TCPFinTimeout))
+	add(nonNegative(sIPVSUDPTimeout, v.UDPTimeout))
+
+	ct := c.Conntrack
+	if ct.MaxPerCore < 0 {
+		add(sCTMaxPerCore.invalid(strconv.Itoa(int(ct.MaxPerCore)), "must be greater than or equal to 0 (0 leaves nf_conntrack_max alone)"))
+	}
+	if ct.Min < 0 {
+		add(sCTMin.invalid(strconv.Itoa(int(ct.Min)), "must be greater than or equal to 0"))
+	}
+	add(nonNegative(sCTEstablished, ct.TCPEstablishedTimeout))
+	add(nonNegative(sCTCloseWait, ct.TCPCloseWaitTimeout))
+	add(nonNegative(sCTUDPTimeout, ct.UDPTimeout))
+	add(nonNegative(sCTUDPStreamTimeout, ct.UDPStreamTimeout))
+
+	if c.LogFormat != LogFormatConsole && c.LogFormat != LogFormatJSON {
+		add(sLogFormat.invalid(string(c.LogFormat), "must be %q or %q", LogFormatConsole, LogFormatJSON))
+	}
+	if c.Verbosity < 0 || c.Verbosity > math.MaxInt32 {
+		add(sVerbosity.invalid(strconv.Itoa(c.Verbosity), "must be between 0 and %d", math.MaxInt32))
+	}
+
+	errs = append(errs, validateDualStack(sServiceCIDR, c.Kipvs.ServiceCIDRs)...)
+	add(nonNegative(sGracefulPeriod, c.Kipvs.GracefulPeriod))
+	if len(c.Kipvs.ServiceCIDRs) > 0 {
+		add(CheckClusterCIDR(c.ClusterCIDRs, c.Kipvs.ServiceCIDRs))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckClusterCIDR refuses a cluster (pod) CIDR that is, contains or lies inside one of the
+// Service CIDRs. kube-proxy accepted that mistake silently, and it leaves nodes unable to
+// reach ClusterIPs. It returns nil or an errors.Join of one *FieldError per overlapping pair.
+// Validate applies it when --kipvs-service-cidr is set; the daemon applies it again once it
+// learns the Service CIDRs from the API.
+func CheckClusterCIDR(clusterCIDRs, serviceCIDRs []netip.Prefix) error {
+	var errs []error
+	for _, pod := range clusterCIDRs {
+		for _, svc := range serviceCIDRs {
+			if !pod.IsValid() || !svc.IsValid() || !pod.Overlaps(svc) {
+				continue
+			}
+			how := "overlaps the Service CIDR " + svc.String()
+			if pod.Masked() == svc.Masked() {
+				how = "is the Service CIDR"
+			}
+			errs = append(errs, sClusterCIDR.invalid(pod.String(),
+				"%s. clusterCIDR must be the pod CIDR: the range pod IPs are allocated from, which "+
+					"kipvs uses to tell traffic from pods apart from traffic from the node when it decides what "+
+					"to masquerade. The Service CIDR is something else: the range ClusterIPs are allocated from "+
+					"(kube-apiserver --service-cluster-ip-range). With a Service CIDR here, connections the node "+
+					"itself makes to a ClusterIP look like pod traffic and are not masqueraded, so the node cannot "+
+					"reach Services. Set clusterCIDR (--cluster-cidr) to the pod CIDR (kube-controller-manager "+
+					"--cluster-cidr or the CNI plugin's pod network), or leave it empty", how))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func positive(s setting, d time.Duration) error {
+	if d <= 0 {
+		return s.invalid(d.String(), "must be greater than 0")
+	}
+	return nil
+}
+
+func nonNegative(s setting, d time.Duration) error {
+	if d < 0 {
+		return s.invalid(d.String(), "must be greater than or equal to 0 (0 leaves the current value)")
+	}
+	return nil
+}
+
+func validateServerAddress(s setting, ap netip.AddrPort) error {
+	switch {
+	case ap == netip.AddrPort{}:
+		return nil // disabled
+	case !ap.Addr().IsValid():
+		return s.invalid(ap.String(), "must be IP:port")
+	case ap.Port() == 0:
+		return s.invalid(ap.String(), "the port must be between 1 and 65535")
+	}
+	return nil
+}
+
+// validatePrefixes checks that every prefix is a valid CIDR (prefixes built by hand may
+// not be).
+func validatePrefixes(s setting, ps []netip.Prefix) []error {
+	var errs []error
+	for _, p := range ps {
+		if !p.IsValid() {
+			errs = append(errs, s.invalid(p.String(), "must be a valid CIDR such as 10.0.0.0/8 or fd00::/48"))
+		}
+	}
+	return errs
+}
+
+// validateDualStack checks a list that may hold at most one CIDR per IP family.
+func validateDualStack(s setting, ps []netip.Prefix) []error {
+	errs := validatePrefixes(s, ps)
+	if len(errs) > 0 {
+		return errs
+	}
+	var v4, v6 int
+	for _, p := range ps {
+		if p.Addr().Is4() {
+			v4++
+		} else {
+			v6++
+		}
+	}
+	if v4 > 1 || v6 > 1 {
+		errs = append(errs, s.invalid(joinPrefixes(ps),
+			"must be a single CIDR or a dual-stack pair (one IPv4 and one IPv6 CIDR), separated by a comma"))
+	}
+	return errs
+}
+
+// validateInterfaceName checks an interface name (or prefix) the way the kernel does.
+func validateInterfaceName(s setting, name string, mode LocalMode) error {
+	switch {
+	case name == "":
+		return s.invalid(name, "must be set when %s is %s", sDetectLocalMode.field(), mode)
+	case len(name) > 15:
+		return s.invalid(name, "an interface name has at most 15 characters")
+	case name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n"):
+		return s.invalid(name, "is not a valid interface name (no '/', ':' or white space)")
+	}
+	return nil
+}
+
+// Parsing helpers shared by the file and the flags. They accept what kube-proxy accepts,
+// including IPv4 addresses with leading zeros.
+
+func parseIP(s string) (netip.Addr, bool) {
+	ip := netutils.ParseIPSloppy(strings.TrimSpace(s))
+	if ip == nil {
+		return netip.Addr{}, false
+	}
+	a, ok := netip.AddrFromSlice(ip)
+	return a.Unmap(), ok
+}
+
+func parseCIDR(s string) (netip.Prefix, error) {
+	_, n, err := netutils.ParseCIDRSloppy(strings.TrimSpace(s))
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	ones, bits := n.Mask.Size()
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, fmt.Errorf("invalid CIDR address: %s", s)
+	}
+	if bits == 32 {
+		a = a.Unmap()
+	}
+	return netip.PrefixFrom(a, ones).Masked(), nil
+}
+
+// parseCIDRs parses a list of CIDRs, one error per bad entry.
+func parseCIDRs(s setting, items []string) ([]netip.Prefix, []error) {
+	var out []netip.Prefix
+	var errs []error
+	for _, it := range items {
+		if strings.TrimSpace(it) == "" {
+			errs = append(errs, s.invalid(it, "empty entry in the CIDR list"))
+			continue
+		}
+		p, err := parseCIDR(it)
+		if err != nil {
+			errs = append(errs, s.wrap(it, err, "must be a valid CIDR such as 10.0.0.0/8 or fd00::/48"))
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, errs
+}
+
+// splitCIDRList parses a comma-separated list ("" is the empty list).
+func splitCIDRList(s setting, list string) ([]netip.Prefix, []error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	ps, errs := parseCIDRs(s, strings.Split(list, ","))
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return ps, nil
+}
+
+// parseHostPort parses "IP" (given defPort) or "IP:port".
+func parseHostPort(s setting, v string, defPort uint16) (netip.AddrPort, error) {
+	if a, ok := parseIP(v); ok {
+		return netip.AddrPortFrom(a, defPort), nil
+	}
+	host, port, err := net.SplitHostPort(strings.TrimSpace(v))
+	if err != nil {
+		return netip.AddrPort{}, s.wrap(v, err, "must be IP or IP:port, such as 0.0.0.0:%d or [::]:%d", defPort, defPort)
+	}
+	a, ok := parseIP(host)
+	if !ok {
+		return netip.AddrPort{}, s.invalid(v, "%q is not an IP address (host names are not accepted)", host)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return netip.AddrPort{}, s.invalid(v, "the port must be between 1 and 65535")
+	}
+	return netip.AddrPortFrom(a, uint16(p)), nil
+}
+
+// normalizeHostname applies kube-proxy's rules to a Node name override: surrounding space
+// is dropped and the name is lower-cased; a name of only white space is an error.
+func normalizeHostname(s setting, v string) (string, error) {
+	t := strings.ToLower(strings.TrimSpace(v))
+	if t == "" && v != "" {
+		return "", s.invalid(v, "must not be blank")
+	}
+	return t, nil
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func formatFloat(f float32) string { return strconv.FormatFloat(float64(f), 'g', -1, 32) }
+
+const nodePortPrimary = "primary"
