@@ -131,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	} else {
 		args = append(args,
 			"-netdev", fmt.Sprintf("user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:10.0.2.100:6443-cmd:socat STDIO TCP:127.0.0.1:%d", cfg.Net.HostPort),
-			"-device", "virtio-net-pci,netdev=n0")
+			"-device", "virtio-net-pci,netdev=n0,romfile=")
 	}
 
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)

@@ -10,13 +10,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -34,7 +31,6 @@ func main() {
 		cache   = flag.String("cache", ".cache/vm", "kernel cache directory prepared by e2e/vm/prepare.sh")
 		script  = flag.String("script", "", "shell script to run inside the VM")
 		timeout = flag.Duration("timeout", 20*time.Minute, "limit for the whole run, boot included")
-		apiPort = flag.Int("apiserver-port", 0, "give the VM restricted networking to 127.0.0.1:PORT as 10.0.2.100:6443")
 		label   = flag.String("label", "kernel", "word before the closing 'N passed, N failed' line")
 		quiet   = flag.Bool("quiet", false, "do not stream the VM console")
 		mem     = flag.Int("memory", 3072, "VM memory in MiB")
@@ -49,104 +45,53 @@ func main() {
 		fmt.Fprintln(os.Stderr, "vmrun: give exactly one of --script or --test")
 		os.Exit(2)
 	}
-	var body strings.Builder
-	body.WriteString("set -u\n")
+	env := map[string]string{}
 	for _, e := range envs {
 		name, val, ok := strings.Cut(e, "=")
 		if !ok {
 			fmt.Fprintf(os.Stderr, "vmrun: --env %q is not NAME=VALUE\n", e)
 			os.Exit(2)
 		}
-		fmt.Fprintf(&body, "export %s=%s\n", name, shellQuote(val))
+		env[name] = val
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := vm.Config{CacheDir: *cache, Timeout: *timeout, MemoryMB: *mem}
+	if !*quiet {
+		cfg.Console = os.Stdout
+	}
+
 	if *script != "" {
 		b, err := os.ReadFile(*script)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
 			os.Exit(2)
 		}
-		body.Write(b)
-	} else {
-		body.WriteString("rc=0\n")
-		for _, t := range tests {
-			abs, err := filepath.Abs(t)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
-				os.Exit(2)
-			}
-			if _, err := os.Stat(abs); err != nil {
-				fmt.Fprintf(os.Stderr, "vmrun: test binary: %v\n", err)
-				os.Exit(2)
-			}
-			args := append([]string{"-test.v", "-test.timeout=15m"}, flag.Args()...)
-			quoted := make([]string, len(args))
-			for i, a := range args {
-				quoted[i] = shellQuote(a)
-			}
-			fmt.Fprintf(&body, "echo '=== VM BINARY %s'\n(cd %s && %s %s)\nr=$?\necho \"=== VM RESULT %s rc=$r\"\n[ $r = 0 ] || rc=1\n",
-				filepath.Base(abs), shellQuote(filepath.Dir(abs)), shellQuote(abs), strings.Join(quoted, " "), filepath.Base(abs))
+		var pre strings.Builder
+		for k, v := range env {
+			fmt.Fprintf(&pre, "export %s='%s'\n", k, strings.ReplaceAll(v, "'", `'\''`))
 		}
-		body.WriteString("exit $rc\n")
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg := vm.Config{CacheDir: *cache, Script: body.String(), Timeout: *timeout, MemoryMB: *mem}
-	if !*quiet {
-		cfg.Console = os.Stdout
-	}
-	if *apiPort != 0 {
-		cfg.Net = &vm.Net{HostPort: *apiPort}
-	}
-	res, err := vm.Run(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
-		if errors.Is(err, vm.ErrNoResult) && *quiet {
-			fmt.Fprintln(os.Stderr, res.Output)
+		cfg.Script = pre.String() + string(b)
+		res, err := vm.Run(ctx, cfg)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+			os.Exit(1)
 		}
-		if len(tests) > 0 {
-			fmt.Printf("%s: 0 passed, 1 failed\n", *label)
+		if *quiet {
+			fmt.Print(res.Output)
 		}
-		os.Exit(1)
-	}
-	if *quiet && res.ExitCode != 0 {
-		fmt.Print(res.Output)
-	}
-	fmt.Printf("vmrun: VM finished in %s, exit code %d\n", res.Elapsed.Round(time.Second), res.ExitCode)
-	if len(tests) == 0 {
 		os.Exit(res.ExitCode)
 	}
-	passed, failed := countTests(res.Output)
-	if passed+failed == 0 {
-		fmt.Fprintln(os.Stderr, "vmrun: the VM ran no test")
-		failed = 1
+
+	passed, failed, failures, err := vm.RunTests(ctx, cfg, vm.TestRun{Binaries: tests, Args: flag.Args(), Env: env})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
 	}
-	if res.ExitCode != 0 && failed == 0 {
-		failed = 1 // a binary failed without a --- FAIL line (panic, timeout, build tag mismatch)
-	}
-	for _, l := range regexp.MustCompile(`(?m)^--- FAIL: .*$`).FindAllString(res.Output, -1) {
-		fmt.Println(strings.TrimSpace(l))
+	for _, f := range failures {
+		fmt.Println(f)
 	}
 	fmt.Printf("%s: %d passed, %d failed\n", *label, passed, failed)
-	if failed > 0 {
+	if failed > 0 || err != nil {
 		os.Exit(1)
 	}
-}
-
-// countTests counts top-level test results in go test -v output.
-func countTests(out string) (passed, failed int) {
-	for _, l := range strings.Split(out, "\n") {
-		l = strings.TrimRight(l, "\r")
-		switch {
-		case strings.HasPrefix(l, "--- PASS: "):
-			passed++
-		case strings.HasPrefix(l, "--- FAIL: "):
-			failed++
-		}
-	}
-	return passed, failed
-}
-
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

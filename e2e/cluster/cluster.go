@@ -1,0 +1,245 @@
+// Package cluster runs a real etcd and kube-apiserver natively on the host, on 127.0.0.1
+// only, for kipvs's API-level e2e tests. The binaries are built from the nested module in
+// e2e/k8s (k8s.io/kubernetes never enters the main module). A VM reaches the apiserver
+// through qemu's restricted user networking as https://10.0.2.100:6443.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// GuestServer is the apiserver's address as a VM with cluster networking sees it.
+const GuestServer = "https://10.0.2.100:6443"
+
+// Options configure Start.
+type Options struct {
+	BinDir string // holds etcd and kube-apiserver
+	Dir    string // state directory (etcd data, certs, logs); created
+	// ServiceCIDR is --service-cluster-ip-range (default 10.96.0.0/16).
+	ServiceCIDR string
+	Log         io.Writer // process output; nil discards (logs are also in Dir)
+}
+
+// Cluster is a running etcd + kube-apiserver pair.
+type Cluster struct {
+	Dir     string
+	APIPort int
+	Token   string
+	procs   []*exec.Cmd
+}
+
+// Start launches etcd and kube-apiserver and waits until the apiserver answers /readyz.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	if o.ServiceCIDR == "" {
+		o.ServiceCIDR = "10.96.0.0/16"
+	}
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("cluster: %s not built (make e2e-bins): %w", b, err)
+		}
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: o.Dir}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdPort, peerPort := ports[0], ports[1]
+	c.APIPort = ports[2]
+	tok := make([]byte, 16)
+	if _, err := rand.Read(tok); err != nil {
+		return nil, err
+	}
+	c.Token = hex.EncodeToString(tok)
+	tokenFile := filepath.Join(o.Dir, "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(c.Token+",admin,admin-uid,system:masters\n"), 0o600); err != nil {
+		return nil, err
+	}
+	keyFile := filepath.Join(o.Dir, "sa.key")
+	if err := writeRSAKey(keyFile); err != nil {
+		return nil, err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
+	if err := c.spawn(o, "etcd", filepath.Join(o.BinDir, "etcd"),
+		"--data-dir", filepath.Join(o.Dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", "http://127.0.0.1:"+strconv.Itoa(peerPort),
+		"--initial-advertise-peer-urls", "http://127.0.0.1:"+strconv.Itoa(peerPort),
+		"--initial-cluster", "default=http://127.0.0.1:"+strconv.Itoa(peerPort),
+		"--unsafe-no-fsync", "--log-level", "warn"); err != nil {
+		return nil, err
+	}
+	if err := c.spawn(o, "kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"),
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(c.APIPort),
+		"--cert-dir", filepath.Join(o.Dir, "certs"),
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--service-account-key-file", keyFile, "--service-account-signing-key-file", keyFile,
+		"--token-auth-file", tokenFile,
+		"--authorization-mode", "RBAC",
+		"--service-cluster-ip-range", o.ServiceCIDR,
+		"--disable-admission-plugins", "ServiceAccount",
+		"--endpoint-reconciler-type", "none",
+		"--v", "1"); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := c.waitReady(ctx, 90*time.Second); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) spawn(o Options, name, bin string, args ...string) error {
+	logf, err := os.Create(filepath.Join(o.Dir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
+	var w io.Writer = logf
+	if o.Log != nil {
+		w = io.MultiWriter(logf, o.Log)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("cluster: start %s: %w", name, err)
+	}
+	c.procs = append(c.procs, cmd)
+	return nil
+}
+
+// waitReady polls /readyz with the admin token until it answers 200 or the deadline passes.
+func (c *Cluster) waitReady(ctx context.Context, limit time.Duration) error {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	deadline := time.Now().Add(limit)
+	var last string
+	for time.Now().Before(deadline) {
+		for _, p := range c.procs {
+			if p.ProcessState != nil {
+				return fmt.Errorf("cluster: %s exited: %s (see %s)", filepath.Base(p.Path), p.ProcessState, c.Dir)
+			}
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("https://127.0.0.1:%d/readyz", c.APIPort), nil)
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+		resp, err := client.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(b))
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond): // polling an external process
+		}
+	}
+	return fmt.Errorf("cluster: apiserver not ready after %s: %s (logs in %s)", limit, last, c.Dir)
+}
+
+// Kubeconfig returns a kubeconfig for server (https://127.0.0.1:PORT on the host, or
+// GuestServer inside the VM) authenticating with the admin token. The apiserver's serving
+// certificate is self-signed for 127.0.0.1, so TLS verification is skipped: this is a test
+// apiserver reachable only from this machine.
+func (c *Cluster) Kubeconfig(server string) []byte {
+	return []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: %s
+    insecure-skip-tls-verify: true
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: e2e
+  context:
+    cluster: e2e
+    user: admin
+current-context: e2e
+`, server, c.Token))
+}
+
+// HostServer is the apiserver's URL on the host.
+func (c *Cluster) HostServer() string { return fmt.Sprintf("https://127.0.0.1:%d", c.APIPort) }
+
+// Stop terminates the processes (apiserver first) and waits for them.
+func (c *Cluster) Stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		if p.Process == nil {
+			continue
+		}
+		_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	c.procs = nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var out []int
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}
+
+func writeRSAKey(path string) error {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	b := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+	if b == nil {
+		return errors.New("cluster: encode key")
+	}
+	return os.WriteFile(path, b, 0o600)
+}

@@ -1,0 +1,8 @@
+//go:build tools
+
+// Package k8s pins the main packages of the binaries built from this module.
+package k8s
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+)
