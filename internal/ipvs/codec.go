@@ -1,0 +1,320 @@
+package ipvs
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	"github.com/vishvananda/netlink/nl"
+)
+
+// Encoding of services and destinations as IPVS generic netlink attributes, and decoding
+// of the kernel's replies. Ports (and the tunnel port) are big-endian; the IPv4 netmask is
+// the mask in network byte order while the IPv6 netmask is a prefix length in host order
+// (both in a u32 attribute); addresses are 4 or 16 bytes on the way in and always 16
+// (union nf_inet_addr) on the way out.
+
+func addrBytes(a netip.Addr) []byte {
+	if a.Is4() {
+		b := a.As4()
+		return b[:]
+	}
+	b := a.As16()
+	return b[:]
+}
+
+func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
+
+// serviceAttr encodes service s (already normalized); full adds the settings that
+// IPVS_CMD_NEW_SERVICE and IPVS_CMD_SET_SERVICE require.
+func serviceAttr(s Service, full bool) *nl.RtAttr {
+	a := nl.NewRtAttr(cmdAttrService|nlaFNested, nil)
+	a.AddRtAttr(svcAttrAF, nl.Uint16Attr(uint16(s.Family)))
+	if s.FWMark != 0 {
+		a.AddRtAttr(svcAttrFWMark, nl.Uint32Attr(s.FWMark))
+	} else {
+		a.AddRtAttr(svcAttrProtocol, nl.Uint16Attr(uint16(s.Protocol)))
+		a.AddRtAttr(svcAttrAddr, addrBytes(s.Addr))
+		a.AddRtAttr(svcAttrPort, be16(s.Port))
+	}
+	if !full {
+		return a
+	}
+	a.AddRtAttr(svcAttrSchedName, nl.ZeroTerminated(s.Scheduler))
+	if s.PEName != "" {
+		a.AddRtAttr(svcAttrPEName, nl.ZeroTerminated(s.PEName))
+	}
+	// struct ip_vs_flags {flags, mask}: the full mask replaces every flag.
+	flags := native.AppendUint32(native.AppendUint32(nil, uint32(s.Flags)), ^uint32(0))
+	a.AddRtAttr(svcAttrFlags, flags)
+	a.AddRtAttr(svcAttrTimeout, nl.Uint32Attr(s.Timeout))
+	if s.Family == IPv6 {
+		a.AddRtAttr(svcAttrNetmask, nl.Uint32Attr(s.Netmask))
+	} else {
+		a.AddRtAttr(svcAttrNetmask, binary.BigEndian.AppendUint32(nil, s.Netmask))
+	}
+	return a
+}
+
+// destAttr encodes destination d (already normalized); full adds the settings that
+// IPVS_CMD_NEW_DEST and IPVS_CMD_SET_DEST require.
+func destAttr(d Destination, full bool) *nl.RtAttr {
+	a := nl.NewRtAttr(cmdAttrDest|nlaFNested, nil)
+	a.AddRtAttr(destAttrAddr, addrBytes(d.Addr))
+	a.AddRtAttr(destAttrPort, be16(d.Port))
+	a.AddRtAttr(destAttrAddrFamily, nl.Uint16Attr(uint16(FamilyOf(d.Addr))))
+	if !full {
+		return a
+	}
+	a.AddRtAttr(destAttrFwdMethod, nl.Uint32Attr(uint32(d.Forward)))
+	a.AddRtAttr(destAttrWeight, nl.Uint32Attr(uint32(int32(d.Weight))))
+	a.AddRtAttr(destAttrUThresh, nl.Uint32Attr(d.UpperThreshold))
+	a.AddRtAttr(destAttrLThresh, nl.Uint32Attr(d.LowerThreshold))
+	if d.Forward == Tunnel {
+		a.AddRtAttr(destAttrTunType, nl.Uint8Attr(uint8(d.TunnelType)))
+		a.AddRtAttr(destAttrTunPort, be16(d.TunnelPort))
+		a.AddRtAttr(destAttrTunFlags, nl.Uint16Attr(uint16(d.TunnelFlags)))
+	}
+	return a
+}
+
+// opRequest returns the command and attributes of a normalized op.
+func opRequest(o Op) (uint8, []*nl.RtAttr) {
+	switch o.Kind {
+	case OpAddService:
+		return cmdNewService, []*nl.RtAttr{serviceAttr(o.Service, true)}
+	case OpUpdateService:
+		return cmdSetService, []*nl.RtAttr{serviceAttr(o.Service, true)}
+	case OpDeleteService:
+		return cmdDelService, []*nl.RtAttr{serviceAttr(o.Service, false)}
+	case OpAddDestination:
+		return cmdNewDest, []*nl.RtAttr{serviceAttr(o.Service, false), destAttr(o.Destination, true)}
+	case OpUpdateDestination:
+		return cmdSetDest, []*nl.RtAttr{serviceAttr(o.Service, false), destAttr(o.Destination, true)}
+	case OpDeleteDestination:
+		return cmdDelDest, []*nl.RtAttr{serviceAttr(o.Service, false), destAttr(o.Destination, false)}
+	}
+	panic(fmt.Sprintf("ipvs: opRequest: unknown op kind %d", o.Kind))
+}
+
+// nested returns the value of the first attribute of type typ in b.
+func nested(b []byte, typ uint16) ([]byte, bool) {
+	var v []byte
+	found := false
+	_ = walkAttrs(b, func(t uint16, val []byte) error {
+		if t == typ && !found {
+			v, found = val, true
+		}
+		return nil
+	})
+	return v, found
+}
+
+func u16(v []byte) uint16 {
+	if len(v) < 2 {
+		return 0
+	}
+	return native.Uint16(v)
+}
+
+func u32(v []byte) uint32 {
+	if len(v) < 4 {
+		return 0
+	}
+	return native.Uint32(v)
+}
+
+func ube16(v []byte) uint16 {
+	if len(v) < 2 {
+		return 0
+	}
+	return binary.BigEndian.Uint16(v)
+}
+
+// uvar reads a u32 or u64 attribute (the 32-bit stats mix both).
+func uvar(v []byte) uint64 {
+	switch {
+	case len(v) >= 8:
+		return native.Uint64(v)
+	case len(v) >= 4:
+		return uint64(native.Uint32(v))
+	}
+	return 0
+}
+
+func decodeAddr(f Family, v []byte) (netip.Addr, error) {
+	switch {
+	case f == IPv4 && len(v) >= 4:
+		return netip.AddrFrom4([4]byte(v[:4])), nil
+	case f == IPv6 && len(v) >= 16:
+		return netip.AddrFrom16([16]byte(v[:16])), nil
+	}
+	return netip.Addr{}, fmt.Errorf("address of %d bytes for family %s: %w", len(v), f, syscall.EBADMSG)
+}
+
+// decodeStats reads a nested stats attribute (32- or 64-bit flavour).
+func decodeStats(b []byte) Stats {
+	var s Stats
+	_ = walkAttrs(b, func(t uint16, v []byte) error {
+		switch t {
+		case statsAttrConns:
+			s.Conns = uvar(v)
+		case statsAttrInPkts:
+			s.InPkts = uvar(v)
+		case statsAttrOutPkts:
+			s.OutPkts = uvar(v)
+		case statsAttrInBytes:
+			s.InBytes = uvar(v)
+		case statsAttrOutBytes:
+			s.OutBytes = uvar(v)
+		case statsAttrCPS:
+			s.CPS = uvar(v)
+		case statsAttrInPPS:
+			s.InPPS = uvar(v)
+		case statsAttrOutPPS:
+			s.OutPPS = uvar(v)
+		case statsAttrInBPS:
+			s.InBPS = uvar(v)
+		case statsAttrOutBPS:
+			s.OutBPS = uvar(v)
+		}
+		return nil
+	})
+	return s
+}
+
+// decodeService reads the IPVS_CMD_ATTR_SERVICE of a reply's attributes.
+func decodeService(msg []byte) (Service, error) {
+	b, ok := nested(msg, cmdAttrService)
+	if !ok {
+		return Service{}, fmt.Errorf("ipvs: service reply without service attribute: %w", syscall.EBADMSG)
+	}
+	var (
+		s                  Service
+		addr, st32, st64   []byte
+		hasStats, hasSt64  bool
+		hasAF, hasNetmask  bool
+		netmask            []byte
+		hasFlags, hasSched bool
+	)
+	err := walkAttrs(b, func(t uint16, v []byte) error {
+		switch t {
+		case svcAttrAF:
+			s.Family, hasAF = Family(u16(v)), true
+		case svcAttrProtocol:
+			s.Protocol = Protocol(u16(v))
+		case svcAttrAddr:
+			addr = v
+		case svcAttrPort:
+			s.Port = ube16(v)
+		case svcAttrFWMark:
+			s.FWMark = u32(v)
+		case svcAttrSchedName:
+			s.Scheduler, hasSched = cString(v), true
+		case svcAttrPEName:
+			s.PEName = cString(v)
+		case svcAttrFlags:
+			s.Flags, hasFlags = ServiceFlags(u32(v))&^FlagHashed, true
+		case svcAttrTimeout:
+			s.Timeout = u32(v)
+		case svcAttrNetmask:
+			netmask, hasNetmask = v, true
+		case svcAttrStats:
+			st32, hasStats = v, true
+		case svcAttrStats64:
+			st64, hasSt64 = v, true
+		}
+		return nil
+	})
+	if err != nil {
+		return s, fmt.Errorf("ipvs: decode service: %w", err)
+	}
+	if !hasAF || !hasSched || !hasFlags || !hasNetmask {
+		return s, fmt.Errorf("ipvs: decode service: missing attribute (af %t, scheduler %t, flags %t, netmask %t): %w",
+			hasAF, hasSched, hasFlags, hasNetmask, syscall.EBADMSG)
+	}
+	if s.FWMark != 0 {
+		// The kernel keeps TCP as the protocol of firewall-mark services but does not report it.
+		s.Protocol, s.Port = 0, 0
+	} else if s.Addr, err = decodeAddr(s.Family, addr); err != nil {
+		return s, fmt.Errorf("ipvs: decode service %s: %w", s.ServiceKey, err)
+	}
+	if s.Family == IPv6 {
+		s.Netmask = u32(netmask)
+	} else if len(netmask) >= 4 {
+		s.Netmask = binary.BigEndian.Uint32(netmask)
+	}
+	switch {
+	case hasSt64:
+		s.Stats = decodeStats(st64)
+	case hasStats:
+		s.Stats = decodeStats(st32)
+	}
+	return s, nil
+}
+
+// decodeDestination reads the IPVS_CMD_ATTR_DEST of a reply; svcFamily is used when the
+// kernel does not report the destination's own family (kernels before 4.x).
+func decodeDestination(msg []byte, svcFamily Family) (Destination, error) {
+	b, ok := nested(msg, cmdAttrDest)
+	if !ok {
+		return Destination{}, fmt.Errorf("ipvs: destination reply without destination attribute: %w", syscall.EBADMSG)
+	}
+	var (
+		d                 Destination
+		addr, st32, st64  []byte
+		hasStats, hasSt64 bool
+		fam               = svcFamily
+	)
+	err := walkAttrs(b, func(t uint16, v []byte) error {
+		switch t {
+		case destAttrAddr:
+			addr = v
+		case destAttrPort:
+			d.Port = ube16(v)
+		case destAttrFwdMethod:
+			d.Forward = ForwardMethod(u32(v))
+		case destAttrWeight:
+			d.Weight = int(int32(u32(v)))
+		case destAttrUThresh:
+			d.UpperThreshold = u32(v)
+		case destAttrLThresh:
+			d.LowerThreshold = u32(v)
+		case destAttrActiveConns:
+			d.ActiveConns = u32(v)
+		case destAttrInactConns:
+			d.InactiveConns = u32(v)
+		case destAttrPersistConns:
+			d.PersistentConns = u32(v)
+		case destAttrAddrFamily:
+			fam = Family(u16(v))
+		case destAttrTunType:
+			if len(v) >= 1 {
+				d.TunnelType = TunnelType(v[0])
+			}
+		case destAttrTunPort:
+			d.TunnelPort = ube16(v)
+		case destAttrTunFlags:
+			d.TunnelFlags = TunnelFlags(u16(v))
+		case destAttrStats:
+			st32, hasStats = v, true
+		case destAttrStats64:
+			st64, hasSt64 = v, true
+		}
+		return nil
+	})
+	if err != nil {
+		return d, fmt.Errorf("ipvs: decode destination: %w", err)
+	}
+	if d.Addr, err = decodeAddr(fam, addr); err != nil {
+		return d, fmt.Errorf("ipvs: decode destination: %w", err)
+	}
+	switch {
+	case hasSt64:
+		d.Stats = decodeStats(st64)
+	case hasStats:
+		d.Stats = decodeStats(st32)
+	}
+	return d, nil
+}
