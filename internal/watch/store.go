@@ -1,0 +1,494 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// store accumulates the state both sources feed and tracks what changed since the consumer
+// last looked. All methods are safe for concurrent use.
+type store struct {
+	log   *zap.Logger
+	start time.Time // trigger times before this are ignored (they predate the proxy)
+
+	syncedCh chan struct{} // closed by markSynced
+	notify   chan struct{} // capacity 1
+
+	mu     sync.Mutex
+	synced bool
+
+	// services holds proxied Services only.
+	services map[types.NamespacedName]*v1.Service
+	// slices holds every kept EndpointSlice by its own name; byService indexes them by the
+	// Service named in their kubernetes.io/service-name label.
+	slices    map[types.NamespacedName]*discoveryv1.EndpointSlice
+	byService map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice
+	// records holds one immutable ServiceInfo per proxied Service.
+	records map[types.NamespacedName]*ServiceInfo
+
+	dirty          map[types.NamespacedName]struct{}
+	serviceEvents  int
+	endpointEvents int
+	triggerTimes   map[types.NamespacedName][]time.Time
+
+	node        *v1.Node
+	nodeChanged bool
+
+	cidrAPI      bool                      // ServiceCIDR objects are the authority
+	cidrObjects  map[string][]netip.Prefix // ServiceCIDR name -> its ranges
+	kubeSvcIPs   []netip.Addr              // cluster IPs of default/kubernetes
+	cidrs        ServiceCIDRs              // derived from the three above
+	cidrsChanged bool
+}
+
+func newStore(log *zap.Logger, clk clock.PassiveClock) *store {
+	return &store{
+		log:          log,
+		start:        clk.Now(),
+		syncedCh:     make(chan struct{}),
+		notify:       make(chan struct{}, 1),
+		services:     make(map[types.NamespacedName]*v1.Service),
+		slices:       make(map[types.NamespacedName]*discoveryv1.EndpointSlice),
+		byService:    make(map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice),
+		records:      make(map[types.NamespacedName]*ServiceInfo),
+		dirty:        make(map[types.NamespacedName]struct{}),
+		triggerTimes: make(map[types.NamespacedName][]time.Time),
+		cidrObjects:  make(map[string][]netip.Prefix),
+	}
+}
+
+// ---- consumer side ----
+
+// WaitForSync blocks until the store is synced or ctx ends.
+func (s *store) WaitForSync(ctx context.Context) error {
+	select {
+	case <-s.syncedCh:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the watch source to sync: %w", ctx.Err())
+	}
+}
+
+// Synced reports whether the initial state is complete.
+func (s *store) Synced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.synced
+}
+
+// Changed receives a coalesced signal whenever something became dirty after sync.
+func (s *store) Changed() <-chan struct{} { return s.notify }
+
+// Pending checks out what changed since the previous Pending or All call.
+func (s *store) Pending() (Changes, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.synced {
+		return Changes{}, ErrNotSynced
+	}
+	return s.checkoutLocked(), nil
+}
+
+// All returns every proxied Service, the node and the service CIDRs, and checks out the
+// pending changes with them.
+func (s *store) All() (Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.synced {
+		return Snapshot{}, ErrNotSynced
+	}
+	snap := Snapshot{
+		Services:     make(map[types.NamespacedName]*ServiceInfo, len(s.records)),
+		Node:         s.node,
+		ServiceCIDRs: s.cidrs.clone(),
+	}
+	for k, r := range s.records {
+		snap.Services[k] = r
+	}
+	snap.Pending = s.checkoutLocked()
+	return snap, nil
+}
+
+// PendingCounts reports the pending event counters without checking them out.
+func (s *store) PendingCounts() (serviceEvents, endpointEvents int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serviceEvents, s.endpointEvents
+}
+
+// Node returns this node's Node, or nil.
+func (s *store) Node() *v1.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.node
+}
+
+// ServiceCIDRs returns the learned service address space.
+func (s *store) ServiceCIDRs() ServiceCIDRs {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cidrs.clone()
+}
+
+func (s *store) checkoutLocked() Changes {
+	ch := Changes{
+		Services:            make(map[types.NamespacedName]*ServiceInfo, len(s.dirty)),
+		ServiceEvents:       s.serviceEvents,
+		EndpointEvents:      s.endpointEvents,
+		TriggerTimes:        s.triggerTimes,
+		NodeChanged:         s.nodeChanged,
+		Node:                s.node,
+		ServiceCIDRsChanged: s.cidrsChanged,
+		ServiceCIDRs:        s.cidrs.clone(),
+	}
+	for k := range s.dirty {
+		ch.Services[k] = s.records[k] // nil when gone
+	}
+	s.dirty = make(map[types.NamespacedName]struct{})
+	s.triggerTimes = make(map[types.NamespacedName][]time.Time)
+	s.serviceEvents, s.endpointEvents = 0, 0
+	s.nodeChanged, s.cidrsChanged = false, false
+	return ch
+}
+
+// ---- source side ----
+
+// markSynced declares the initial state complete. Idempotent.
+func (s *store) markSynced() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.synced {
+		return
+	}
+	s.synced = true
+	close(s.syncedCh)
+	s.signalLocked()
+}
+
+// signalLocked wakes the consumer. Before sync nobody may act on changes, and the sync
+// transition itself signals, so nothing is sent earlier.
+func (s *store) signalLocked() {
+	if !s.synced {
+		return
+	}
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (s *store) setService(svc *v1.Service) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setServiceLocked(svc)
+}
+
+func (s *store) deleteService(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleteServiceLocked(key)
+}
+
+func (s *store) setSlice(slice *discoveryv1.EndpointSlice) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setSliceLocked(slice)
+}
+
+func (s *store) deleteSlice(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleteSliceLocked(key)
+}
+
+// setNode records this node's Node (nil: deleted or absent).
+func (s *store) setNode(node *v1.Node) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setNodeLocked(node)
+}
+
+// useServiceCIDRAPI declares that the ServiceCIDR objects are the authority for the service
+// ranges (the API serves them).
+func (s *store) useServiceCIDRAPI() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cidrAPI = true
+	s.recomputeCIDRsLocked()
+}
+
+func (s *store) setServiceCIDR(obj *networkingv1.ServiceCIDR) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setServiceCIDRLocked(obj)
+	s.recomputeCIDRsLocked()
+}
+
+func (s *store) deleteServiceCIDR(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.cidrObjects, name)
+	s.recomputeCIDRsLocked()
+}
+
+// fileState is everything one read of a source file contributes.
+type fileState struct {
+	services     []*v1.Service
+	slices       []*discoveryv1.EndpointSlice
+	node         *v1.Node
+	serviceCIDRs []*networkingv1.ServiceCIDR
+}
+
+// replaceAll makes the store hold exactly st, as one atomic change: a consumer never sees a
+// half-applied reload. Unchanged objects cause no events.
+func (s *store) replaceAll(st fileState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	wantSvc := make(map[types.NamespacedName]struct{}, len(st.services))
+	for _, svc := range st.services {
+		wantSvc[objectKey(svc)] = struct{}{}
+	}
+	for k := range s.services {
+		if _, ok := wantSvc[k]; !ok {
+			s.deleteServiceLocked(k)
+		}
+	}
+	if _, ok := wantSvc[types.NamespacedName{Namespace: KubernetesServiceNamespace, Name: KubernetesServiceName}]; !ok {
+		s.kubeSvcIPs = nil
+	}
+	wantSlice := make(map[types.NamespacedName]struct{}, len(st.slices))
+	for _, sl := range st.slices {
+		wantSlice[objectKey(sl)] = struct{}{}
+	}
+	for k := range s.slices {
+		if _, ok := wantSlice[k]; !ok {
+			s.deleteSliceLocked(k)
+		}
+	}
+	for _, svc := range st.services {
+		s.setServiceLocked(svc)
+	}
+	for _, sl := range st.slices {
+		s.setSliceLocked(sl)
+	}
+	s.setNodeLocked(st.node)
+
+	s.cidrAPI = len(st.serviceCIDRs) > 0
+	clear(s.cidrObjects)
+	for _, sc := range st.serviceCIDRs {
+		s.setServiceCIDRLocked(sc)
+	}
+	s.recomputeCIDRsLocked()
+}
+
+func (s *store) setServiceLocked(svc *v1.Service) {
+	key := objectKey(svc)
+	if isKubernetesService(key) {
+		if ips := serviceClusterIPs(svc); !slices.Equal(ips, s.kubeSvcIPs) {
+			s.kubeSvcIPs = ips
+			s.recomputeCIDRsLocked()
+		}
+	}
+	if reason := skipServiceReason(svc); reason != "" {
+		if _, had := s.services[key]; had {
+			s.log.Debug("service is no longer proxied", zap.Stringer("service", key), zap.String("reason", reason))
+		} else {
+			s.log.Debug("skipping service", zap.Stringer("service", key), zap.String("reason", reason))
+		}
+		s.deleteServiceLocked(key)
+		return
+	}
+	if old, ok := s.services[key]; ok && sameObject(old, svc) {
+		return
+	}
+	s.services[key] = svc
+	s.rebuildLocked(key)
+	s.serviceEvents++
+	s.markDirtyLocked(key)
+}
+
+func (s *store) deleteServiceLocked(key types.NamespacedName) {
+	if isKubernetesService(key) && s.kubeSvcIPs != nil {
+		s.kubeSvcIPs = nil
+		s.recomputeCIDRsLocked()
+	}
+	if _, ok := s.services[key]; !ok {
+		return
+	}
+	delete(s.services, key)
+	s.rebuildLocked(key)
+	s.serviceEvents++
+	s.markDirtyLocked(key)
+}
+
+func (s *store) setSliceLocked(slice *discoveryv1.EndpointSlice) {
+	key := objectKey(slice)
+	if reason := skipSliceReason(slice); reason != "" {
+		s.log.Debug("skipping EndpointSlice", zap.Stringer("endpointSlice", key), zap.String("reason", reason))
+		s.deleteSliceLocked(key)
+		return
+	}
+	old, had := s.slices[key]
+	if had && sameObject(old, slice) {
+		return
+	}
+	owner := sliceServiceKey(slice)
+	counted := false
+	if had {
+		if oldOwner := sliceServiceKey(old); oldOwner != owner {
+			counted = s.detachSliceLocked(oldOwner, old.Name)
+		}
+	}
+	s.slices[key] = slice
+	m := s.byService[owner]
+	if m == nil {
+		m = make(map[string]*discoveryv1.EndpointSlice)
+		s.byService[owner] = m
+	}
+	m[slice.Name] = slice
+	if _, proxied := s.services[owner]; proxied {
+		s.rebuildLocked(owner)
+		s.markDirtyLocked(owner)
+		counted = true
+		s.recordTriggerTimeLocked(owner, slice)
+	}
+	if counted {
+		s.endpointEvents++
+	}
+}
+
+func (s *store) deleteSliceLocked(key types.NamespacedName) {
+	old, ok := s.slices[key]
+	if !ok {
+		return
+	}
+	delete(s.slices, key)
+	if s.detachSliceLocked(sliceServiceKey(old), old.Name) {
+		s.endpointEvents++
+	}
+}
+
+// detachSliceLocked removes a slice from its Service's index; it reports whether a proxied
+// record changed.
+func (s *store) detachSliceLocked(owner types.NamespacedName, name string) bool {
+	m := s.byService[owner]
+	delete(m, name)
+	if len(m) == 0 {
+		delete(s.byService, owner)
+	}
+	if _, proxied := s.services[owner]; !proxied {
+		return false
+	}
+	s.rebuildLocked(owner)
+	s.markDirtyLocked(owner)
+	return true
+}
+
+func (s *store) recordTriggerTimeLocked(owner types.NamespacedName, slice *discoveryv1.EndpointSlice) {
+	t, ok, err := triggerTime(slice)
+	if err != nil {
+		s.log.Debug("ignoring trigger time", zap.Error(err))
+		return
+	}
+	if ok && t.After(s.start) {
+		s.triggerTimes[owner] = append(s.triggerTimes[owner], t)
+	}
+}
+
+// rebuildLocked replaces the record of key from the current Service and slices.
+func (s *store) rebuildLocked(key types.NamespacedName) {
+	svc, ok := s.services[key]
+	if !ok {
+		delete(s.records, key)
+		return
+	}
+	m := s.byService[key]
+	sl := make([]*discoveryv1.EndpointSlice, 0, len(m))
+	for _, e := range m {
+		sl = append(sl, e)
+	}
+	slices.SortFunc(sl, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+	s.records[key] = &ServiceInfo{Service: svc, Slices: sl}
+}
+
+func (s *store) markDirtyLocked(key types.NamespacedName) {
+	s.dirty[key] = struct{}{}
+	s.signalLocked()
+}
+
+func (s *store) setNodeLocked(node *v1.Node) {
+	old := s.node
+	s.node = node
+	if nodeRelevantChange(old, node) {
+		s.nodeChanged = true
+		s.signalLocked()
+	}
+}
+
+func (s *store) setServiceCIDRLocked(obj *networkingv1.ServiceCIDR) {
+	var ps []netip.Prefix
+	for _, c := range obj.Spec.CIDRs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			s.log.Warn("ignoring unparsable range of ServiceCIDR",
+				zap.String("serviceCIDR", obj.Name), zap.String("cidr", c), zap.Error(err))
+			continue
+		}
+		ps = append(ps, p.Masked())
+	}
+	s.cidrObjects[obj.Name] = ps
+}
+
+func (s *store) recomputeCIDRsLocked() {
+	var next ServiceCIDRs
+	if len(s.kubeSvcIPs) > 0 {
+		next.KubernetesServiceIPs = slices.Clone(s.kubeSvcIPs)
+	}
+	var all []netip.Prefix
+	if s.cidrAPI {
+		for _, ps := range s.cidrObjects {
+			all = append(all, ps...)
+		}
+	}
+	switch {
+	case len(all) > 0:
+		slices.SortFunc(all, comparePrefix)
+		next.Origin = ServiceCIDRsFromAPI
+		next.CIDRs = slices.Compact(all)
+	case len(next.KubernetesServiceIPs) > 0:
+		next.Origin = ServiceCIDRsFromKubernetesService
+	}
+	if reflect.DeepEqual(next, s.cidrs) {
+		return
+	}
+	s.cidrs = next
+	s.cidrsChanged = true
+	s.signalLocked()
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}
+
+func (c ServiceCIDRs) clone() ServiceCIDRs {
+	c.CIDRs = slices.Clone(c.CIDRs)
+	c.KubernetesServiceIPs = slices.Clone(c.KubernetesServiceIPs)
+	return c
+}
