@@ -12,15 +12,19 @@ LDFLAGS      := -X $(VPKG).Version=$(VERSION) -X $(VPKG).GitCommit=$(GIT_COMMIT)
 # Packages that hold kernel tests (files tagged `kernel`); they run inside the VM.
 KERNEL_PKGS  ?= $(shell grep -rl --include='*_test.go' '^//go:build.*\bkernel\b' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u)
 KERNEL_TIMEOUT ?= 25m
+K8SBIN       := $(CACHE)/k8s
+E2EBIN       := $(CACHE)/e2e-bin
+E2E_TIMEOUT  ?= 40m
+E2E_ARGS     ?=
 
-.PHONY: all build test test-unit test-kernel vm-prepare lint bench clean
+.PHONY: all build test test-unit test-kernel test-e2e e2e-bins vm-prepare lint lint-quick bench clean
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kipvs ./cmd/kipvs
 
-test: lint-quick test-unit test-kernel
+test: lint-quick test-unit test-kernel test-e2e
 
 test-unit:
 	$(GO) test -count=1 ./...
@@ -35,6 +39,22 @@ test-kernel: vm-prepare
 	done
 	$(GO) run ./e2e/vm/cmd/vmrun --cache $(VMCACHE) --timeout $(KERNEL_TIMEOUT) \
 		$(foreach p,$(KERNEL_PKGS),--test $(VMCACHE)/bin/$(subst /,_,$(p)).test)
+
+# A real etcd and kube-apiserver, built from the nested module e2e/k8s (k8s.io/kubernetes
+# stays out of the main module). Cold: several minutes; afterwards the Go build cache
+# makes this a few seconds.
+e2e-bins:
+	@mkdir -p $(K8SBIN)
+	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -o $(K8SBIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -o $(K8SBIN)/etcd go.etcd.io/etcd/server/v3
+
+# API-level end-to-end tests: etcd + kube-apiserver run natively on the host (127.0.0.1),
+# the tests and kipvs run inside the VM, which reaches only the apiserver.
+test-e2e: vm-prepare e2e-bins build
+	@mkdir -p $(E2EBIN)
+	CGO_ENABLED=0 $(GO) test -c -tags e2e -o $(E2EBIN)/e2e.test ./e2e/tests
+	$(GO) run ./e2e/cluster/cmd/e2erun --k8s-bin $(K8SBIN) --state $(CACHE)/e2e --vm-cache $(VMCACHE) \
+		--timeout $(E2E_TIMEOUT) --env KIPVS_BIN=$(BIN)/kipvs --test $(E2EBIN)/e2e.test -- $(E2E_ARGS)
 
 vm-prepare:
 	@e2e/vm/prepare.sh $(VMCACHE)
