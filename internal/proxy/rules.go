@@ -31,7 +31,7 @@ type Rules struct {
 type TableRules struct {
 	Table  string
 	Chains []ChainRules // owned chains, in creation order
-	Jumps  []Jump       // jumps from built-in chains, in the order they are ensured
+	Jumps  []Jump       // jumps from built-in chains, in their order within each chain
 }
 
 // ChainRules is one owned chain and its rules.
@@ -40,8 +40,8 @@ type ChainRules struct {
 	Rules []string
 }
 
-// Jump is a rule in a built-in chain that jumps to one of ours. It is inserted at the top
-// of the built-in chain when missing, as upstream does.
+// Jump is a rule in a built-in chain that jumps to one of ours. A missing jump goes right
+// after the one listed before it in the same chain, or at the top, as upstream's prepends.
 type Jump struct {
 	From    string
 	To      string
@@ -227,12 +227,14 @@ func BuildRules(o *Options, d *Desired) *Rules {
 			Table: "filter",
 			Chains: chains(filter, ChainForward, ChainNodePort, ChainProxyFirewall, ChainSourceRangeFirewall,
 				ChainIPVSFilter, ChainIPVSOutFilter),
+			// Final order within each built-in chain, as upstream's prepends leave it on a
+			// fresh node.
 			Jumps: []Jump{
-				{"FORWARD", ChainForward, "kubernetes forwarding rules"},
-				{"INPUT", ChainNodePort, "kubernetes health check rules"},
-				{"INPUT", ChainProxyFirewall, "kube-proxy firewall rules"},
-				{"FORWARD", ChainProxyFirewall, "kube-proxy firewall rules"},
 				{"INPUT", ChainIPVSFilter, "kubernetes ipvs access filter"},
+				{"INPUT", ChainProxyFirewall, "kube-proxy firewall rules"},
+				{"INPUT", ChainNodePort, "kubernetes health check rules"},
+				{"FORWARD", ChainProxyFirewall, "kube-proxy firewall rules"},
+				{"FORWARD", ChainForward, "kubernetes forwarding rules"},
 				{"OUTPUT", ChainIPVSOutFilter, "kubernetes ipvs access filter"},
 			},
 		},
