@@ -1,0 +1,183 @@
+package netfilter
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kipvs/kipvs/internal/kerr"
+)
+
+func fakeEnv(t *testing.T, f Family) (*Fake, scenarioEnv) {
+	fk := NewFake(f)
+	fk.SetIPSets(func(name string) bool {
+		for s := range scenarioSets {
+			if name == famOf(f).set(s) {
+				return true
+			}
+		}
+		return false
+	})
+	return fk, scenarioEnv{
+		nf: fk,
+		foreign: func(t *testing.T, payload string) {
+			t.Helper()
+			if err := fk.Restore(payload); err != nil {
+				t.Fatalf("foreign restore: %v", err)
+			}
+		},
+		saveAll: func(t *testing.T) string { return fk.Save(TableFilter) + fk.Save(TableNAT) },
+	}
+}
+
+func TestScenarioFake(t *testing.T) {
+	for _, f := range []Family{IPv4, IPv6} {
+		t.Run(f.String(), func(t *testing.T) {
+			_, env := fakeEnv(t, f)
+			runScenario(t, env)
+		})
+	}
+}
+
+func TestFakeFaultInjection(t *testing.T) {
+	ctx := context.Background()
+	fk, _ := fakeEnv(t, IPv4)
+	boom := errors.New("boom")
+	fk.FailNext(OpApply, boom)
+	if _, err := fk.Apply(ctx, rulesetV1(IPv4)); !errors.Is(err, boom) {
+		t.Fatalf("apply with fault: %v", err)
+	}
+	if d := dump(t, fk); d != "" {
+		t.Fatalf("a failed apply changed the tables:\n%s", d)
+	}
+	if _, err := fk.Apply(ctx, rulesetV1(IPv4)); err != nil {
+		t.Fatalf("the fault must hit only the next apply: %v", err)
+	}
+	fk.FailNext(OpObserve, boom)
+	if _, err := fk.Observe(ctx); !errors.Is(err, boom) {
+		t.Fatalf("observe with fault: %v", err)
+	}
+	fk.FailNext(OpRemove, boom)
+	if _, err := fk.Remove(ctx); !errors.Is(err, boom) {
+		t.Fatalf("remove with fault: %v", err)
+	}
+	fk.FailNext(OpDump, boom)
+	if _, err := fk.Dump(ctx); !errors.Is(err, boom) {
+		t.Fatalf("dump with fault: %v", err)
+	}
+	if d := dump(t, fk); d != Format(rulesetV1(IPv4)) {
+		t.Fatalf("faults changed the tables:\n%s", d)
+	}
+}
+
+// The fake rejects what iptables-restore rejects, with the same typed errors.
+func TestFakeRejections(t *testing.T) {
+	cases := []struct {
+		name    string
+		payload string
+		kind    error
+	}{
+		{"jump to a missing chain", "*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j KUBE-NOPE\nCOMMIT\n", kerr.ErrNotFound},
+		{"delete a referenced chain", "*nat\n:A - [0:0]\n:B - [0:0]\n-A A -j B\n-X B\nCOMMIT\n", kerr.ErrBusy},
+		{"delete a non-empty chain", "*nat\n:A - [0:0]\n-A A -j RETURN\n-X A\nCOMMIT\n", kerr.ErrBusy},
+		{"delete a missing chain", "*nat\n-X NOPE\nCOMMIT\n", kerr.ErrNotFound},
+		{"delete a missing rule", "*nat\n-D PREROUTING -j RETURN\nCOMMIT\n", kerr.ErrNotFound},
+		{"delete a built-in chain", "*nat\n-X PREROUTING\nCOMMIT\n", kerr.ErrInvalid},
+		{"rule in a missing chain", "*nat\n-A NOPE -j RETURN\nCOMMIT\n", kerr.ErrNotFound},
+		{"insert too far", "*nat\n-I PREROUTING 2 -j RETURN\nCOMMIT\n", kerr.ErrInvalid},
+		{"missing ipset", "*nat\n-A PREROUTING -m set --match-set KUBE-NOPE dst -j RETURN\nCOMMIT\n", kerr.ErrNotFound},
+		{"create twice", "*nat\n-N A\n-N A\nCOMMIT\n", kerr.ErrExists},
+		{"no COMMIT", "*nat\n:A - [0:0]\n", kerr.ErrInvalid},
+		{"unknown table", "*nope\nCOMMIT\n", kerr.ErrNotFound},
+		{"jump to a built-in chain", "*nat\n-A PREROUTING -j OUTPUT\nCOMMIT\n", kerr.ErrInvalid},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fk, _ := fakeEnv(t, IPv4)
+			before := fk.Save(TableNAT)
+			err := fk.Restore(c.payload)
+			if !errors.Is(err, c.kind) {
+				t.Fatalf("error %v, want %v", err, c.kind)
+			}
+			if after := fk.Save(TableNAT); after != before {
+				t.Fatalf("a failed restore changed the table:\n%s", after)
+			}
+		})
+	}
+}
+
+// Under --noflush a `:CHAIN` line flushes a user chain and only sets a built-in chain's policy.
+func TestFakeNoflushSemantics(t *testing.T) {
+	fk, _ := fakeEnv(t, IPv4)
+	if err := fk.Restore("*filter\n:A - [0:0]\n-A A -j RETURN\n-A INPUT -j A\nCOMMIT\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fk.Restore("*filter\n:INPUT DROP [0:0]\n:A - [0:0]\n-A A -j ACCEPT\nCOMMIT\n"); err != nil {
+		t.Fatal(err)
+	}
+	want := "*filter\n:INPUT DROP [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:A - [0:0]\n-A INPUT -j A\n-A A -j ACCEPT\nCOMMIT\n"
+	if got := fk.Save(TableFilter); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Concurrent use is safe (run with -race).
+func TestFakeConcurrent(t *testing.T) {
+	ctx := context.Background()
+	fk, _ := fakeEnv(t, IPv4)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			rs := rulesetV1(IPv4)
+			if i%2 == 1 {
+				rs = rulesetV2(IPv4)
+			}
+			if _, err := fk.Apply(ctx, rs); err != nil {
+				t.Errorf("apply: %v", err)
+			}
+			if _, err := fk.Observe(ctx); err != nil {
+				t.Errorf("observe: %v", err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	d := dump(t, fk)
+	if d != Format(rulesetV1(IPv4)) && d != Format(rulesetV2(IPv4)) {
+		t.Fatalf("final state is neither ruleset:\n%s", d)
+	}
+}
+
+// Counters of rules that survive a refill of their chain are carried over.
+func TestCountersCarried(t *testing.T) {
+	ctx := context.Background()
+	fk, env := fakeEnv(t, IPv4)
+	if _, err := fk.Apply(ctx, rulesetV1(IPv4)); err != nil {
+		t.Fatal(err)
+	}
+	// Give every KUBE-SERVICES rule counters, as traffic would.
+	var p strings.Builder
+	p.WriteString("*nat\n:KUBE-SERVICES - [0:0]\n")
+	for _, r := range rulesetV1(IPv4)[TableNAT].Chains[0].Rules {
+		p.WriteString("[7:420] -A KUBE-SERVICES " + r + "\n")
+	}
+	p.WriteString("COMMIT\n")
+	env.foreign(t, p.String())
+	res, err := fk.Apply(ctx, rulesetV2(IPv4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := res.Payloads[TableNAT]
+	// The unchanged rules keep their counters, the new and changed ones start at zero.
+	if !strings.Contains(payload, "[7:420] -A KUBE-SERVICES ! -s 10.244.0.0/16 ") ||
+		!strings.Contains(payload, "\n-A KUBE-SERVICES -s 127.0.0.0/8 -m comment --comment \"local traffic\" -j RETURN\n") {
+		t.Fatalf("payload:\n%s", payload)
+	}
+	out, _ := fk.k.save(ctx)
+	if !strings.Contains(string(out), "[7:420] -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT\n") {
+		t.Fatalf("counters lost:\n%s", out)
+	}
+}
