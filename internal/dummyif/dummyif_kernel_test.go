@@ -1,0 +1,280 @@
+//go:build kernel
+
+package dummyif
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/netnsutil"
+	"github.com/kipvs/kipvs/internal/testutil/netnstest"
+)
+
+// ipLink is the part of `ip -j -d addr show` the tests read.
+type ipLink struct {
+	Name     string   `json:"ifname"`
+	Flags    []string `json:"flags"`
+	LinkInfo struct {
+		Kind string `json:"info_kind"`
+	} `json:"linkinfo"`
+	Addrs []struct {
+		Family    string `json:"family"`
+		Local     string `json:"local"`
+		PrefixLen int    `json:"prefixlen"`
+		Scope     string `json:"scope"`
+		NoDAD     bool   `json:"nodad"`
+		Tentative bool   `json:"tentative"`
+	} `json:"addr_info"`
+}
+
+// ipShow reads the link called name with `ip -j -d addr show` in ns (nil: no such link).
+func ipShow(t *testing.T, ns *netnstest.NS, name string) *ipLink {
+	t.Helper()
+	var links []ipLink
+	out := ns.MustRun(t, "ip", "-j", "-d", "addr", "show")
+	if err := json.Unmarshal([]byte(out), &links); err != nil {
+		t.Fatalf("parse ip -j -d addr show: %v\n%s", err, out)
+	}
+	for i := range links {
+		if links[i].Name == name {
+			return &links[i]
+		}
+	}
+	return nil
+}
+
+// ipDump renders what `ip` shows of the link in the Dump format, and checks that every
+// global IPv6 address is nodad and none is tentative.
+func ipDump(t *testing.T, ns *netnstest.NS, name string) string {
+	t.Helper()
+	l := ipShow(t, ns, name)
+	if l == nil {
+		return formatDump(name, "", false, nil)
+	}
+	var ps []netip.Prefix
+	for _, a := range l.Addrs {
+		p, err := netip.ParsePrefix(a.Local + "/" + strconv.Itoa(a.PrefixLen))
+		if err != nil {
+			t.Fatalf("ip shows address %q/%d: %v", a.Local, a.PrefixLen, err)
+		}
+		if a.Family == "inet6" && a.Scope == "global" && !a.NoDAD {
+			t.Errorf("ip: %s on %s is not nodad", p, name)
+		}
+		if a.Tentative {
+			t.Errorf("ip: %s on %s is tentative", p, name)
+		}
+		ps = append(ps, p)
+	}
+	return formatDump(name, l.LinkInfo.Kind, slices.Contains(l.Flags, "UP"), ps)
+}
+
+// ipBatch runs ip commands (without the leading "ip") in ns with one `ip -batch` and
+// returns their output.
+func ipBatch(t *testing.T, ns *netnstest.NS, cmds ...string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "ip-batch")
+	if err := os.WriteFile(f, []byte(strings.Join(cmds, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ns.MustRun(t, "ip", "-batch", f)
+}
+
+// The shared table against the kernel: same transcript as the fake, and every dump equal
+// to what `ip` shows in the namespace.
+func TestOpsKernel(t *testing.T) {
+	ns := netnstest.New(t)
+	d, err := New(testLink, ns.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	h := &harness{
+		impl: d,
+		foreign: func(t *testing.T) {
+			ipBatch(t, ns, "link del "+testLink, "link add "+testLink+" type veth peer name kipvs-peer0")
+		},
+		observe: func(t *testing.T) string { return ipDump(t, ns, testLink) },
+	}
+	checkGolden(t, "ops.golden", runOps(t, h))
+	// The veth the adapter refused to touch is still there.
+	if l := ipShow(t, ns, testLink); l == nil || l.LinkInfo.Kind != "veth" {
+		t.Fatalf("the foreign veth %s is gone or changed: %+v", testLink, l)
+	}
+}
+
+// An existing dummy link is taken as it is: EnsureLink changes neither its state nor its
+// addresses, Addresses reports what others added with their real prefix length (and the
+// link-local address the kernel adds when the link is up), and DeleteAddress only removes
+// host prefixes.
+func TestExistingLinkKernel(t *testing.T) {
+	ns := netnstest.New(t)
+	ipBatch(t, ns, "link add "+DefaultName+" type dummy", "addr add 10.1.0.1/24 dev "+DefaultName,
+		"link set "+DefaultName+" up")
+	d, err := New("", ns.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if created, err := d.EnsureLink(); err != nil || created {
+		t.Fatalf("EnsureLink on an existing dummy = %t, %v", created, err)
+	}
+	if err := d.DeleteAddress(netip.MustParseAddr("10.1.0.1")); !kerr.IsNotFound(err) {
+		t.Fatalf("DeleteAddress of 10.1.0.1 (present as /24 only) = %v, want ErrNotFound", err)
+	}
+	if err := d.AddAddress(netip.MustParseAddr("10.1.0.1")); err != nil {
+		t.Fatalf("AddAddress of 10.1.0.1/32 next to 10.1.0.1/24: %v", err)
+	}
+	// The link-local address appears once the kernel has processed the link going up.
+	var got []netip.Prefix
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err = d.Addresses()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling the kernel with a deadline
+	}
+	if len(got) != 3 || got[0] != netip.MustParsePrefix("10.1.0.1/24") || got[1] != netip.MustParsePrefix("10.1.0.1/32") ||
+		!got[2].Addr().IsLinkLocalUnicast() || got[2].Bits() != 64 {
+		t.Fatalf("Addresses() = %v, want [10.1.0.1/24 10.1.0.1/32 fe80::.../64]", got)
+	}
+	dump, err := d.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(dump, "link kube-ipvs0 type dummy state UP\n") {
+		t.Fatalf("Dump() = %q, want the link UP as it was", dump)
+	}
+	if obs := ipDump(t, ns, DefaultName); obs != dump {
+		t.Fatalf("Dump() = %q, ip shows %q", dump, obs)
+	}
+}
+
+// A VIP bound on a DOWN dummy link gets a local route and IPVS (NAT) serves it, for IPv4
+// and IPv6 (nodad), both to a client in another namespace routed through the node and to
+// a client on the node itself. The real server sees the remote client's own address, and
+// the VIP itself as the source of node-local clients.
+//
+//	cli (192.168.1.2, fd01::2) -- node (kube-ipvs0 DOWN, IPVS) -- srv (192.168.2.2, fd02::2)
+func TestVIPOnDownLinkServesIPVSKernel(t *testing.T) {
+	node, cli, srv := netnstest.New(t), netnstest.New(t), netnstest.New(t)
+	ipBatch(t, node,
+		"link add vc netns "+cli.Name+" type veth peer name vcn",
+		"link add vs netns "+srv.Name+" type veth peer name vsn",
+		"addr add 192.168.1.1/24 dev vcn", "addr add fd01::1/64 dev vcn nodad", "link set vcn up",
+		"addr add 192.168.2.1/24 dev vsn", "addr add fd02::1/64 dev vsn nodad", "link set vsn up")
+	ipBatch(t, cli, "addr add 192.168.1.2/24 dev vc", "addr add fd01::2/64 dev vc nodad", "link set vc up",
+		"route add default via 192.168.1.1", "route add default via fd01::1")
+	ipBatch(t, srv, "addr add 192.168.2.2/24 dev vs", "addr add fd02::2/64 dev vs nodad", "link set vs up",
+		"route add default via 192.168.2.1", "route add default via fd02::1")
+	node.MustRun(t, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+
+	d, err := New("", node.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.EnsureLink(); err != nil {
+		t.Fatal(err)
+	}
+	vip4, vip6 := netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00::10")
+	for _, a := range []netip.Addr{vip4, vip6} {
+		if err := d.AddAddress(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dump, _ := d.Dump(); !strings.HasPrefix(dump, "link kube-ipvs0 type dummy state DOWN\n") {
+		t.Fatalf("link not down: %q", dump)
+	}
+	local := node.MustRun(t, "sh", "-ec", "for f in 4 6; do ip -$f route show table local dev "+DefaultName+"; done")
+	for _, want := range []string{"local 10.96.0.10 ", "local fd00::10 "} {
+		if !strings.Contains(local, want) {
+			t.Errorf("no local route %q for a VIP on the down link:\n%s", want, local)
+		}
+	}
+	rules := filepath.Join(t.TempDir(), "ipvs")
+	if err := os.WriteFile(rules, []byte(
+		"-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 192.168.2.2:8080 -m\n"+
+			"-A -t [fd00::10]:80 -s rr\n-a -t [fd00::10]:80 -r [fd02::2]:8080 -m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node.MustRun(t, "sh", "-c", "ipvsadm -R < "+rules)
+
+	// The real server answers every connection with the address it sees the client at.
+	var ln net.Listener
+	if err := netnsutil.Do(srv.Handle, func() (err error) {
+		ln, err = net.Listen("tcp", "[::]:8080")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			ap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+			_, _ = io.WriteString(c, ap.Addr().Unmap().String())
+			c.Close()
+		}
+	}()
+
+	for _, c := range []struct {
+		from     *netnstest.NS
+		vip      string
+		wantPeer string
+	}{
+		{cli, "10.96.0.10:80", "192.168.1.2"},
+		{cli, "[fd00::10]:80", "fd01::2"},
+		{node, "10.96.0.10:80", "10.96.0.10"},
+		{node, "[fd00::10]:80", "fd00::10"},
+	} {
+		var conn net.Conn
+		err := netnsutil.Do(c.from.Handle, func() (err error) {
+			conn, err = (&net.Dialer{Timeout: 30 * time.Second}).Dial("tcp", c.vip)
+			return err
+		})
+		if err != nil {
+			t.Errorf("from %s to %s: %v", c.from.Name, c.vip, err)
+			continue
+		}
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		b, err := io.ReadAll(conn)
+		conn.Close()
+		if err != nil && !errors.Is(err, io.EOF) {
+			t.Errorf("from %s to %s: read: %v", c.from.Name, c.vip, err)
+		}
+		if string(b) != c.wantPeer {
+			t.Errorf("from %s to %s: the real server saw the client as %q, want %q", c.from.Name, c.vip, b, c.wantPeer)
+		}
+	}
+	// IPVS holds a connection entry (in TIME_WAIT) for each of them. (Its --stats
+	// counters are only refreshed by the estimator every 2 s.)
+	conns := node.MustRun(t, "ipvsadm", "-Lnc")
+	perVIP := map[string]int{}
+	for _, line := range strings.Split(conns, "\n") {
+		if f := strings.Fields(line); len(f) == 6 && f[0] == "TCP" {
+			perVIP[f[4]]++
+		}
+	}
+	if want := map[string]int{"10.96.0.10:80": 2, "[fd00::10]:80": 2}; !maps.Equal(perVIP, want) {
+		t.Errorf("IPVS connections per virtual address %v, want %v:\n%s", perVIP, want, conns)
+	}
+}

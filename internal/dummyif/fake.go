@@ -1,0 +1,196 @@
+package dummyif
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"syscall"
+
+	"github.com/kipvs/kipvs/internal/kerr"
+)
+
+// FaultFunc is consulted before every mutation of the fake (EnsureLink creating the link,
+// DeleteLink, AddAddress, DeleteAddress) with the operation's description, e.g.
+// "add address 10.96.0.1/32". A non-nil result fails that call with the returned error
+// (wrapped with the description) and changes nothing.
+type FaultFunc func(op string) error
+
+// Fake models one namespace's view of the named link: absent, a dummy with its state and
+// addresses, or a link of another type (see SetForeignLink). It rejects what the kernel
+// rejects with the same typed errors and errnos and is safe for concurrent use.
+type Fake struct {
+	name  string
+	mu    sync.Mutex
+	typ   string // "" when there is no link
+	up    bool
+	addrs map[netip.Prefix]bool
+	fault FaultFunc
+}
+
+var _ Interface = (*Fake)(nil)
+
+// NewFake returns a fake with no link called name ("" means DefaultName). It panics on an
+// invalid name, as it is meant for tests.
+func NewFake(name string) *Fake {
+	if name == "" {
+		name = DefaultName
+	}
+	if err := ValidName(name); err != nil {
+		panic(err)
+	}
+	return &Fake{name: name, addrs: map[netip.Prefix]bool{}}
+}
+
+// SetFault installs (nil: removes) the mutation fault hook.
+func (f *Fake) SetFault(fn FaultFunc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fault = fn
+}
+
+// SetForeignLink replaces the link by one of type typ (e.g. "veth"), with no addresses,
+// as if another program had created it; typ "" removes the link.
+func (f *Fake) SetForeignLink(typ string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.typ, f.up = typ, false
+	clear(f.addrs)
+}
+
+// SetUp sets the link's administrative state, as `ip link set NAME up|down` would. It is a
+// no-op without a link. Unlike the kernel, the fake adds no link-local address on up.
+func (f *Fake) SetUp(up bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.typ != "" {
+		f.up = up
+	}
+}
+
+// Name implements Interface.
+func (f *Fake) Name() string { return f.name }
+
+func (f *Fake) check(op string) error {
+	if f.fault != nil {
+		if err := f.fault(op); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	return nil
+}
+
+// dummy returns nil if the link exists and is a dummy. Callers hold f.mu.
+func (f *Fake) dummy() error {
+	switch f.typ {
+	case "":
+		return fmt.Errorf("link %s: %w", f.name, kerr.ErrNotFound)
+	case "dummy":
+		return nil
+	default:
+		return notDummy(f.name, f.typ)
+	}
+}
+
+// EnsureLink implements Interface.
+func (f *Fake) EnsureLink() (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch f.typ {
+	case "dummy":
+		return false, nil
+	case "":
+	default:
+		return false, notDummy(f.name, f.typ)
+	}
+	if err := f.check("add dummy link " + f.name); err != nil {
+		return false, err
+	}
+	f.typ, f.up = "dummy", false
+	return true, nil
+}
+
+// DeleteLink implements Interface.
+func (f *Fake) DeleteLink() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.dummy(); err != nil {
+		return err
+	}
+	if err := f.check("delete link " + f.name); err != nil {
+		return err
+	}
+	f.typ, f.up = "", false
+	clear(f.addrs)
+	return nil
+}
+
+// Addresses implements Interface.
+func (f *Fake) Addresses() ([]netip.Prefix, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.dummy(); err != nil {
+		return nil, err
+	}
+	out := slices.Collect(maps.Keys(f.addrs))
+	SortPrefixes(out)
+	return out, nil
+}
+
+// AddAddress implements Interface.
+func (f *Fake) AddAddress(addr netip.Addr) error {
+	p, err := HostPrefix(addr)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.dummy(); err != nil {
+		return fmt.Errorf("add address %s: %w", p, err)
+	}
+	what := fmt.Sprintf("add address %s to link %s", p, f.name)
+	if f.addrs[p] {
+		return kerr.Errno(what, syscall.EEXIST)
+	}
+	if err := f.check(what); err != nil {
+		return err
+	}
+	f.addrs[p] = true
+	return nil
+}
+
+// DeleteAddress implements Interface.
+func (f *Fake) DeleteAddress(addr netip.Addr) error {
+	p, err := HostPrefix(addr)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.dummy(); err != nil {
+		return fmt.Errorf("delete address %s: %w", p, err)
+	}
+	what := fmt.Sprintf("delete address %s from link %s", p, f.name)
+	if !f.addrs[p] {
+		return kerr.Errno(what, syscall.EADDRNOTAVAIL)
+	}
+	if err := f.check(what); err != nil {
+		return err
+	}
+	delete(f.addrs, p)
+	return nil
+}
+
+// EnsureAddress implements Interface.
+func (f *Fake) EnsureAddress(addr netip.Addr) (bool, error) { return ensureAddress(f, addr) }
+
+// RemoveAddress implements Interface.
+func (f *Fake) RemoveAddress(addr netip.Addr) (bool, error) { return removeAddress(f, addr) }
+
+// Dump implements Interface.
+func (f *Fake) Dump() (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return formatDump(f.name, f.typ, f.up, slices.Collect(maps.Keys(f.addrs))), nil
+}

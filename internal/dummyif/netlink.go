@@ -1,0 +1,266 @@
+package dummyif
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/kipvs/kipvs/internal/kerr"
+)
+
+// dumpRetries bounds the retries of an address dump the kernel reports as interrupted
+// (the address list changed while it was being dumped).
+const dumpRetries = 5
+
+// Dummy is the real implementation: an rtnetlink socket bound to a network namespace. The
+// link is looked up by name on every call, so a link deleted and re-created by someone
+// else is found again. It is safe for concurrent use.
+type Dummy struct {
+	name string
+	mu   sync.Mutex
+	h    *netlink.Handle
+}
+
+var _ Interface = (*Dummy)(nil)
+
+// New opens an rtnetlink socket in ns (netns.None(): the current namespace) for the dummy
+// link called name ("" means DefaultName). It neither creates nor checks the link.
+func New(name string, ns netns.NsHandle) (*Dummy, error) {
+	if name == "" {
+		name = DefaultName
+	}
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("dummyif %s: open rtnetlink socket in %s: %w", name, ns, err)
+	}
+	return &Dummy{name: name, h: h}, nil
+}
+
+// Close releases the socket.
+func (d *Dummy) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.h != nil {
+		d.h.Close()
+		d.h = nil
+	}
+	return nil
+}
+
+// Name implements Interface.
+func (d *Dummy) Name() string { return d.name }
+
+func (d *Dummy) handle() (*netlink.Handle, error) {
+	if d.h == nil {
+		return nil, fmt.Errorf("dummyif %s: closed", d.name)
+	}
+	return d.h, nil
+}
+
+// link returns the link of that name, or nil if there is none. Callers hold d.mu.
+func (d *Dummy) link() (netlink.Link, error) {
+	h, err := d.handle()
+	if err != nil {
+		return nil, err
+	}
+	l, err := h.LinkByName(d.name)
+	var nf netlink.LinkNotFoundError
+	if errors.As(err, &nf) || errors.Is(err, unix.ENODEV) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, kerr.Errno("get link "+d.name, err)
+	}
+	return l, nil
+}
+
+// dummy returns the link, kerr.ErrNotFound if it does not exist or ErrNotDummy.
+func (d *Dummy) dummy() (netlink.Link, error) {
+	l, err := d.link()
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, fmt.Errorf("link %s: %w", d.name, kerr.ErrNotFound)
+	}
+	if l.Type() != "dummy" {
+		return nil, notDummy(d.name, l.Type())
+	}
+	return l, nil
+}
+
+// EnsureLink implements Interface.
+func (d *Dummy) EnsureLink() (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, err := d.link()
+	if err != nil {
+		return false, err
+	}
+	if l != nil {
+		if l.Type() != "dummy" {
+			return false, notDummy(d.name, l.Type())
+		}
+		return false, nil
+	}
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name = d.name
+	if err := d.h.LinkAdd(&netlink.Dummy{LinkAttrs: attrs}); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			// Created concurrently by someone else: check what it is.
+			if _, err := d.dummy(); err != nil {
+				return false, err
+			}
+			return false, nil
+		}
+		return false, kerr.Errno("add dummy link "+d.name, err)
+	}
+	return true, nil
+}
+
+// DeleteLink implements Interface.
+func (d *Dummy) DeleteLink() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, err := d.dummy()
+	if err != nil {
+		return err
+	}
+	if err := d.h.LinkDel(l); err != nil {
+		return kerr.Errno("delete link "+d.name, err)
+	}
+	return nil
+}
+
+// addrs lists the addresses of l. Callers hold d.mu.
+func (d *Dummy) addrs(l netlink.Link) ([]netip.Prefix, error) {
+	var (
+		list []netlink.Addr
+		err  error
+	)
+	for range dumpRetries {
+		list, err = d.h.AddrList(l, netlink.FAMILY_ALL)
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, kerr.Errno("list addresses of link "+d.name, err)
+	}
+	out := make([]netip.Prefix, 0, len(list))
+	for _, a := range list {
+		p, err := toPrefix(a.IPNet)
+		if err != nil {
+			return nil, fmt.Errorf("address on link %s: %w", d.name, err)
+		}
+		out = append(out, p)
+	}
+	SortPrefixes(out)
+	return out, nil
+}
+
+// Addresses implements Interface.
+func (d *Dummy) Addresses() ([]netip.Prefix, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, err := d.dummy()
+	if err != nil {
+		return nil, err
+	}
+	return d.addrs(l)
+}
+
+func toPrefix(n *net.IPNet) (netip.Prefix, error) {
+	if n == nil {
+		return netip.Prefix{}, errors.New("no address in netlink message")
+	}
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, fmt.Errorf("bad address %v", n.IP)
+	}
+	ones, _ := n.Mask.Size()
+	if len(n.IP) == net.IPv4len || a.Is4In6() {
+		a = a.Unmap()
+	}
+	return netip.PrefixFrom(a, ones), nil
+}
+
+func toAddr(p netip.Prefix) *netlink.Addr {
+	a := &netlink.Addr{IPNet: &net.IPNet{
+		IP:   p.Addr().AsSlice(),
+		Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen()),
+	}}
+	if p.Addr().Is6() {
+		a.Flags = unix.IFA_F_NODAD
+	}
+	return a
+}
+
+// AddAddress implements Interface.
+func (d *Dummy) AddAddress(addr netip.Addr) error {
+	p, err := HostPrefix(addr)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, err := d.dummy()
+	if err != nil {
+		return fmt.Errorf("add address %s: %w", p, err)
+	}
+	if err := d.h.AddrAdd(l, toAddr(p)); err != nil {
+		return kerr.Errno(fmt.Sprintf("add address %s to link %s", p, d.name), err)
+	}
+	return nil
+}
+
+// DeleteAddress implements Interface.
+func (d *Dummy) DeleteAddress(addr netip.Addr) error {
+	p, err := HostPrefix(addr)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, err := d.dummy()
+	if err != nil {
+		return fmt.Errorf("delete address %s: %w", p, err)
+	}
+	if err := d.h.AddrDel(l, toAddr(p)); err != nil {
+		return kerr.Errno(fmt.Sprintf("delete address %s from link %s", p, d.name), err)
+	}
+	return nil
+}
+
+// EnsureAddress implements Interface.
+func (d *Dummy) EnsureAddress(addr netip.Addr) (bool, error) { return ensureAddress(d, addr) }
+
+// RemoveAddress implements Interface.
+func (d *Dummy) RemoveAddress(addr netip.Addr) (bool, error) { return removeAddress(d, addr) }
+
+// Dump implements Interface.
+func (d *Dummy) Dump() (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, err := d.link()
+	if err != nil {
+		return "", err
+	}
+	if l == nil {
+		return formatDump(d.name, "", false, nil), nil
+	}
+	addrs, err := d.addrs(l)
+	if err != nil {
+		return "", err
+	}
+	return formatDump(d.name, l.Type(), l.Attrs().Flags&net.FlagUp != 0, addrs), nil
+}
