@@ -1,0 +1,114 @@
+package conntrack
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"syscall"
+
+	"github.com/kipvs/kipvs/internal/kerr"
+)
+
+// FaultFunc is consulted before the fake deletes each matching flow. A non-nil result
+// stops Delete there with that error (wrapped), returning how many it had deleted, like a
+// kernel error in the middle of a cleanup.
+type FaultFunc func(f Flow) error
+
+// Fake holds flows in memory with the kernel's semantics: within a zone no two flows share
+// a tuple (inserting one that clashes is kerr.ErrExists), and Delete removes what the
+// filter matches and counts it. It is safe for concurrent use.
+type Fake struct {
+	mu    sync.Mutex
+	flows []Flow
+	fault FaultFunc
+}
+
+var _ Interface = (*Fake)(nil)
+
+// NewFake returns a fake holding flows (see Insert); it panics on an invalid flow, as it
+// is meant for tests.
+func NewFake(flows ...Flow) *Fake {
+	f := &Fake{}
+	for _, fl := range flows {
+		if err := f.Insert(fl); err != nil {
+			panic(err)
+		}
+	}
+	return f
+}
+
+// SetFault installs (nil: removes) the delete fault hook.
+func (f *Fake) SetFault(fn FaultFunc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fault = fn
+}
+
+// Insert adds a flow, as `conntrack -I` or traffic would. Both tuples must hold valid
+// addresses of one family; a flow with a tuple already in the zone is kerr.ErrExists.
+func (f *Fake) Insert(fl Flow) error {
+	addrs := []netip.Addr{fl.Orig.Src.Addr(), fl.Orig.Dst.Addr(), fl.Reply.Src.Addr(), fl.Reply.Dst.Addr()}
+	for _, a := range addrs {
+		if !a.IsValid() || a.Is4() != addrs[0].Is4() || a.Zone() != "" {
+			return fmt.Errorf("conntrack: insert flow %s: addresses: %w", fl, kerr.ErrInvalid)
+		}
+	}
+	if fl.Protocol == 0 {
+		return fmt.Errorf("conntrack: insert flow %s: no protocol: %w", fl, kerr.ErrInvalid)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, o := range f.flows {
+		if o.Zone == fl.Zone && o.Protocol == fl.Protocol &&
+			(o.Orig == fl.Orig || o.Reply == fl.Reply || o.Orig == fl.Reply || o.Reply == fl.Orig) {
+			return kerr.Errno(fmt.Sprintf("conntrack: insert flow %s", fl), syscall.EEXIST)
+		}
+	}
+	f.flows = append(f.flows, fl)
+	return nil
+}
+
+// List implements Interface.
+func (f *Fake) List() ([]Flow, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.flows)
+	SortFlows(out)
+	return out, nil
+}
+
+// Delete implements Interface.
+func (f *Fake) Delete(filters ...Filter) (int, error) {
+	if err := validateAll(filters); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	kept := f.flows[:0:0]
+	var ferr error
+	for _, fl := range f.flows {
+		flt, ok := matchAny(filters, fl)
+		if ferr != nil || !ok {
+			kept = append(kept, fl)
+			continue
+		}
+		if f.fault != nil {
+			if err := f.fault(fl); err != nil {
+				ferr = fmt.Errorf("delete flow %s (filter %s): %w", fl, flt, err)
+				kept = append(kept, fl)
+				continue
+			}
+		}
+		n++
+	}
+	f.flows = kept
+	return n, ferr
+}
+
+// Dump implements Interface.
+func (f *Fake) Dump() (string, error) {
+	fs, _ := f.List()
+	return formatDump(fs), nil
+}

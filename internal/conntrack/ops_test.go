@@ -1,0 +1,203 @@
+package conntrack
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/kipvs/kipvs/internal/kerr"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files from the fake")
+
+// This file holds the operation table shared by the fake (conntrack_test.go) and the
+// kernel (conntrack_kernel_test.go): the same flows are inserted (Fake.Insert, or
+// `conntrack -I` in the test's namespace), the same deletes run, and the transcript
+// (counts, typed errors, dumps) must equal testdata/ops.golden.
+
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// nat is a flow from client to service, answered by endpoint (DNAT).
+func nat(p Protocol, client, service, endpoint string) Flow {
+	c := ap(client)
+	return Flow{Protocol: p, Orig: Tuple{c, ap(service)}, Reply: Tuple{ap(endpoint), c}}
+}
+
+// seedFlows covers IPv4 and IPv6, UDP, TCP and SCTP, several flows per service address
+// and per endpoint, another port of the same service address, a node port, and a
+// conntrack zone.
+func seedFlows() []Flow {
+	zoned := nat(UDP, "10.0.0.1:40006", "10.96.0.10:53", "10.96.0.10:53")
+	zoned.Zone = 7
+	return []Flow{
+		nat(UDP, "10.0.0.1:40001", "10.96.0.10:53", "10.244.1.5:53"),
+		nat(UDP, "10.0.0.2:40002", "10.96.0.10:53", "10.244.2.6:53"),
+		nat(UDP, "10.0.0.1:40003", "10.96.0.10:5353", "10.244.1.5:5353"),
+		nat(TCP, "10.0.0.1:40004", "10.96.0.10:53", "10.244.1.5:53"),
+		nat(UDP, "10.0.0.3:40005", "10.96.0.11:53", "10.244.1.5:53"),
+		zoned,
+		nat(UDP, "[fd00::1]:40001", "[fd00::10]:53", "[fd01::5]:53"),
+		nat(UDP, "[fd00::2]:40002", "[fd00::10]:53", "[fd01::6]:53"),
+		nat(TCP, "[fd00::1]:40004", "[fd00::10]:53", "[fd01::5]:53"),
+		nat(SCTP, "10.0.0.4:40007", "10.96.0.12:9999", "10.244.3.7:9999"),
+		nat(UDP, "10.0.0.5:40008", "192.168.0.10:30053", "10.244.4.8:53"),
+		nat(UDP, "10.0.0.6:40009", "192.168.0.11:30054", "10.244.2.6:53"),
+	}
+}
+
+type step struct {
+	name string
+	run  func(i Interface) (string, error)
+}
+
+func del(name string, f ...Filter) step {
+	return step{"delete " + name, func(i Interface) (string, error) {
+		n, err := i.Delete(f...)
+		return fmt.Sprintf("deleted=%d", n), err
+	}}
+}
+
+func byOrigDst(p Protocol, s string) step {
+	return step{fmt.Sprintf("delete %s orig dst %s", p, s), func(i Interface) (string, error) {
+		n, err := DeleteByOrigDst(i, p, ap(s))
+		return fmt.Sprintf("deleted=%d", n), err
+	}}
+}
+
+func byReplySrc(p Protocol, s string) step {
+	return step{fmt.Sprintf("delete %s reply src %s", p, s), func(i Interface) (string, error) {
+		n, err := DeleteByReplySrc(i, p, netip.MustParseAddr(s))
+		return fmt.Sprintf("deleted=%d", n), err
+	}}
+}
+
+func dump() step {
+	return step{"dump", func(i Interface) (string, error) {
+		d, err := i.Dump()
+		return "\n" + strings.TrimSuffix(d, "\n"), err
+	}}
+}
+
+func opTable() []step {
+	return []step{
+		dump(),
+		del("empty filter", Filter{}),
+		del("protocol only", Filter{Protocol: UDP}),
+		del("icmp with a port", Filter{Protocol: ICMP, OrigDstPort: 53}),
+		del("IPv4-mapped address", Filter{Protocol: UDP, OrigDst: netip.MustParseAddr("::ffff:10.96.0.10")}),
+		del("two families", Filter{Protocol: UDP, OrigDst: netip.MustParseAddr("10.96.0.10"), ReplySrc: netip.MustParseAddr("fd01::5")}),
+		byOrigDst(UDP, "10.96.0.99:53"),
+		// The service 10.96.0.10:53 goes away: its UDP flows go, in every zone; the
+		// other port and the TCP flow stay.
+		byOrigDst(UDP, "10.96.0.10:53"),
+		byOrigDst(UDP, "10.96.0.10:53"),
+		dump(),
+		// The endpoint 10.244.1.5 goes away: every UDP flow it answers, whatever the
+		// service.
+		byReplySrc(UDP, "10.244.1.5"),
+		byOrigDst(UDP, "[fd00::10]:53"),
+		// A node port, on any address.
+		del("udp orig dst port 30054", Filter{Protocol: UDP, OrigDstPort: 30054}),
+		// A service and endpoint pair, as for an endpoint of one service removed.
+		del("udp orig dst 192.168.0.10:30053 reply src 10.244.4.9", Filter{Protocol: UDP,
+			OrigDst: netip.MustParseAddr("192.168.0.10"), OrigDstPort: 30053, ReplySrc: netip.MustParseAddr("10.244.4.9")}),
+		del("udp orig dst 192.168.0.10:30053 reply src 10.244.4.8:53", Filter{Protocol: UDP,
+			OrigDst: netip.MustParseAddr("192.168.0.10"), OrigDstPort: 30053, ReplySrc: netip.MustParseAddr("10.244.4.8"), ReplySrcPort: 53}),
+		del("nothing"),
+		del("a valid and an invalid filter", ByReplySrc(SCTP, netip.MustParseAddr("10.244.3.7")), Filter{Protocol: TCP}),
+		// Several filters at once; port 0: any port of the address.
+		del("sctp reply src 10.244.3.7 or tcp orig dst 10.96.0.10:0 or udp orig dst 10.96.0.77:53",
+			ByReplySrc(SCTP, netip.MustParseAddr("10.244.3.7")), ByOrigDst(TCP, ap("10.96.0.10:0")),
+			ByOrigDst(UDP, ap("10.96.0.77:53"))),
+		dump(),
+	}
+}
+
+// runOps applies the table and returns the transcript. observe, when not nil, reads the
+// table independently (in the Dump format) and must agree with every dump step.
+func runOps(t *testing.T, impl Interface, observe func(t *testing.T) string) string {
+	t.Helper()
+	var b strings.Builder
+	for i, s := range opTable() {
+		out, err := s.run(impl)
+		fmt.Fprintf(&b, "%02d %s: %s", i, s.name, outcome(err))
+		if strings.HasPrefix(out, "\n") {
+			if observe != nil && err == nil {
+				if got := observe(t); got != strings.TrimPrefix(out, "\n")+"\n" && !(got == "" && out == "\n") {
+					t.Errorf("step %d: Dump() and the independent reading differ (-dump +observed):\n%s",
+						i, cmp.Diff(strings.TrimPrefix(out, "\n")+"\n", got))
+				}
+			}
+			b.WriteString(out)
+		} else if out != "" {
+			b.WriteString(" " + out)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// outcome names an error by its kerr type and errno, which real and fake share.
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var kind string
+	switch {
+	case kerr.IsNotFound(err):
+		kind = "not found"
+	case kerr.IsExists(err):
+		kind = "exists"
+	case kerr.IsInvalid(err):
+		kind = "invalid"
+	case kerr.IsBusy(err):
+		kind = "busy"
+	default:
+		kind = "untyped error: " + err.Error()
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		kind += " " + unix.ErrnoName(errno)
+	}
+	return "error: " + kind
+}
+
+// testdataDir is this package's testdata directory by absolute path: kernel test binaries
+// run in the VM from the directory they were built into, not from the package.
+func testdataDir() string {
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "testdata")
+	}
+	return "testdata"
+}
+
+// checkGolden compares got with testdata/name (rewriting it with -update).
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join(testdataDir(), name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/conntrack -run %s -update)", err, t.Name())
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
+	}
+}
