@@ -55,11 +55,25 @@ if [ "$VM_NET" = 1 ]; then
 fi
 
 echo "vm-init: running test command" >/dev/console
+# The output goes to a file (streamed to the console by tail), not a pipe: processes the
+# script leaves running in the background would hold a pipe open forever.
+: >/out/output
+tail -f /out/output >/dev/console 2>/dev/null &
+# The command runs in a background subshell and PID 1 polls for its exit code: daemons the
+# script leaves behind are re-parented to PID 1, and waiting on the command from PID 1
+# itself could then block forever.
 (
 	chroot /host /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		HOME=/tmp TMPDIR=/tmp KIPVS_IN_VM=1 /bin/sh -c "cd '$VM_WORKDIR' && exec /bin/sh /run/vm/cmd.sh"
+		HOME=/tmp TMPDIR=/tmp KIPVS_IN_VM=1 /bin/sh -c "cd '$VM_WORKDIR' && exec /bin/sh /run/vm/cmd.sh" \
+		>>/out/output 2>&1 </dev/null
 	echo $? >/out/rc.tmp
-) 2>&1 | tee /out/output >/dev/console
+) &
+while [ ! -f /out/rc.tmp ]; do
+	sleep 0.2
+done
+sleep 1
+# Whatever the script left behind (daemons, servers) ends with the VM; PID 1 survives kill -1.
+kill -9 -1 2>/dev/null
 mv /out/rc.tmp /out/rc
 sync
 echo "vm-init: done rc=$(cat /out/rc)" >/dev/console

@@ -173,3 +173,19 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Prepare runs e2e/vm/prepare.sh (found relative to the working directory, the repository
+// root) so the kernel and initramfs cache matches the current init.sh; it is quick when the
+// cache is current.
+func Prepare(ctx context.Context, cacheDir string) error {
+	script := filepath.Join("e2e", "vm", "prepare.sh")
+	if _, err := os.Stat(script); err != nil {
+		return fmt.Errorf("vm: %s not found (run from the repository root): %w", script, err)
+	}
+	cmd := exec.CommandContext(ctx, script, cacheDir)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("vm: %s %s: %w", script, cacheDir, err)
+	}
+	return nil
+}

@@ -56,6 +56,10 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := vm.Prepare(ctx, *cache); err != nil {
+		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+		os.Exit(1)
+	}
 	cfg := vm.Config{CacheDir: *cache, Timeout: *timeout, MemoryMB: *mem}
 	if !*quiet {
 		cfg.Console = os.Stdout
