@@ -1,0 +1,242 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"go.uber.org/zap"
+
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// apply runs p against the kernel in plan order. A failing step does not stop the steps
+// after it (one bad object must not block every other Service); all errors are returned
+// joined. On success base, the state p was computed against, becomes the applied model; on
+// any error the model is dropped so the next sync is full and reads the kernel back.
+func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
+	var errs []error
+	fail := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range p.CreateSets {
+		if err := r.k.IPSet.Create(s); err != nil {
+			fail(fmt.Errorf("create ipset %s: %w", s.Name, err))
+		} else {
+			r.count("ipset", "add", 1)
+		}
+	}
+	fail(r.applyIPVS(p.IPVS))
+	for _, a := range p.AddAddrs {
+		if _, err := r.k.Dummy.EnsureAddress(a); err != nil {
+			fail(fmt.Errorf("bind %s on %s: %w", a, r.k.Dummy.Name(), err))
+		} else {
+			r.count("address", "add", 1)
+		}
+	}
+	fail(r.applyMembers(p.AddMembers, true))
+	if p.Rules != nil {
+		if _, err := r.k.Netfilter.Apply(ctx, *p.Rules); err != nil {
+			if r.o.Metrics != nil {
+				r.o.Metrics.IPTablesRestoreFailuresTotal.WithLabelValues(r.family()).Inc()
+			}
+			fail(fmt.Errorf("apply %s iptables rules: %w", r.family(), err))
+		} else {
+			r.count("iptables_ruleset", "update", 1)
+			if r.o.Metrics != nil {
+				for table, tr := range *p.Rules {
+					n := len(tr.Jumps)
+					for _, c := range tr.Chains {
+						n += len(c.Rules)
+					}
+					r.o.Metrics.IPTablesRulesTotal.WithLabelValues(string(table), r.family()).Set(float64(n))
+					r.o.Metrics.IPTablesRulesLastSync.WithLabelValues(string(table), r.family()).Set(float64(n))
+				}
+			}
+		}
+	}
+	fail(r.applyMembers(p.DelMembers, false))
+	fail(r.applyIPVS(p.IPVSDelete))
+	for _, a := range p.DelAddrs {
+		if _, err := r.k.Dummy.RemoveAddress(a); err != nil {
+			fail(fmt.Errorf("unbind %s from %s: %w", a, r.k.Dummy.Name(), err))
+		} else {
+			r.count("address", "delete", 1)
+		}
+	}
+	if len(p.Conntrack) > 0 && r.k.Conntrack != nil {
+		// Best effort: a failed cleanup leaves stale flows that expire on their own; it is
+		// logged, not retried through a full resync.
+		if n, err := r.k.Conntrack.Delete(p.Conntrack...); err != nil {
+			r.o.Logger.Warn("conntrack cleanup failed", zap.Error(err))
+		} else if n > 0 {
+			r.o.Logger.Debug("deleted stale conntrack flows", zap.Int("flows", n))
+		}
+	}
+
+	now := r.o.Clock.Now()
+	for _, k := range p.Drains {
+		if _, ok := r.draining[k]; !ok {
+			r.draining[k] = now
+		}
+	}
+	if len(errs) > 0 {
+		r.applied = nil
+		r.rules = ""
+		return errors.Join(errs...)
+	}
+	applyToModel(base, p)
+	for k := range r.draining {
+		if vs, ok := base.vs[k.VS]; !ok {
+			delete(r.draining, k)
+		} else if d, ok := vs.dests[k.Dest]; !ok || d.weight != 0 {
+			delete(r.draining, k)
+		}
+	}
+	r.applied = base
+	return nil
+}
+
+func (r *Reconciler) applyIPVS(ops []ipvs.Op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	err := r.k.IPVS.Apply(ops)
+	failed := map[int]bool{}
+	var be *ipvs.BatchError
+	if errors.As(err, &be) {
+		for _, oe := range be.Errors {
+			failed[oe.Index] = true
+		}
+	} else if err != nil {
+		return fmt.Errorf("apply %d IPVS changes: %w", len(ops), err)
+	}
+	for i, op := range ops {
+		if failed[i] {
+			continue
+		}
+		kind, verb := "real_server", "add"
+		switch op.Kind {
+		case ipvs.OpAddService:
+			kind = "virtual_server"
+		case ipvs.OpUpdateService:
+			kind, verb = "virtual_server", "update"
+		case ipvs.OpDeleteService:
+			kind, verb = "virtual_server", "delete"
+		case ipvs.OpUpdateDestination:
+			verb = "update"
+		case ipvs.OpDeleteDestination:
+			verb = "delete"
+		}
+		r.count(kind, verb, 1)
+	}
+	if err != nil {
+		return fmt.Errorf("apply IPVS changes: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) applyMembers(ms []proxy.Member, add bool) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	bySet := map[string][]ipset.Entry{}
+	var order []string
+	var errs []error
+	for _, m := range ms {
+		e, err := parseMember(r.specs, m)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, ok := bySet[m.Set]; !ok {
+			order = append(order, m.Set)
+		}
+		bySet[m.Set] = append(bySet[m.Set], e)
+	}
+	for _, set := range order {
+		var err error
+		verb := "add"
+		if add {
+			err = r.k.IPSet.Add(set, bySet[set]...)
+		} else {
+			verb = "delete"
+			err = r.k.IPSet.Del(set, bySet[set]...)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %d members of ipset %s: %w", verb, len(bySet[set]), set, err))
+			continue
+		}
+		r.count("ipset_member", verb, len(bySet[set]))
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) count(kind, op string, n int) {
+	if r.o.Metrics != nil && n > 0 {
+		r.o.Metrics.ObjectsChanged.WithLabelValues(kind, op, r.family()).Add(float64(n))
+	}
+}
+
+// applyToModel updates s as if p had been applied successfully.
+func applyToModel(s *state, p *Plan) {
+	for _, op := range append(append([]ipvs.Op{}, p.IPVS...), p.IPVSDelete...) {
+		k := fromIPVSKey(op.Service.ServiceKey)
+		switch op.Kind {
+		case ipvs.OpAddService:
+			svc := op.Service
+			if svc.Netmask == 0 {
+				svc.Netmask = ipvs.FullNetmask(svc.Family)
+			}
+			s.vs[k] = &vsState{svc: svc, dests: map[netip.AddrPort]destState{}}
+		case ipvs.OpUpdateService:
+			if vs, ok := s.vs[k]; ok {
+				vs.svc = op.Service
+			}
+		case ipvs.OpDeleteService:
+			delete(s.vs, k)
+		case ipvs.OpAddDestination, ipvs.OpUpdateDestination:
+			if vs, ok := s.vs[k]; ok {
+				vs.dests[op.Destination.AddrPort()] = destState{weight: op.Destination.Weight}
+			}
+		case ipvs.OpDeleteDestination:
+			if vs, ok := s.vs[k]; ok {
+				delete(vs.dests, op.Destination.AddrPort())
+			}
+		}
+	}
+	for _, a := range p.AddAddrs {
+		s.addrs[a] = struct{}{}
+	}
+	for _, a := range p.DelAddrs {
+		delete(s.addrs, a)
+	}
+	for _, m := range p.AddMembers {
+		s.members[m] = struct{}{}
+	}
+	for _, m := range p.DelMembers {
+		delete(s.members, m)
+	}
+}
+
+// toRuleset converts the proxy's rules to the netfilter adapter's declarative form.
+func toRuleset(r *proxy.Rules) netfilter.Ruleset {
+	rs := netfilter.Ruleset{}
+	for _, t := range r.Tables {
+		var tr netfilter.TableRules
+		for _, c := range t.Chains {
+			tr.Chains = append(tr.Chains, netfilter.Chain{Name: c.Name, Rules: append([]string(nil), c.Rules...)})
+		}
+		for _, j := range t.Jumps {
+			tr.Jumps = append(tr.Jumps, netfilter.Jump{Chain: j.From, Rule: j.Rule()})
+		}
+		rs[netfilter.Table(t.Table)] = tr
+	}
+	return rs
+}

@@ -1,0 +1,181 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// CleanupInput is what a cleanup looks at: the shared adapters and one netfilter handle per
+// family (iptables and ip6tables).
+type CleanupInput struct {
+	IPVS      ipvs.Interface
+	IPSet     ipset.Interface
+	Dummy     dummyif.Interface
+	Netfilter []netfilter.Interface
+	// NodeAddrs are the node's own addresses (NodePort virtual servers live on them).
+	NodeAddrs    []netip.Addr
+	ExcludeCIDRs []netip.Prefix
+}
+
+// CleanupPlan is everything kipvs (or upstream kube-proxy in IPVS mode: the names are the
+// same) owns on the node, in removal order: the rules first (they reference the sets), then
+// the virtual servers, the dummy link with its VIPs, and last the sets.
+type CleanupPlan struct {
+	Rules          []netfilter.Family
+	VirtualServers []ipvs.ServiceKey
+	Link           string // "" when there is no link to delete
+	Sets           []string
+}
+
+// Empty reports whether there is nothing to remove.
+func (p *CleanupPlan) Empty() bool {
+	return len(p.Rules) == 0 && len(p.VirtualServers) == 0 && p.Link == "" && len(p.Sets) == 0
+}
+
+// String renders the plan one removal per line.
+func (p *CleanupPlan) String() string {
+	if p.Empty() {
+		return "nothing to clean up\n"
+	}
+	var b strings.Builder
+	for _, f := range p.Rules {
+		fmt.Fprintf(&b, "remove %s rules and chains\n", map[netfilter.Family]string{netfilter.IPv4: "iptables", netfilter.IPv6: "ip6tables"}[f])
+	}
+	for _, k := range p.VirtualServers {
+		fmt.Fprintf(&b, "delete virtual server %s\n", k)
+	}
+	if p.Link != "" {
+		fmt.Fprintf(&b, "delete link %s\n", p.Link)
+	}
+	for _, s := range p.Sets {
+		fmt.Fprintf(&b, "destroy ipset %s\n", s)
+	}
+	return b.String()
+}
+
+// PlanCleanup finds what there is to remove. It never includes foreign objects: virtual
+// servers are kipvs's only by the ownership rule of observe (VIP bound on the dummy link, in
+// a VIP set, or a node port on a node address), and never inside excludeCIDRs.
+func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
+	p := &CleanupPlan{}
+	for _, nf := range in.Netfilter {
+		rs, err := nf.Observe(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read %s rules: %w", nf.Family(), err)
+		}
+		if len(rs.Normalize()) > 0 {
+			p.Rules = append(p.Rules, nf.Family())
+		}
+	}
+	addrs, err := in.Dummy.Addresses()
+	switch {
+	case kerr.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("list addresses of %s: %w", in.Dummy.Name(), err)
+	default:
+		p.Link = in.Dummy.Name()
+	}
+	names, err := in.IPSet.ListNames()
+	if err != nil {
+		return nil, fmt.Errorf("list ipsets: %w", err)
+	}
+	own := map[string]bool{}
+	for _, f := range []proxy.Family{proxy.IPv4, proxy.IPv6} {
+		for _, s := range proxy.Sets(f) {
+			own[s.Name] = true
+		}
+	}
+	members := map[proxy.Member]struct{}{}
+	for _, n := range names {
+		if !own[n] && !strings.HasPrefix(n, ipset.TempPrefix) {
+			continue
+		}
+		p.Sets = append(p.Sets, n)
+		if !own[n] {
+			continue
+		}
+		info, err := in.IPSet.List(n)
+		if err != nil {
+			return nil, fmt.Errorf("list ipset %s: %w", n, err)
+		}
+		for _, e := range info.Entries {
+			members[proxy.Member{Set: n, Entry: e.String()}] = struct{}{}
+		}
+	}
+	table, err := in.IPVS.Table()
+	if err != nil {
+		return nil, fmt.Errorf("read the IPVS table: %w", err)
+	}
+	for _, f := range []proxy.Family{proxy.IPv4, proxy.IPv6} {
+		obs := &state{members: members, addrs: map[netip.Addr]struct{}{}}
+		for _, a := range addrs {
+			obs.addrs[a.Addr().Unmap()] = struct{}{}
+		}
+		empty := proxy.NewDesired(f)
+		for _, e := range table {
+			k := e.Service.ServiceKey
+			if k.FWMark != 0 || !f.Matches(k.Addr) {
+				continue
+			}
+			if owns(f, in.ExcludeCIDRs, empty, obs, fromIPVSKey(k), in.NodeAddrs) {
+				p.VirtualServers = append(p.VirtualServers, k)
+			}
+		}
+	}
+	slices.SortFunc(p.VirtualServers, ipvs.CompareServiceKeys)
+	return p, nil
+}
+
+// ExecuteCleanup removes what p lists. Missing objects are not errors (someone else removed
+// them meanwhile), so a cleanup can always be re-run.
+func ExecuteCleanup(ctx context.Context, in CleanupInput, p *CleanupPlan) error {
+	var errs []error
+	for _, nf := range in.Netfilter {
+		if slices.Contains(p.Rules, nf.Family()) {
+			if _, err := nf.Remove(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("remove %s rules: %w", nf.Family(), err))
+			}
+		}
+	}
+	if len(p.VirtualServers) > 0 {
+		ops := make([]ipvs.Op, 0, len(p.VirtualServers))
+		for _, k := range p.VirtualServers {
+			ops = append(ops, ipvs.DeleteServiceOp(k))
+		}
+		if err := in.IPVS.Apply(ops); err != nil {
+			var be *ipvs.BatchError
+			if errors.As(err, &be) {
+				for _, oe := range be.Errors {
+					if !kerr.IsNotFound(oe.Err) {
+						errs = append(errs, fmt.Errorf("delete virtual server %s: %w", oe.Op.Service.ServiceKey, oe.Err))
+					}
+				}
+			} else {
+				errs = append(errs, fmt.Errorf("delete virtual servers: %w", err))
+			}
+		}
+	}
+	if p.Link != "" {
+		if err := in.Dummy.DeleteLink(); err != nil && !kerr.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete link %s: %w", p.Link, err))
+		}
+	}
+	// Only after the rules are gone can the sets go (the kernel refuses a referenced set).
+	for _, s := range p.Sets {
+		if err := in.IPSet.Destroy(s); err != nil && !kerr.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", s, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,170 @@
+package reconcile
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// observe reads what kipvs owns in the kernel for its family: the members of its sets, the
+// addresses on the dummy link, and the virtual servers that are its own. It also returns the
+// sets that do not exist yet.
+//
+// A virtual server is kipvs's when it is desired, when its address is bound on the dummy
+// link, when its ip,proto:port is in one of the VIP sets, or when it listens on a node
+// address on a port in a node-port set. Everything else (another load balancer's virtual
+// servers, excludeCIDRs) is foreign and never touched. The rule works on state upstream
+// kube-proxy left behind too, since the names are the same.
+func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ipset.Set, error) {
+	obs := newState()
+	var missing []ipset.Set
+	for _, spec := range proxy.Sets(r.o.Family) {
+		info, err := r.k.IPSet.List(spec.Name)
+		if kerr.IsNotFound(err) {
+			missing = append(missing, toIPSet(spec))
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("list ipset %s: %w", spec.Name, err)
+		}
+		for _, e := range info.Entries {
+			obs.members[proxy.Member{Set: spec.Name, Entry: e.String()}] = struct{}{}
+		}
+	}
+
+	addrs, err := r.k.Dummy.Addresses()
+	if err != nil && !kerr.IsNotFound(err) {
+		return nil, nil, fmt.Errorf("list addresses of %s: %w", r.k.Dummy.Name(), err)
+	}
+	for _, p := range addrs {
+		a := p.Addr().Unmap()
+		if r.o.Family.Matches(a) && !a.IsLinkLocalUnicast() {
+			obs.addrs[a] = struct{}{}
+		}
+	}
+
+	table, err := r.k.IPVS.Table()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the IPVS table: %w", err)
+	}
+	var nodeAddrs []netip.Addr
+	if po != nil {
+		nodeAddrs = po.NodePortAddresses
+	}
+	for _, e := range table {
+		k := e.Service.ServiceKey
+		if k.FWMark != 0 || !r.o.Family.Matches(k.Addr) {
+			continue
+		}
+		vk := fromIPVSKey(k)
+		if !owns(r.o.Family, r.o.ExcludeCIDRs, d, obs, vk, nodeAddrs) {
+			continue
+		}
+		vs := &vsState{svc: e.Service, dests: make(map[netip.AddrPort]destState, len(e.Destinations))}
+		vs.svc.Stats = ipvs.Stats{}
+		for _, dst := range e.Destinations {
+			vs.dests[dst.AddrPort()] = destState{weight: dst.Weight, active: dst.ActiveConns, inactive: dst.InactiveConns}
+		}
+		obs.vs[vk] = vs
+	}
+	return obs, missing, nil
+}
+
+// owns applies the ownership rule of observe to one virtual server of family f.
+func owns(f proxy.Family, exclude []netip.Prefix, d *proxy.Desired, obs *state, k proxy.VSKey, nodeAddrs []netip.Addr) bool {
+	if d.VirtualServer(k) != nil {
+		return true
+	}
+	for _, p := range exclude {
+		if p.Contains(k.Address) {
+			return false
+		}
+	}
+	if _, ok := obs.addrs[k.Address]; ok {
+		return true
+	}
+	ipPort := k.Address.String() + "," + k.Protocol.String() + ":" + strconv.Itoa(int(k.Port))
+	for _, base := range []string{proxy.SetClusterIP, proxy.SetExternalIP, proxy.SetExternalIPLocal, proxy.SetLoadBalancer} {
+		if _, ok := obs.members[proxy.Member{Set: proxy.SetName(f, base), Entry: ipPort}]; ok {
+			return true
+		}
+	}
+	if !slices.Contains(nodeAddrs, k.Address) {
+		return false
+	}
+	var member proxy.Member
+	switch k.Protocol {
+	case proxy.TCP:
+		member = proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortTCP), Entry: strconv.Itoa(int(k.Port))}
+	case proxy.UDP:
+		member = proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortUDP), Entry: strconv.Itoa(int(k.Port))}
+	default:
+		member = proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortSCTP), Entry: ipPort}
+	}
+	_, ok := obs.members[member]
+	return ok
+}
+
+// drift counts the differences between what kipvs applied and what the kernel holds now.
+func drift(applied, obs *state) map[string]int {
+	out := map[string]int{}
+	for k, a := range applied.vs {
+		o, ok := obs.vs[k]
+		if !ok {
+			out["virtual_server"]++
+			out["real_server"] += len(a.dests)
+			continue
+		}
+		if !serviceSettingsEqual(a.svc, o.svc) {
+			out["virtual_server"]++
+		}
+		for ap, ad := range a.dests {
+			if od, ok := o.dests[ap]; !ok || od.weight != ad.weight {
+				out["real_server"]++
+			}
+		}
+		for ap := range o.dests {
+			if _, ok := a.dests[ap]; !ok {
+				out["real_server"]++
+			}
+		}
+	}
+	for k, o := range obs.vs {
+		if _, ok := applied.vs[k]; !ok {
+			out["virtual_server"]++
+			out["real_server"] += len(o.dests)
+		}
+	}
+	for m := range applied.members {
+		if _, ok := obs.members[m]; !ok {
+			out["ipset_member"]++
+		}
+	}
+	for m := range obs.members {
+		if _, ok := applied.members[m]; !ok {
+			out["ipset_member"]++
+		}
+	}
+	for a := range applied.addrs {
+		if _, ok := obs.addrs[a]; !ok {
+			out["address"]++
+		}
+	}
+	for a := range obs.addrs {
+		if _, ok := applied.addrs[a]; !ok {
+			out["address"]++
+		}
+	}
+	for k, v := range out {
+		if v == 0 {
+			delete(out, k)
+		}
+	}
+	return out
+}

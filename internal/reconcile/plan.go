@@ -1,0 +1,295 @@
+package reconcile
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// Plan is an ordered set of kernel changes. Apply runs the groups in field order, which is
+// the order the kernel needs: sets exist before members and rules use them, virtual servers
+// exist before their VIPs attract traffic, rules change before the members they stop using
+// go away, and real servers go before their virtual servers.
+type Plan struct {
+	CreateSets []ipset.Set
+	// IPVS holds service adds and updates (each service before its destinations), then
+	// destination adds and updates, including drains (weight 0).
+	IPVS       []ipvs.Op
+	AddAddrs   []netip.Addr
+	AddMembers []proxy.Member
+	// Rules is the ruleset to apply, or nil when it is unchanged.
+	Rules      *netfilter.Ruleset
+	DelMembers []proxy.Member
+	// IPVSDelete holds destination deletes, then service deletes.
+	IPVSDelete []ipvs.Op
+	DelAddrs   []netip.Addr
+	// Conntrack lists UDP flows to remove once the IPVS changes are in.
+	Conntrack []conntrack.Filter
+	// Drains are the real servers this plan sets to weight 0 to drain them.
+	Drains []DrainKey
+}
+
+// DrainKey names a real server of a virtual server.
+type DrainKey struct {
+	VS   proxy.VSKey
+	Dest netip.AddrPort
+}
+
+func (k DrainKey) String() string { return k.VS.String() + " -> " + k.Dest.String() }
+
+// Len counts the kernel changes (a rules apply counts as one).
+func (p *Plan) Len() int {
+	n := len(p.CreateSets) + len(p.IPVS) + len(p.AddAddrs) + len(p.AddMembers) + len(p.DelMembers) +
+		len(p.IPVSDelete) + len(p.DelAddrs) + len(p.Conntrack)
+	if p.Rules != nil {
+		n++
+	}
+	return n
+}
+
+// Empty reports whether the plan changes nothing.
+func (p *Plan) Empty() bool { return p.Len() == 0 }
+
+// String renders the plan one change per line, in apply order, for logs, --dry-run and tests.
+func (p *Plan) String() string {
+	var b strings.Builder
+	for _, s := range p.CreateSets {
+		fmt.Fprintf(&b, "create set %s %s\n", s.Name, s.Type)
+	}
+	for _, op := range p.IPVS {
+		b.WriteString(formatOp(op))
+	}
+	for _, a := range p.AddAddrs {
+		fmt.Fprintf(&b, "bind %s\n", a)
+	}
+	for _, m := range p.AddMembers {
+		fmt.Fprintf(&b, "add member %s %s\n", m.Set, m.Entry)
+	}
+	if p.Rules != nil {
+		b.WriteString("apply iptables rules\n")
+	}
+	for _, m := range p.DelMembers {
+		fmt.Fprintf(&b, "del member %s %s\n", m.Set, m.Entry)
+	}
+	for _, op := range p.IPVSDelete {
+		b.WriteString(formatOp(op))
+	}
+	for _, a := range p.DelAddrs {
+		fmt.Fprintf(&b, "unbind %s\n", a)
+	}
+	for _, f := range p.Conntrack {
+		fmt.Fprintf(&b, "conntrack delete %s\n", f)
+	}
+	return b.String()
+}
+
+func formatOp(op ipvs.Op) string {
+	k := fromIPVSKey(op.Service.ServiceKey)
+	d := op.Destination.AddrPort()
+	switch op.Kind {
+	case ipvs.OpAddService:
+		return fmt.Sprintf("add vs %s %s\n", k, describeService(op.Service))
+	case ipvs.OpUpdateService:
+		return fmt.Sprintf("update vs %s %s\n", k, describeService(op.Service))
+	case ipvs.OpDeleteService:
+		return fmt.Sprintf("delete vs %s\n", k)
+	case ipvs.OpAddDestination:
+		return fmt.Sprintf("add rs %s -> %s w=%d\n", k, d, op.Destination.Weight)
+	case ipvs.OpUpdateDestination:
+		return fmt.Sprintf("update rs %s -> %s w=%d\n", k, d, op.Destination.Weight)
+	case ipvs.OpDeleteDestination:
+		return fmt.Sprintf("delete rs %s -> %s\n", k, d)
+	}
+	return fmt.Sprintf("op %d %s\n", op.Kind, k)
+}
+
+func describeService(s ipvs.Service) string {
+	out := s.Scheduler
+	if names := ipvs.SchedulerFlagNames(s.Scheduler, s.Flags); len(names) > 0 {
+		out += " flags=" + strings.Join(names, ",")
+	}
+	if s.Flags&ipvs.FlagPersistent != 0 {
+		out += fmt.Sprintf(" persistent=%d", s.Timeout)
+	}
+	return out
+}
+
+// diffInput is what Diff compares.
+type diffInput struct {
+	desired  *proxy.Desired
+	observed *state
+	specs    map[string]proxy.SetSpec
+	exclude  []netip.Prefix
+	// graceful is how long removed TCP/SCTP real servers drain; 0 deletes them at once.
+	graceful time.Duration
+}
+
+func (in *diffInput) excluded(a netip.Addr) bool {
+	for _, p := range in.exclude {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// diffAll compares every desired and observed object.
+func diffAll(in *diffInput) *Plan {
+	vs := map[proxy.VSKey]struct{}{}
+	for _, v := range in.desired.VirtualServers() {
+		vs[v.VSKey] = struct{}{}
+	}
+	for k := range in.observed.vs {
+		vs[k] = struct{}{}
+	}
+	members := map[proxy.Member]struct{}{}
+	for _, m := range in.desired.Members() {
+		members[m] = struct{}{}
+	}
+	for m := range in.observed.members {
+		members[m] = struct{}{}
+	}
+	addrs := map[netip.Addr]struct{}{}
+	for _, a := range in.desired.Addresses() {
+		addrs[a] = struct{}{}
+	}
+	for a := range in.observed.addrs {
+		addrs[a] = struct{}{}
+	}
+	return diffScoped(in, &proxy.Touched{VirtualServers: vs, Members: members, Addresses: addrs})
+}
+
+// diffScoped compares only the objects named in t.
+func diffScoped(in *diffInput, t *proxy.Touched) *Plan {
+	p := &Plan{}
+	for _, k := range sortedKeys(t.VirtualServers, proxy.VSKey.Compare) {
+		diffVS(in, p, k)
+	}
+	for _, m := range sortedKeys(t.Members, compareMember) {
+		_, have := in.observed.members[m]
+		want := in.desired.HasMember(m)
+		switch {
+		case want && !have:
+			p.AddMembers = append(p.AddMembers, m)
+		case have && !want:
+			p.DelMembers = append(p.DelMembers, m)
+		}
+	}
+	for _, a := range sortedKeys(t.Addresses, netip.Addr.Compare) {
+		_, have := in.observed.addrs[a]
+		want := in.desired.HasAddress(a)
+		switch {
+		case want && !have:
+			p.AddAddrs = append(p.AddAddrs, a)
+		case have && !want:
+			p.DelAddrs = append(p.DelAddrs, a)
+		}
+	}
+	// Deletes run destinations first, then services.
+	slices.SortStableFunc(p.IPVSDelete, func(a, b ipvs.Op) int {
+		return deleteRank(a) - deleteRank(b)
+	})
+	return p
+}
+
+func deleteRank(op ipvs.Op) int {
+	if op.Kind == ipvs.OpDeleteDestination {
+		return 0
+	}
+	return 1
+}
+
+func compareMember(a, b proxy.Member) int {
+	if a.Set != b.Set {
+		return strings.Compare(a.Set, b.Set)
+	}
+	return strings.Compare(a.Entry, b.Entry)
+}
+
+// diffVS plans one virtual server and its real servers.
+func diffVS(in *diffInput, p *Plan, k proxy.VSKey) {
+	want := in.desired.VirtualServer(k)
+	have := in.observed.vs[k]
+	excluded := in.excluded(k.Address)
+	switch {
+	case want == nil && have == nil:
+		return
+	case want == nil:
+		if !excluded {
+			p.IPVSDelete = append(p.IPVSDelete, ipvs.DeleteServiceOp(have.svc.ServiceKey))
+		}
+		return
+	case have == nil:
+		svc := toIPVSService(want)
+		p.IPVS = append(p.IPVS, ipvs.AddServiceOp(svc))
+		for _, d := range want.Destinations {
+			p.IPVS = append(p.IPVS, ipvs.AddDestinationOp(svc.ServiceKey, masq(d.Address, d.Port, d.Weight)))
+		}
+		if k.Protocol == proxy.UDP && len(want.Destinations) > 0 {
+			p.Conntrack = append(p.Conntrack, conntrack.ByOrigDst(conntrack.UDP, netip.AddrPortFrom(k.Address, k.Port)))
+		}
+		return
+	}
+	if excluded {
+		return
+	}
+	svc := toIPVSService(want)
+	if !serviceSettingsEqual(svc, have.svc) {
+		p.IPVS = append(p.IPVS, ipvs.UpdateServiceOp(svc))
+	}
+	wanted := make(map[netip.AddrPort]bool, len(want.Destinations))
+	liveBefore := 0
+	for _, d := range have.dests {
+		if d.weight > 0 {
+			liveBefore++
+		}
+	}
+	for _, d := range want.Destinations {
+		ap := netip.AddrPortFrom(d.Address, d.Port)
+		wanted[ap] = true
+		cur, ok := have.dests[ap]
+		switch {
+		case !ok:
+			p.IPVS = append(p.IPVS, ipvs.AddDestinationOp(svc.ServiceKey, masq(d.Address, d.Port, d.Weight)))
+		case cur.weight != d.Weight:
+			p.IPVS = append(p.IPVS, ipvs.UpdateDestinationOp(svc.ServiceKey, masq(d.Address, d.Port, d.Weight)))
+		}
+	}
+	for _, ap := range sortedKeys(have.dests, compareAddrPort) {
+		if wanted[ap] {
+			continue
+		}
+		cur := have.dests[ap]
+		switch {
+		case k.Protocol == proxy.UDP || in.graceful <= 0:
+			p.IPVSDelete = append(p.IPVSDelete, ipvs.DeleteDestinationOp(svc.ServiceKey, ap))
+			if k.Protocol == proxy.UDP {
+				p.Conntrack = append(p.Conntrack, conntrack.Filter{Protocol: conntrack.UDP,
+					OrigDst: k.Address, OrigDstPort: k.Port, ReplySrc: ap.Addr()})
+			}
+		case cur.weight != 0:
+			// TCP and SCTP drain: no new connections, existing ones finish (seed-004).
+			p.IPVS = append(p.IPVS, ipvs.UpdateDestinationOp(svc.ServiceKey, masq(ap.Addr(), ap.Port(), 0)))
+			p.Drains = append(p.Drains, DrainKey{VS: k, Dest: ap})
+		}
+	}
+	if k.Protocol == proxy.UDP && liveBefore == 0 && len(want.Destinations) > 0 {
+		// Flows created while the service had no endpoint point nowhere; clear them so the
+		// next packet is scheduled to a real endpoint.
+		p.Conntrack = append(p.Conntrack, conntrack.ByOrigDst(conntrack.UDP, netip.AddrPortFrom(k.Address, k.Port)))
+	}
+}
+
+func masq(a netip.Addr, port uint16, weight int) ipvs.Destination {
+	return ipvs.Destination{Addr: a, Port: port, Forward: ipvs.Masq, Weight: weight}
+}
+
+func compareAddrPort(a, b netip.AddrPort) int { return a.Compare(b) }

@@ -1,0 +1,267 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/metrics"
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// Kernel is the set of adapters one family's reconciler drives. Conntrack may be nil
+// (no stale-flow cleanup).
+type Kernel struct {
+	IPVS      ipvs.Interface
+	IPSet     ipset.Interface
+	Netfilter netfilter.Interface
+	Dummy     dummyif.Interface
+	Conntrack conntrack.Interface
+}
+
+// Options configure a Reconciler.
+type Options struct {
+	Family proxy.Family
+	// ExcludeCIDRs: virtual servers with an address inside are never deleted or changed.
+	ExcludeCIDRs []netip.Prefix
+	// GracefulPeriod is the longest a removed TCP/SCTP real server drains at weight 0; 0
+	// deletes at once.
+	GracefulPeriod time.Duration
+	Clock          clock.Clock
+	Logger         *zap.Logger
+	Metrics        *metrics.Metrics // may be nil
+}
+
+// Reconciler keeps one family's owned kernel objects equal to a proxy.Desired. Its methods
+// must not be called concurrently.
+type Reconciler struct {
+	k     Kernel
+	o     Options
+	specs map[string]proxy.SetSpec
+	// applied is what kipvs believes the kernel holds; nil until a full sync succeeds and
+	// after any apply error.
+	applied *state
+	// rules is the last ruleset applied successfully (its Format text); "" when unknown.
+	rules string
+	// draining maps real servers at weight 0 to when their drain started.
+	draining map[DrainKey]time.Time
+	adopted  bool
+}
+
+// New returns a Reconciler over k.
+func New(k Kernel, o Options) *Reconciler {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return &Reconciler{k: k, o: o, specs: setSpecs(o.Family), draining: map[DrainKey]time.Time{}}
+}
+
+// Result describes one sync.
+type Result struct {
+	Plan *Plan
+	// Drift counts, by kind, owned objects a full sync found different from what kipvs had
+	// applied: changed behind its back. Empty on the first sync (adoption) and on
+	// incremental syncs.
+	Drift map[string]int
+	// Full reports a full sync.
+	Full bool
+}
+
+// NeedsFull reports whether the next sync must be full (no successful full sync yet, or the
+// last apply failed).
+func (r *Reconciler) NeedsFull() bool { return r.applied == nil }
+
+func (r *Reconciler) family() string { return r.o.Family.String() }
+
+// FullSync reads back everything kipvs owns, counts drift against what it last applied,
+// and applies whatever differs from d. po supplies the node's addresses (NodePort virtual
+// servers on them are kipvs's when their port is in a node-port set) and the rule options.
+func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.Options) (Result, error) {
+	res := Result{Full: true, Drift: map[string]int{}}
+	if _, err := r.k.Dummy.EnsureLink(); err != nil {
+		r.applied = nil
+		return res, fmt.Errorf("ensure dummy link %s: %w", r.k.Dummy.Name(), err)
+	}
+	obs, missingSets, err := r.observe(d, po)
+	if err != nil {
+		r.applied = nil
+		return res, err
+	}
+	observedRules, err := r.k.Netfilter.Observe(ctx)
+	if err != nil {
+		r.applied = nil
+		return res, fmt.Errorf("observe %s iptables rules: %w", r.family(), err)
+	}
+	if r.applied != nil {
+		res.Drift = drift(r.applied, obs)
+		if r.rules != "" && netfilter.Format(observedRules) != r.rules {
+			res.Drift["iptables_rules"]++
+		}
+	}
+	r.rebuildDraining(d, obs)
+
+	in := &diffInput{desired: d, observed: obs, specs: r.specs, exclude: r.o.ExcludeCIDRs, graceful: r.o.GracefulPeriod}
+	p := diffAll(in)
+	p.CreateSets = missingSets
+	rs := toRuleset(proxy.BuildRules(po, d))
+	if netfilter.Format(rs.Normalize()) != netfilter.Format(observedRules.Normalize()) {
+		p.Rules = &rs
+	}
+	res.Plan = p
+	if r.adopted && r.o.Metrics != nil {
+		for kind, n := range res.Drift {
+			r.o.Metrics.DriftRepaired.WithLabelValues(kind, r.family()).Add(float64(n))
+		}
+	}
+	if len(res.Drift) > 0 {
+		r.o.Logger.Warn("kernel state drifted from what kipvs applied; repairing",
+			zap.String("family", r.family()), zap.Any("drift", res.Drift))
+	}
+	if !r.adopted && !p.Empty() {
+		r.o.Logger.Info("adopting existing kernel state", zap.String("family", r.family()), zap.Int("changes", p.Len()))
+	}
+	err = r.apply(ctx, p, obs)
+	if err != nil {
+		return res, err
+	}
+	r.rules = netfilter.Format(rs.Normalize())
+	r.adopted = true
+	return res, nil
+}
+
+// Sync applies the desired state of the objects in t, comparing with what kipvs applied
+// last. It needs a preceding successful FullSync (see NeedsFull).
+func (r *Reconciler) Sync(ctx context.Context, d *proxy.Desired, po *proxy.Options, t *proxy.Touched) (Result, error) {
+	res := Result{}
+	if r.applied == nil {
+		return res, errors.New("incremental sync without a successful full sync")
+	}
+	in := &diffInput{desired: d, observed: r.applied, specs: r.specs, exclude: r.o.ExcludeCIDRs, graceful: r.o.GracefulPeriod}
+	p := diffScoped(in, t)
+	rs := toRuleset(proxy.BuildRules(po, d))
+	text := netfilter.Format(rs.Normalize())
+	if text != r.rules {
+		p.Rules = &rs
+	}
+	res.Plan = p
+	if err := r.apply(ctx, p, r.applied); err != nil {
+		return res, err
+	}
+	r.rules = text
+	return res, nil
+}
+
+// Drain deletes draining real servers that have no connections left or whose graceful
+// period is over. It reads only the virtual servers that have draining real servers.
+func (r *Reconciler) Drain(ctx context.Context) (Result, error) {
+	res := Result{Plan: &Plan{}}
+	if r.applied == nil || len(r.draining) == 0 {
+		return res, nil
+	}
+	now := r.o.Clock.Now()
+	byVS := map[proxy.VSKey][]DrainKey{}
+	for k := range r.draining {
+		byVS[k.VS] = append(byVS[k.VS], k)
+	}
+	for _, vk := range sortedKeys(byVS, proxy.VSKey.Compare) {
+		dests, err := r.k.IPVS.Destinations(toIPVSKey(vk))
+		if kerr.IsNotFound(err) {
+			for _, k := range byVS[vk] {
+				delete(r.draining, k)
+			}
+			continue
+		}
+		if err != nil {
+			return res, fmt.Errorf("read real servers of %s: %w", vk, err)
+		}
+		conns := map[netip.AddrPort]uint32{}
+		present := map[netip.AddrPort]bool{}
+		for _, d := range dests {
+			conns[d.AddrPort()] = d.ActiveConns + d.InactiveConns
+			present[d.AddrPort()] = d.Weight == 0
+		}
+		for _, k := range sortedKeys(mapOf(byVS[vk]), compareDrainKey) {
+			if !present[k.Dest] {
+				delete(r.draining, k) // gone or re-weighted by someone: no longer ours to drain
+				continue
+			}
+			if conns[k.Dest] == 0 || now.Sub(r.draining[k]) >= r.o.GracefulPeriod {
+				res.Plan.IPVSDelete = append(res.Plan.IPVSDelete, ipvs.DeleteDestinationOp(toIPVSKey(vk), k.Dest))
+			}
+		}
+	}
+	if res.Plan.Empty() {
+		return res, nil
+	}
+	return res, r.apply(ctx, res.Plan, r.applied)
+}
+
+// Draining returns the real servers currently draining, with their start times.
+func (r *Reconciler) Draining() map[DrainKey]time.Time {
+	out := make(map[DrainKey]time.Time, len(r.draining))
+	for k, v := range r.draining {
+		out[k] = v
+	}
+	return out
+}
+
+func mapOf(keys []DrainKey) map[DrainKey]struct{} {
+	m := make(map[DrainKey]struct{}, len(keys))
+	for _, k := range keys {
+		m[k] = struct{}{}
+	}
+	return m
+}
+
+func compareDrainKey(a, b DrainKey) int {
+	if c := a.VS.Compare(b.VS); c != 0 {
+		return c
+	}
+	return a.Dest.Compare(b.Dest)
+}
+
+// rebuildDraining makes the drain list match the kernel: every weight-0 real server kipvs
+// owns and does not want is draining (after a restart, since now), and nothing else is.
+func (r *Reconciler) rebuildDraining(d *proxy.Desired, obs *state) {
+	now := r.o.Clock.Now()
+	next := map[DrainKey]time.Time{}
+	for vk, vs := range obs.vs {
+		if vk.Protocol == proxy.UDP {
+			continue
+		}
+		want := d.VirtualServer(vk)
+		if want == nil {
+			continue
+		}
+		wanted := map[netip.AddrPort]bool{}
+		for _, dst := range want.Destinations {
+			wanted[dst.AddrPort()] = true
+		}
+		for ap, dst := range vs.dests {
+			if dst.weight != 0 || wanted[ap] {
+				continue
+			}
+			k := DrainKey{VS: vk, Dest: ap}
+			if t, ok := r.draining[k]; ok {
+				next[k] = t
+			} else {
+				next[k] = now
+			}
+		}
+	}
+	r.draining = next
+}

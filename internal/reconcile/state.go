@@ -1,0 +1,149 @@
+// Package reconcile makes the kernel match a proxy.Desired. It reads what kipvs owns
+// (Observe), computes an ordered Plan (Diff, for everything or only the objects a change
+// touched), and applies it through the kernel adapters (Apply). The Reconciler keeps a model
+// of what it applied, so an incremental sync never reads the kernel; a full sync reads it
+// back and repairs drift. Any apply error leaves the model unknown and asks for a full sync.
+package reconcile
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// vsState is one owned virtual server as the kernel holds it.
+type vsState struct {
+	svc   ipvs.Service // key and settings (stats ignored)
+	dests map[netip.AddrPort]destState
+}
+
+type destState struct {
+	weight int
+	// active and inactive connection counts, known only right after a kernel read.
+	active, inactive uint32
+}
+
+// state is what kipvs owns in the kernel for one family.
+type state struct {
+	vs      map[proxy.VSKey]*vsState
+	members map[proxy.Member]struct{}
+	addrs   map[netip.Addr]struct{}
+}
+
+func newState() *state {
+	return &state{vs: map[proxy.VSKey]*vsState{}, members: map[proxy.Member]struct{}{}, addrs: map[netip.Addr]struct{}{}}
+}
+
+// vsKey converts between the proxy's key and the IPVS adapter's.
+func toIPVSKey(k proxy.VSKey) ipvs.ServiceKey {
+	return ipvs.ServiceKey{Family: ipvs.FamilyOf(k.Address), Protocol: ipvs.Protocol(k.Protocol), Addr: k.Address, Port: k.Port}
+}
+
+func fromIPVSKey(k ipvs.ServiceKey) proxy.VSKey {
+	return proxy.VSKey{Protocol: proxy.Protocol(k.Protocol), Address: k.Addr.Unmap(), Port: k.Port}
+}
+
+// toIPVSService renders a desired virtual server as the adapter's Service.
+func toIPVSService(v *proxy.VirtualServer) ipvs.Service {
+	s := ipvs.Service{ServiceKey: toIPVSKey(v.VSKey), Scheduler: v.Scheduler}
+	s.Netmask = ipvs.FullNetmask(s.Family)
+	if v.Persistent {
+		s.Flags |= ipvs.FlagPersistent
+		s.Timeout = v.Timeout
+	}
+	for _, f := range v.SchedFlags {
+		switch f {
+		case "sh-fallback", "mh-fallback":
+			s.Flags |= ipvs.FlagSched1
+		case "sh-port", "mh-port":
+			s.Flags |= ipvs.FlagSched2
+		}
+	}
+	return s
+}
+
+// serviceSettingsEqual compares what UpdateService can change. The kernel reports the
+// hashed flag on every service; it is not ours to set.
+func serviceSettingsEqual(a, b ipvs.Service) bool {
+	mask := ^ipvs.FlagHashed
+	ta, tb := a.Timeout, b.Timeout
+	if a.Flags&ipvs.FlagPersistent == 0 {
+		ta = 0
+	}
+	if b.Flags&ipvs.FlagPersistent == 0 {
+		tb = 0
+	}
+	na, nb := a.Netmask, b.Netmask
+	if na == 0 {
+		na = ipvs.FullNetmask(a.Family)
+	}
+	if nb == 0 {
+		nb = ipvs.FullNetmask(b.Family)
+	}
+	return a.Scheduler == b.Scheduler && a.Flags&mask == b.Flags&mask && ta == tb && na == nb && a.PEName == b.PEName
+}
+
+// setSpecs indexes the family's set declarations by name.
+func setSpecs(f proxy.Family) map[string]proxy.SetSpec {
+	out := map[string]proxy.SetSpec{}
+	for _, s := range proxy.Sets(f) {
+		out[s.Name] = s
+	}
+	return out
+}
+
+func toIPSet(s proxy.SetSpec) ipset.Set {
+	set := ipset.Set{Name: s.Name, Type: ipset.Type(s.Type)}
+	if s.Type != proxy.BitmapPort {
+		set.Family = ipset.Inet
+		if s.Family == proxy.IPv6 {
+			set.Family = ipset.Inet6
+		}
+	}
+	return set
+}
+
+// parseMember converts a proxy member to the adapter's entry.
+func parseMember(specs map[string]proxy.SetSpec, m proxy.Member) (ipset.Entry, error) {
+	spec, ok := specs[m.Set]
+	if !ok {
+		return ipset.Entry{}, fmt.Errorf("member %q of unknown set %s", m.Entry, m.Set)
+	}
+	e, err := ipset.ParseEntry(ipset.Type(spec.Type), m.Entry)
+	if err != nil {
+		return ipset.Entry{}, fmt.Errorf("set %s member %q: %w", m.Set, m.Entry, err)
+	}
+	return e, nil
+}
+
+// clone returns a deep copy (for tests and snapshots).
+func (s *state) clone() *state {
+	c := newState()
+	for k, v := range s.vs {
+		nv := &vsState{svc: v.svc, dests: make(map[netip.AddrPort]destState, len(v.dests))}
+		for a, d := range v.dests {
+			nv.dests[a] = d
+		}
+		c.vs[k] = nv
+	}
+	for m := range s.members {
+		c.members[m] = struct{}{}
+	}
+	for a := range s.addrs {
+		c.addrs[a] = struct{}{}
+	}
+	return c
+}
+
+func sortedKeys[K comparable, V any](m map[K]V, cmp func(K, K) int) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, cmp)
+	return out
+}
