@@ -1,0 +1,309 @@
+// Package daemon is `kipvs run`: it wires a Service source (the API or a file) through the
+// pure desired-state builder (proxy) into one reconciler per IP family, scheduled by the
+// runner, and serves health and metrics. Everything kernel-facing comes in through Deps, so
+// the whole daemon runs over fakes in unit tests.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/metrics"
+	"github.com/kipvs/kipvs/internal/proxy"
+	"github.com/kipvs/kipvs/internal/reconcile"
+	"github.com/kipvs/kipvs/internal/runner"
+	"github.com/kipvs/kipvs/internal/server"
+	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/watch"
+)
+
+// Deps is everything the daemon touches outside itself.
+type Deps struct {
+	Source watch.Source
+	// IPVS is shared by both families (probe, timeouts); Kernel returns one family's full
+	// adapter set.
+	IPVS   ipvs.Interface
+	Kernel func(proxy.Family) (reconcile.Kernel, error)
+	Sysctl sysctl.Interface
+	// SysfsRoot is normally /sys (conntrack hashsize); "" skips it.
+	SysfsRoot     string
+	HostAddrs     func() ([]netip.Addr, error)
+	KernelRelease string
+	NumCPU        int
+	Clock         clock.WithTicker
+	Registry      *prometheus.Registry
+	// DrainInterval is how often draining real servers are checked (default 5 s).
+	DrainInterval time.Duration
+	// Ready, if set, is closed after the first successful sync (tests).
+	Ready chan struct{}
+}
+
+// Daemon is a running kipvs.
+type Daemon struct {
+	cfg      config.Config
+	deps     Deps
+	log      *zap.Logger
+	m        *metrics.Metrics
+	health   *server.Health
+	nodeName string
+	run      *runner.Runner
+
+	mu       sync.Mutex // one sync or drain at a time
+	families []*family
+	problems map[string]bool // problems already logged, by text
+	ready    bool
+}
+
+type family struct {
+	f       proxy.Family
+	opts    proxy.Options
+	desired *proxy.Desired
+	rec     *reconcile.Reconciler
+}
+
+// New checks the node and prepares a daemon; Run starts it.
+func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemon, error) {
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
+	}
+	if deps.Registry == nil {
+		deps.Registry = prometheus.NewRegistry()
+	}
+	if deps.NumCPU == 0 {
+		deps.NumCPU = runtime.NumCPU()
+	}
+	if deps.DrainInterval == 0 {
+		deps.DrainInterval = 5 * time.Second
+	}
+	d := &Daemon{cfg: cfg, deps: deps, log: log, nodeName: nodeName, problems: map[string]bool{}}
+	d.m = metrics.New(deps.Registry)
+	d.health = server.NewHealth(deps.Clock, 2*cfg.IPVS.SyncPeriod, d.nodeForHealth, d.m)
+
+	host, err := deps.HostAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("read the node's addresses: %w", err)
+	}
+	fams := []proxy.Family{proxy.IPv4}
+	for _, a := range host {
+		if a.Is6() {
+			fams = append(fams, proxy.IPv6)
+			break
+		}
+	}
+	for _, p := range cfg.ClusterCIDRs {
+		if p.Addr().Is6() && len(fams) == 1 {
+			fams = append(fams, proxy.IPv6)
+		}
+	}
+	for _, f := range fams {
+		k, err := deps.Kernel(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s kernel adapters: %w", f, err)
+		}
+		d.families = append(d.families, &family{
+			f:       f,
+			desired: proxy.NewDesired(f),
+			rec: reconcile.New(k, reconcile.Options{
+				Family: f, ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs, GracefulPeriod: cfg.Kipvs.GracefulPeriod,
+				Clock: deps.Clock, Logger: log.With(zap.String("family", f.String())), Metrics: d.m,
+			}),
+		})
+	}
+	return d, nil
+}
+
+// Metrics returns the daemon's metrics (tests).
+func (d *Daemon) Metrics() *metrics.Metrics { return d.m }
+
+// Health returns the health tracker (served by the health server).
+func (d *Daemon) Health() *server.Health { return d.health }
+
+func (d *Daemon) nodeForHealth() (*v1.Node, bool) {
+	if d.deps.Source == nil {
+		return nil, false
+	}
+	n := d.deps.Source.Node()
+	if n == nil && d.cfg.Kipvs.SourceFile != "" {
+		return nil, false // standalone: no Node to judge by
+	}
+	return n, true
+}
+
+// Prepare runs the start-up checks and sets the sysctls; it is what --init-only does too.
+func (d *Daemon) Prepare(ctx context.Context) error {
+	info, err := d.deps.IPVS.Info()
+	if err != nil {
+		return fmt.Errorf("IPVS is not available (load the ip_vs kernel module, or use a kernel with CONFIG_IP_VS): %w", err)
+	}
+	d.log.Info("IPVS present", zap.String("version", info.VersionString()), zap.Uint32("connTableSize", info.ConnTableSize))
+	if err := probeScheduler(d.deps.IPVS, d.cfg.IPVS.Scheduler); err != nil {
+		return err
+	}
+	kv, err := ParseKernelVersion(d.deps.KernelRelease)
+	if err != nil {
+		return err
+	}
+	settings, warnings := desiredSysctls(&d.cfg, kv, d.deps.NumCPU)
+	for _, w := range warnings {
+		d.log.Warn(w)
+	}
+	if err := applySysctls(d.deps.Sysctl, settings, d.log); err != nil {
+		return err
+	}
+	if d.deps.SysfsRoot != "" {
+		if err := setConntrackHashsize(d.deps.SysfsRoot, d.cfg.Conntrack.Max(d.deps.NumCPU), d.log); err != nil {
+			d.log.Warn("could not size the conntrack hash table", zap.Error(err))
+		}
+	}
+	if t := ipvsTimeouts(&d.cfg); t != (ipvs.Timeouts{}) {
+		if err := d.deps.IPVS.SetTimeouts(t); err != nil {
+			return fmt.Errorf("set IPVS timeouts tcp=%d tcpfin=%d udp=%d: %w", t.TCP, t.TCPFin, t.UDP, err)
+		}
+	}
+	if !d.cfg.HasLocalDetector(false) {
+		d.log.Warn("no local traffic detector (no clusterCIDR for detect-local-mode " + string(d.cfg.DetectLocalMode) +
+			"): traffic to cluster IPs is masqueraded only when it comes from the node itself; pod traffic keeps its source address. " +
+			"Set --cluster-cidr to the pod CIDR so off-node clients are masqueraded too.")
+	}
+	return nil
+}
+
+// probeVIP is a documentation address (TEST-NET-2) used for the throwaway virtual server.
+var probeVIP = netip.MustParseAddr("198.51.100.200")
+
+// probeScheduler creates and deletes a throwaway virtual server, so a scheduler whose
+// kernel module is missing fails at start with the module's name.
+func probeScheduler(v ipvs.Interface, sched string) error {
+	if sched == "" {
+		sched = "rr"
+	}
+	k := ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: probeVIP, Port: 9}
+	_ = v.DeleteService(k) // a leftover of a crashed probe
+	if err := v.AddService(ipvs.Service{ServiceKey: k, Scheduler: sched}); err != nil {
+		if kerr.IsNotFound(err) {
+			return fmt.Errorf("IPVS scheduler %q is not available: load the kernel module ip_vs_%s (modprobe ip_vs_%s): %w", sched, sched, sched, err)
+		}
+		return fmt.Errorf("probe IPVS scheduler %q with a virtual server on %s: %w", sched, probeVIP, err)
+	}
+	if err := v.DeleteService(k); err != nil {
+		return fmt.Errorf("remove the probe virtual server %s: %w", probeVIP, err)
+	}
+	return nil
+}
+
+// Run syncs until ctx ends. The source must be started; Run waits for it to sync before it
+// touches the kernel, so a half-filled cache never deletes live rules.
+func (d *Daemon) Run(ctx context.Context) error {
+	src := d.deps.Source
+	d.log.Info("waiting for the Service source to sync")
+	if err := src.WaitForSync(ctx); err != nil {
+		return fmt.Errorf("wait for Services and EndpointSlices: %w", err)
+	}
+	if err := d.checkServiceCIDR(src.ServiceCIDRs()); err != nil {
+		return err
+	}
+	d.run = runner.New(d.sync, runner.Options{
+		MinInterval: d.cfg.IPVS.MinSyncPeriod,
+		MaxInterval: d.cfg.IPVS.SyncPeriod,
+		Clock:       d.deps.Clock,
+		OnQueued: func(t time.Time) {
+			for _, f := range d.families {
+				d.m.SyncProxyRulesLastQueued.WithLabelValues(f.f.String()).Set(float64(t.UnixNano()) / 1e9)
+				d.health.QueuedUpdate(f.f.String())
+			}
+		},
+	})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-src.Changed():
+				svc, eps := src.PendingCounts()
+				d.m.ServiceChangesPending.Set(float64(svc))
+				d.m.EndpointChangesPending.Set(float64(eps))
+				d.run.Request()
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		t := d.deps.Clock.NewTicker(d.deps.DrainInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+				d.drain(ctx)
+			}
+		}
+	}()
+	err := d.run.Run(ctx)
+	cancel()
+	wg.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// checkServiceCIDR is the seed-001 guard at run time: a clusterCIDR equal to or overlapping
+// the service CIDR leaves nodes unable to reach cluster IPs, so kipvs refuses to run.
+func (d *Daemon) checkServiceCIDR(sc watch.ServiceCIDRs) error {
+	cidrs := sc.CIDRs
+	source := "the cluster's ServiceCIDR objects"
+	if len(cidrs) == 0 {
+		cidrs = d.cfg.Kipvs.ServiceCIDRs
+		source = "--kipvs-service-cidr"
+	}
+	if len(cidrs) == 0 {
+		for _, ip := range sc.KubernetesServiceIPs {
+			for _, p := range d.cfg.ClusterCIDRs {
+				if p.Contains(ip) {
+					return fmt.Errorf("clusterCIDR %s contains %s, the cluster IP of default/kubernetes: %w", p, ip,
+						config.CheckClusterCIDR(d.cfg.ClusterCIDRs, []netip.Prefix{netip.PrefixFrom(ip, ip.BitLen())}))
+				}
+			}
+		}
+		if len(d.cfg.ClusterCIDRs) > 0 {
+			d.log.Info("service CIDR unknown (no ServiceCIDR API, no --kipvs-service-cidr); clusterCIDR checked only against default/kubernetes")
+		}
+		return nil
+	}
+	if err := config.CheckClusterCIDR(d.cfg.ClusterCIDRs, cidrs); err != nil {
+		return fmt.Errorf("service CIDR from %s: %w", source, err)
+	}
+	return nil
+}
+
+func (d *Daemon) drain(ctx context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range d.families {
+		if res, err := f.rec.Drain(ctx); err != nil {
+			d.log.Warn("draining real servers failed; a full sync follows", zap.String("family", f.f.String()), zap.Error(err))
+			d.run.RequestFull()
+		} else if res.Plan != nil && !res.Plan.Empty() {
+			d.log.Info("removed drained real servers", zap.String("family", f.f.String()), zap.Int("count", res.Plan.Len()))
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// hostAddrs lists the node's own addresses: every address on every link except the dummy
+// link, without loopback and IPv6 link-local ones (kube-proxy's set for NodePorts).
+type hostAddrs func() ([]netip.Addr, error)
+
+// HostAddrs reads the node's own addresses from the kernel of the current namespace: every
+// address on every link except the dummy one, without loopback and IPv6 link-local ones.
+func HostAddrs(dummy string) ([]netip.Addr, error) { return netlinkHostAddrs(dummy)() }
+
+// netlinkHostAddrs reads the addresses from the kernel of the current namespace.
+func netlinkHostAddrs(dummy string) hostAddrs {
+	return func() ([]netip.Addr, error) {
+		links, err := netlink.LinkList()
+		if err != nil {
+			return nil, fmt.Errorf("list links: %w", err)
+		}
+		var out []netip.Addr
+		for _, l := range links {
+			if l.Attrs().Name == dummy {
+				continue
+			}
+			addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+			if err != nil {
+				continue // the link may have gone away meanwhile
+			}
+			for _, a := range addrs {
+				ip, ok := netip.AddrFromSlice(a.IP)
+				if !ok {
+					continue
+				}
+				ip = ip.Unmap()
+				if ip.IsLoopback() || ip.IsLinkLocalUnicast() || slices.Contains(out, ip) {
+					continue
+				}
+				out = append(out, ip)
+			}
+		}
+		slices.SortFunc(out, netip.Addr.Compare)
+		return out, nil
+	}
+}
+
+// buildOptions derives one family's proxy options from the configuration, this node's Node
+// and the host's addresses.
+func buildOptions(cfg *config.Config, f proxy.Family, nodeName string, node *v1.Node, host []netip.Addr) proxy.Options {
+	o := proxy.Options{
+		Family:        f,
+		Scheduler:     cfg.IPVS.Scheduler,
+		NodeName:      nodeName,
+		MasqueradeAll: cfg.MasqueradeAll,
+		MasqueradeBit: int(cfg.MasqueradeBit),
+		StrictARP:     cfg.IPVS.StrictARP,
+	}
+	if node != nil {
+		o.NodeLabels = node.Labels
+	}
+	for _, a := range host {
+		if f.Matches(a) {
+			o.LocalAddresses = append(o.LocalAddresses, a)
+		}
+	}
+	switch {
+	case cfg.NodePortPrimary:
+		for _, a := range nodePrimaryIPs(node) {
+			if f.Matches(a) {
+				o.NodePortAddresses = append(o.NodePortAddresses, a)
+			}
+		}
+	case len(cfg.NodePortAddresses) == 0:
+		o.NodePortAddresses = slices.Clone(o.LocalAddresses)
+	default:
+		for _, a := range o.LocalAddresses {
+			for _, p := range cfg.NodePortAddresses {
+				if p.Contains(a) {
+					o.NodePortAddresses = append(o.NodePortAddresses, a)
+					break
+				}
+			}
+		}
+	}
+	o.LocalDetector = localDetector(cfg, f, node)
+	return o
+}
+
+// localDetector resolves --detect-local-mode for one family.
+func localDetector(cfg *config.Config, f proxy.Family, node *v1.Node) proxy.LocalDetector {
+	d := proxy.LocalDetector{Mode: proxy.LocalMode(cfg.DetectLocalMode)}
+	switch d.Mode {
+	case proxy.LocalClusterCIDR:
+		for _, p := range cfg.ClusterCIDRs {
+			if f.Matches(p.Addr()) {
+				d.CIDRs = append(d.CIDRs, p)
+			}
+		}
+	case proxy.LocalNodeCIDR:
+		if node != nil {
+			for _, s := range node.Spec.PodCIDRs {
+				if p, err := netip.ParsePrefix(s); err == nil && f.Matches(p.Addr()) {
+					d.CIDRs = append(d.CIDRs, p.Masked())
+				}
+			}
+		}
+	case proxy.LocalBridgeInterface:
+		d.Interface = cfg.BridgeInterface
+	case proxy.LocalInterfaceNamePrefix:
+		d.Interface = cfg.InterfaceNamePrefix
+	}
+	return d
+}
+
+// nodePrimaryIPs are the Node's InternalIP addresses (first per family), or its ExternalIPs
+// when it has no internal one, as kube-proxy picks the node's primary IPs.
+func nodePrimaryIPs(node *v1.Node) []netip.Addr {
+	if node == nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, want := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
+		for _, a := range node.Status.Addresses {
+			if a.Type != want {
+				continue
+			}
+			ip, err := netip.ParseAddr(a.Address)
+			if err != nil {
+				continue
+			}
+			ip = ip.Unmap()
+			dup := false
+			for _, o := range out {
+				if o.Is4() == ip.Is4() {
+					dup = true
+				}
+			}
+			if !dup {
+				out = append(out, ip)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return out
+}

@@ -1,0 +1,144 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/vishvananda/netns"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+
+	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
+	"github.com/kipvs/kipvs/internal/reconcile"
+	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/watch"
+)
+
+// DummyName is the dummy link the VIPs are bound on, as upstream names it.
+const DummyName = "kube-ipvs0"
+
+// NodeName is --hostname-override, or the host name, lower-cased as kube-proxy does.
+func NodeName(cfg *config.Config) (string, error) {
+	if cfg.HostnameOverride != "" {
+		return cfg.HostnameOverride, nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("no --hostname-override and no host name: %w", err)
+	}
+	return strings.ToLower(strings.TrimSpace(h)), nil
+}
+
+// Closer releases what RealDeps opened.
+type Closer func()
+
+// RealDeps opens the kernel adapters of the current network namespace and the Service
+// source the configuration names (a file, or the API).
+func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap.Logger) (Deps, Closer, error) {
+	var closers []func() error
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
+		}
+	}
+	fail := func(err error) (Deps, Closer, error) { closeAll(); return Deps{}, nil, err }
+	ns := netns.None()
+
+	v, err := ipvs.New(ns)
+	if err != nil {
+		return fail(fmt.Errorf("open IPVS netlink (is the ip_vs kernel module loaded? modprobe ip_vs): %w", err))
+	}
+	closers = append(closers, v.Close)
+	sets, err := ipset.New(ns)
+	if err != nil {
+		return fail(fmt.Errorf("open ipset netlink (modprobe ip_set): %w", err))
+	}
+	closers = append(closers, sets.Close)
+	dummy, err := dummyif.New(DummyName, ns)
+	if err != nil {
+		return fail(fmt.Errorf("open rtnetlink for %s: %w", DummyName, err))
+	}
+	closers = append(closers, dummy.Close)
+	ct, err := conntrack.New(ns)
+	if err != nil {
+		log.Warn("conntrack netlink unavailable; stale UDP flows will not be cleaned up (modprobe nf_conntrack_netlink)", zap.Error(err))
+		ct = nil
+	} else {
+		closers = append(closers, ct.Close)
+	}
+	backend, err := netfilter.Detect(ctx, netfilter.NewRunner(ns), "")
+	if err != nil {
+		return fail(fmt.Errorf("find an iptables backend (install the iptables package, with iptables-restore): %w", err))
+	}
+	log.Info("iptables backend", zap.String("backend", backend.String()))
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return fail(fmt.Errorf("uname: %w", err))
+	}
+
+	src, err := newSource(cfg, nodeName, log)
+	if err != nil {
+		return fail(err)
+	}
+	deps := Deps{
+		Source: src,
+		IPVS:   v,
+		Kernel: func(f proxy.Family) (reconcile.Kernel, error) {
+			nf := netfilter.IPv4
+			if f == proxy.IPv6 {
+				nf = netfilter.IPv6
+			}
+			h, err := netfilter.New(ns, nf, backend)
+			if err != nil {
+				return reconcile.Kernel{}, err
+			}
+			k := reconcile.Kernel{IPVS: v, IPSet: sets, Netfilter: h, Dummy: dummy}
+			if ct != nil {
+				k.Conntrack = ct
+			}
+			return k, nil
+		},
+		Sysctl:        sysctl.New("/proc/sys", ns),
+		SysfsRoot:     "/sys",
+		HostAddrs:     netlinkHostAddrs(DummyName),
+		KernelRelease: unix.ByteSliceToString(uts.Release[:]),
+		Clock:         clock.RealClock{},
+	}
+	return deps, closeAll, nil
+}
+
+func newSource(cfg *config.Config, nodeName string, log *zap.Logger) (watch.Source, error) {
+	if cfg.Kipvs.SourceFile != "" {
+		return watch.NewFileSource(watch.FileSourceOptions{Path: cfg.Kipvs.SourceFile, NodeName: nodeName, Logger: log.Named("source")})
+	}
+	cc := cfg.ClientConnection
+	if cc.Kubeconfig == "" && cc.Master == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		return nil, errors.New("no Service source: give --kubeconfig, --master, run in a cluster, or use --kipvs-source-file")
+	}
+	rc, err := clientcmd.BuildConfigFromFlags(cc.Master, cc.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %q: %w", cc.Kubeconfig, err)
+	}
+	rc.QPS = cc.QPS
+	rc.Burst = int(cc.Burst)
+	rc.ContentType = cc.ContentType
+	rc.AcceptContentTypes = cc.AcceptContentTypes
+	rc.UserAgent = "kipvs"
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("API client: %w", err)
+	}
+	return watch.NewAPISource(watch.APISourceOptions{Client: client, NodeName: nodeName, ResyncPeriod: cfg.ConfigSyncPeriod, Logger: log.Named("source")})
+}
