@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/daemon"
+	"github.com/kipvs/kipvs/internal/logging"
+	"github.com/kipvs/kipvs/internal/server"
+	"github.com/kipvs/kipvs/internal/version"
+)
+
+func newRunCommand() *cobra.Command {
+	var flags *config.Flags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the proxy: program Services into IPVS on this node (kube-proxy's flags and config file)",
+		Long: `run watches Services and EndpointSlices (from the API, or from --kipvs-source-file) and keeps
+IPVS, the KUBE-* ipsets, the kube-ipvs0 VIPs and kipvs's iptables chains in step with them.
+It accepts kube-proxy's flags and KubeProxyConfiguration file (mode: ipvs); flags set on the
+command line override the file. Kernel state is left in place on exit, so a restart or a
+switch back to kube-proxy keeps every live connection.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			boot, _ := logging.New("console", 0)
+			cfg, err := config.Load(flags, boot)
+			if err != nil {
+				return err
+			}
+			log, err := logging.New(string(cfg.LogFormat), cfg.Verbosity)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			logging.BridgeKlog(log)
+			return runDaemon(cmd.Context(), cfg, log)
+		},
+	}
+	flags = config.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger) error {
+	if cfg.WriteConfigTo != "" {
+		if err := cfg.WriteConfigFile(cfg.WriteConfigTo); err != nil {
+			return err
+		}
+		log.Info("wrote the effective configuration", zap.String("path", cfg.WriteConfigTo))
+		return nil
+	}
+	if cfg.Cleanup {
+		return runCleanup(parent, cfg, log, false)
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("starting kipvs", zap.String("version", version.Get().Version))
+
+	nodeName, err := daemon.NodeName(&cfg)
+	if err != nil {
+		return err
+	}
+	deps, closeDeps, err := daemon.RealDeps(ctx, &cfg, nodeName, log)
+	if err != nil {
+		return err
+	}
+	defer closeDeps()
+	deps.Registry = prometheus.NewRegistry()
+	d, err := daemon.New(cfg, nodeName, log, deps)
+	if err != nil {
+		return err
+	}
+	if err := d.Prepare(ctx); err != nil {
+		return err
+	}
+	if cfg.InitOnly {
+		log.Info("--init-only: node prepared, exiting")
+		return nil
+	}
+
+	var wg sync.WaitGroup
+	serve := func(name string, addr string, h http.Handler) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := server.Serve(ctx, name, addr, h); err != nil {
+				if cfg.BindAddressHardFail {
+					log.Error("server failed and --bind-address-hard-fail is set", zap.Error(err))
+					stop()
+					return
+				}
+				log.Error("server failed", zap.Error(err))
+			}
+		}()
+	}
+	if a := cfg.HealthzBindAddress; a.IsValid() {
+		serve("health", a.String(), d.Health().Handler())
+	}
+	if a := cfg.MetricsBindAddress; a.IsValid() {
+		h := server.MetricsHandler(deps.Registry, func() any { return cfg.KubeProxyConfiguration() })
+		if cfg.EnableProfiling {
+			mux := http.NewServeMux()
+			mux.Handle("/", h)
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+			h = mux
+		}
+		serve("metrics", a.String(), h)
+	}
+	if err := deps.Source.Start(ctx); err != nil {
+		stop()
+		wg.Wait()
+		return fmt.Errorf("start the Service source: %w", err)
+	}
+	err = d.Run(ctx)
+	stop()
+	wg.Wait()
+	<-deps.Source.Done()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	log.Info("kipvs stopped; kernel state left in place")
+	return nil
+}
