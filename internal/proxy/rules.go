@@ -179,8 +179,10 @@ func BuildRules(o *Options, d *Desired) *Rules {
 	add("nat", ChainLoadBalancer, "-j "+ChainMarkMasq)
 	add("filter", ChainSourceRangeFirewall, "-j DROP")
 	for _, k := range d.OutFilter() {
-		add("filter", ChainIPVSOutFilter, fmt.Sprintf("-s %s -m ipvs --vaddr %s --vproto %d --vport %d -j DROP",
-			hostCIDR(k.Address.String(), f), hostCIDR(k.Address.String(), f), k.Protocol, k.Port))
+		// iptables-save prints the source as a prefix, --vaddr as a bare address, and the
+		// ipvs match's options as --vproto --vaddr --vport.
+		add("filter", ChainIPVSOutFilter, fmt.Sprintf("-s %s -m ipvs --vproto %d --vaddr %s --vport %d -j DROP",
+			hostCIDR(k.Address.String(), f), k.Protocol, k.Address, k.Port))
 	}
 	for _, base := range []string{SetClusterIP, SetLoadBalancer} {
 		if nonEmpty(base) {
