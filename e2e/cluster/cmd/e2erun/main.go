@@ -57,6 +57,9 @@ func run(binDir, state, vmCache string, timeout time.Duration, quiet bool, tests
 		return err
 	}
 	_ = os.RemoveAll(state)
+	if err := vm.Prepare(ctx, vmCache); err != nil {
+		return err
+	}
 	fmt.Println("e2erun: starting etcd and kube-apiserver on 127.0.0.1")
 	start := time.Now()
 	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, Dir: filepath.Join(state, "cluster")})
