@@ -1,0 +1,294 @@
+package daemon
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
+	"github.com/kipvs/kipvs/internal/reconcile"
+	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/watch"
+)
+
+const oneService = `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  clusterIP: 10.96.0.10
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+- addresses: [10.244.1.5]
+`
+
+type fakeNode struct {
+	ipvs   *ipvs.Fake
+	ipset  *ipset.Fake
+	nf     *netfilter.Fake
+	dummy  *dummyif.Fake
+	sysctl *sysctl.Fake
+}
+
+func newFakeNode() *fakeNode {
+	return &fakeNode{
+		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(netfilter.IPv4),
+		dummy: dummyif.NewFake(DummyName),
+		sysctl: sysctl.NewFake(map[string]string{
+			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
+			"net/ipv4/ip_forward": "0", "net/netfilter/nf_conntrack_max": "65536",
+			"net/netfilter/nf_conntrack_tcp_timeout_established": "432000", "net/netfilter/nf_conntrack_tcp_timeout_close_wait": "60",
+		}),
+	}
+}
+
+func (n *fakeNode) deps(src watch.Source, reg *prometheus.Registry, ready chan struct{}) Deps {
+	return Deps{
+		Source: src, IPVS: n.ipvs,
+		Kernel: func(proxy.Family) (reconcile.Kernel, error) {
+			return reconcile.Kernel{IPVS: n.ipvs, IPSet: n.ipset, Netfilter: n.nf, Dummy: n.dummy, Conntrack: conntrack.NewFake()}, nil
+		},
+		Sysctl:        n.sysctl,
+		HostAddrs:     func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.1.10")}, nil },
+		KernelRelease: "6.1.0-56-amd64",
+		NumCPU:        4,
+		Registry:      reg,
+		Ready:         ready,
+	}
+}
+
+func testConfig(t *testing.T) config.Config {
+	cfg := config.Defaults()
+	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	cfg.IPVS.MinSyncPeriod = 0
+	cfg.IPVS.SyncPeriod = time.Hour // only the first full sync, then incremental ones
+	return cfg
+}
+
+func startFileSource(t *testing.T, ctx context.Context, path string, log *zap.Logger) *watch.FileSource {
+	src, err := watch.NewFileSource(watch.FileSourceOptions{Path: path, NodeName: "node-a", PollInterval: 20 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.Metric {
+				sum += metricValue(m)
+			}
+		}
+	}
+	return sum
+}
+
+func metricValue(m *dto.Metric) float64 {
+	if m.Counter != nil {
+		return m.GetCounter().GetValue()
+	}
+	return m.GetGauge().GetValue()
+}
+
+// waitFor polls cond until it holds or 10 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the daemon's goroutines, with a deadline
+	}
+}
+
+// The daemon over a fake kernel: start-up sysctls, a first full sync, then a file change
+// applied as an incremental sync that touches only the changed Service.
+func TestDaemonFileSourceEndToEnd(t *testing.T) {
+	log := zaptest.NewLogger(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "services.yaml")
+	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node := newFakeNode()
+	reg := prometheus.NewRegistry()
+	ready := make(chan struct{})
+	cfg := testConfig(t)
+	cfg.Kipvs.SourceFile = path
+	d, err := New(cfg, "node-a", log, node.deps(startFileSource(t, ctx, path, log), reg, ready))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := node.sysctl.Get("net/ipv4/vs/conntrack"); v != "1" {
+		t.Errorf("net/ipv4/vs/conntrack = %s after Prepare", v)
+	}
+	if v, _ := node.sysctl.Get("net/netfilter/nf_conntrack_max"); v != "131072" {
+		t.Errorf("nf_conntrack_max = %s, want max(32768*4, 131072)", v)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run ended before the first sync: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first sync")
+	}
+	dump, _ := node.ipvs.Dump()
+	if !strings.Contains(dump, "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1") {
+		t.Fatalf("IPVS after the first sync:\n%s", dump)
+	}
+
+	// Scale to two endpoints and add a second Service.
+	two := strings.Replace(oneService, "- addresses: [10.244.1.5]", "- addresses: [10.244.1.5]\n- addresses: [10.244.1.6]", 1) +
+		"---\n" + strings.NewReplacer("web", "api", "10.96.0.10", "10.96.0.20", "10.244.1.5", "10.244.2.5").Replace(oneService)
+	if err := os.WriteFile(path, []byte(two), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the change to be programmed", func() bool {
+		dump, _ := node.ipvs.Dump()
+		return strings.Contains(dump, "10.244.1.6:8080") && strings.Contains(dump, "-a -t 10.96.0.20:80 -r 10.244.2.5:8080")
+	})
+	if got := counter(t, reg, "kipvs_sync_incremental_total"); got < 1 {
+		t.Errorf("incremental syncs = %v, want at least 1", got)
+	}
+	if got := counter(t, reg, "kipvs_sync_full_total"); got != 1 {
+		t.Errorf("full syncs = %v, want exactly the first one", got)
+	}
+	if got := counter(t, reg, "kubeproxy_sync_proxy_rules_endpoint_changes_total"); got < 1 {
+		t.Errorf("endpoint changes total = %v", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// Seed-001: a clusterCIDR that is really the service CIDR is refused with an explanation,
+// before anything is programmed.
+func TestDaemonRefusesServiceCIDRAsClusterCIDR(t *testing.T) {
+	log := zaptest.NewLogger(t)
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node := newFakeNode()
+	cfg := testConfig(t)
+	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}
+	cfg.Kipvs.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}
+	d, err := New(cfg, "node-a", log, node.deps(startFileSource(t, ctx, path, log), prometheus.NewRegistry(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "10.96.0.0/12") {
+		t.Fatalf("Run = %v, want the seed-001 refusal naming the CIDR", err)
+	}
+	if dump, _ := node.ipvs.Dump(); dump != "" {
+		t.Errorf("kernel touched before refusing:\n%s", dump)
+	}
+}
+
+// A scheduler whose module is missing fails at start with the module name.
+func TestPrepareSchedulerProbe(t *testing.T) {
+	node := newFakeNode()
+	cfg := testConfig(t)
+	cfg.IPVS.Scheduler = "nosuch"
+	d, err := New(cfg, "node-a", zaptest.NewLogger(t), node.deps(nil, prometheus.NewRegistry(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Prepare(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "ip_vs_nosuch") {
+		t.Fatalf("Prepare = %v, want a hint to load ip_vs_nosuch", err)
+	}
+	if dump, _ := node.ipvs.Dump(); dump != "" {
+		t.Errorf("probe left a virtual server:\n%s", dump)
+	}
+}
+
+func TestDesiredSysctlsByKernel(t *testing.T) {
+	cfg := testConfig(t)
+	for _, tc := range []struct {
+		release string
+		reuse   string // "" = not set
+		warn    bool
+	}{
+		{"3.10.0-1160.el7.x86_64", "", true},
+		{"4.19.0-21-amd64", "0", false},
+		{"5.8.18", "0", false},
+		{"5.9.0", "", false},
+		{"6.1.0-56-amd64", "", false},
+	} {
+		kv, err := ParseKernelVersion(tc.release)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settings, warns := desiredSysctls(&cfg, kv, 2)
+		got := ""
+		for _, s := range settings {
+			if s.key == "net/ipv4/vs/conn_reuse_mode" {
+				got = s.value
+			}
+		}
+		if got != tc.reuse || (len(warns) > 0) != tc.warn {
+			t.Errorf("%s: conn_reuse_mode=%q warnings=%v; want %q warn=%v", tc.release, got, warns, tc.reuse, tc.warn)
+		}
+	}
+	cfg.IPVS.StrictARP = true
+	settings, _ := desiredSysctls(&cfg, KernelVersion{6, 1}, 2)
+	var keys []string
+	for _, s := range settings {
+		keys = append(keys, s.key+"="+s.value)
+	}
+	if !strings.Contains(strings.Join(keys, " "), "net/ipv4/conf/all/arp_ignore=1 net/ipv4/conf/all/arp_announce=2") {
+		t.Errorf("strictARP settings missing: %v", keys)
+	}
+}
+
+// A read-only /proc/sys gives one clear error naming the key.
+func TestSysctlReadOnlyNamesKey(t *testing.T) {
+	s := sysctl.NewFake(map[string]string{"net/ipv4/vs/conntrack": "0"})
+	s.SetReadOnly(true)
+	err := applySysctls(s, []sysctlSetting{{"net/ipv4/vs/conntrack", "1", "why"}}, zap.NewNop())
+	if err == nil || !strings.Contains(err.Error(), "net.ipv4.vs.conntrack") {
+		t.Fatalf("error = %v, want one naming net.ipv4.vs.conntrack", err)
+	}
+}
