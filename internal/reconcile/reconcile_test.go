@@ -54,7 +54,7 @@ func golden(t *testing.T, name, got string) {
 
 // env is one node: fake kernel, desired state, reconciler.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	ipvs    *ipvs.Fake
 	ipset   *ipset.Fake
 	nf      *netfilter.Fake
@@ -68,7 +68,7 @@ type env struct {
 	ctx     context.Context
 }
 
-func newEnv(t *testing.T, mod ...func(*Options)) *env {
+func newEnv(t testing.TB, mod ...func(*Options)) *env {
 	e := &env{
 		t:     t,
 		ipvs:  ipvs.NewFake(),

@@ -60,7 +60,7 @@ func (t trace) String() string {
 }
 
 type tracer struct {
-	t      *testing.T
+	t      testing.TB
 	rules  netfilter.Ruleset
 	sets   ipset.Interface
 	vs     []ipvs.Entry
@@ -315,7 +315,7 @@ func (tr *tracer) inSet(name, flags string, p packet, origSrc netip.Addr) bool {
 	return ok
 }
 
-func splitRule(t *testing.T, r string) []string {
+func splitRule(t testing.TB, r string) []string {
 	var out []string
 	for r = strings.TrimSpace(r); r != ""; r = strings.TrimSpace(r) {
 		if r[0] == '"' {
@@ -334,7 +334,7 @@ func splitRule(t *testing.T, r string) []string {
 	return out
 }
 
-func prefix(t *testing.T, s string) netip.Prefix {
+func prefix(t testing.TB, s string) netip.Prefix {
 	if !strings.Contains(s, "/") {
 		a := netip.MustParseAddr(s)
 		return netip.PrefixFrom(a, a.BitLen())
@@ -346,7 +346,7 @@ func prefix(t *testing.T, s string) netip.Prefix {
 	return p
 }
 
-func mask(t *testing.T, s string) (uint32, uint32) {
+func mask(t testing.TB, s string) (uint32, uint32) {
 	v, m, ok := strings.Cut(s, "/")
 	if !ok {
 		m = "0xffffffff"
