@@ -17,7 +17,7 @@ E2EBIN       := $(CACHE)/e2e-bin
 E2E_TIMEOUT  ?= 40m
 E2E_ARGS     ?=
 
-.PHONY: all build test test-unit test-kernel test-e2e e2e-bins vm-prepare lint lint-quick bench clean
+.PHONY: all build demo test test-unit test-kernel test-e2e e2e-bins vm-prepare lint lint-quick bench clean
 
 all: build
 
@@ -25,6 +25,12 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kipvs ./cmd/kipvs
 
 test: lint-quick test-unit test-kernel test-e2e
+
+# Boots the VM, runs kipvs on the standalone source e2e/demo/services.yaml with three
+# backends in network namespaces, and shows requests to the ClusterIP and ipvsadm -Ln.
+demo: build vm-prepare
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/echo ./e2e/echo
+	@$(GO) run ./e2e/vm/cmd/vmrun --cache $(VMCACHE) --timeout 10m --quiet --script e2e/demo/demo.sh
 
 test-unit:
 	$(GO) test -count=1 ./...

@@ -128,11 +128,10 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 		}
 	}
 	if len(res.Drift) > 0 {
-		r.o.Logger.Warn("kernel state drifted from what kipvs applied; repairing",
-			zap.String("family", r.family()), zap.Any("drift", res.Drift))
+		r.o.Logger.Warn("kernel state drifted from what kipvs applied; repairing", zap.Any("drift", res.Drift))
 	}
 	if !r.adopted && !p.Empty() {
-		r.o.Logger.Info("adopting existing kernel state", zap.String("family", r.family()), zap.Int("changes", p.Len()))
+		r.o.Logger.Info("adopting existing kernel state", zap.Int("changes", p.Len()))
 	}
 	err = r.apply(ctx, p, obs)
 	if err != nil {
