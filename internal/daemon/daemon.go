@@ -16,9 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/healthcheck"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/metrics"
@@ -47,6 +49,10 @@ type Deps struct {
 	Registry      *prometheus.Registry
 	// DrainInterval is how often draining real servers are checked (default 5 s).
 	DrainInterval time.Duration
+	// Events receives Warning Events for Services (nil: problems are only logged).
+	Events EventSink
+	// HealthCheckListen opens the health check node ports (nil: net.Listen).
+	HealthCheckListen healthcheck.Listener
 	// Ready, if set, is closed after the first successful sync (tests).
 	Ready chan struct{}
 }
@@ -63,8 +69,19 @@ type Daemon struct {
 
 	mu       sync.Mutex // one sync or drain at a time
 	families []*family
-	problems map[string]bool // problems already logged, by text
+	// problems are the problems last reported per Service (and family), so each is
+	// reported once while it lasts.
+	problems map[problemKey][]proxy.Problem
 	ready    bool
+	// schedulers records the probe result of every scheduler a Service asked for.
+	schedulers map[string]bool
+	hc         *healthcheck.Manager
+	hcWant     map[types.NamespacedName]healthcheck.Service
+}
+
+type problemKey struct {
+	family proxy.Family
+	svc    types.NamespacedName
 }
 
 type family struct {
@@ -72,6 +89,8 @@ type family struct {
 	opts    proxy.Options
 	desired *proxy.Desired
 	rec     *reconcile.Reconciler
+	// noLocal holds the Services with a Local policy and no local endpoint.
+	noLocalInternal, noLocalExternal map[types.NamespacedName]bool
 }
 
 // New checks the node and prepares a daemon; Run starts it.
@@ -88,7 +107,8 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	if deps.DrainInterval == 0 {
 		deps.DrainInterval = 5 * time.Second
 	}
-	d := &Daemon{cfg: cfg, deps: deps, log: log, nodeName: nodeName, problems: map[string]bool{}}
+	d := &Daemon{cfg: cfg, deps: deps, log: log, nodeName: nodeName, problems: map[problemKey][]proxy.Problem{},
+		schedulers: map[string]bool{cfg.IPVS.Scheduler: true}, hcWant: map[types.NamespacedName]healthcheck.Service{}}
 	d.m = metrics.New(deps.Registry)
 	d.health = server.NewHealth(deps.Clock, 2*cfg.IPVS.SyncPeriod, d.nodeForHealth, d.m)
 
@@ -114,14 +134,21 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 			return nil, fmt.Errorf("%s kernel adapters: %w", f, err)
 		}
 		d.families = append(d.families, &family{
-			f:       f,
-			desired: proxy.NewDesired(f),
+			f:               f,
+			desired:         proxy.NewDesired(f),
+			noLocalInternal: map[types.NamespacedName]bool{},
+			noLocalExternal: map[types.NamespacedName]bool{},
 			rec: reconcile.New(k, reconcile.Options{
 				Family: f, ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs, GracefulPeriod: cfg.Kipvs.GracefulPeriod,
 				Clock: deps.Clock, Logger: log.With(zap.String("family", f.String())), Metrics: d.m,
 			}),
 		})
 	}
+	var report healthcheck.Reporter
+	if deps.Events != nil {
+		report = deps.Events.Warn
+	}
+	d.hc = healthcheck.New(nil, func() bool { return d.health.Report().Healthy }, deps.HealthCheckListen, report, log.Named("healthcheck"))
 	return d, nil
 }
 
@@ -260,6 +287,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	err := d.run.Run(ctx)
 	cancel()
 	wg.Wait()
+	d.hc.Close()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

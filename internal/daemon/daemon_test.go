@@ -2,10 +2,17 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,12 +20,14 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
@@ -291,4 +300,115 @@ func TestSysctlReadOnlyNamesKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "net.ipv4.vs.conntrack") {
 		t.Fatalf("error = %v, want one naming net.ipv4.vs.conntrack", err)
 	}
+}
+
+type recordedEvents struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recordedEvents) Warn(svc types.NamespacedName, reason, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, svc.String()+" "+reason+" "+msg)
+}
+
+func (r *recordedEvents) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// Problems become Warning Events once; an unloadable per-Service scheduler falls back to
+// the global one; an ETP=Local LoadBalancer gets its health check server.
+func TestDaemonEventsHealthChecksAndSchedulers(t *testing.T) {
+	log := zaptest.NewLogger(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hcPort := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	stream := oneService + fmt.Sprintf(`---
+apiVersion: v1
+kind: Service
+metadata: {name: lb, namespace: default, annotations: {kipvs.io/scheduler: mh}}
+spec:
+  type: LoadBalancer
+  clusterIP: 10.96.0.30
+  externalTrafficPolicy: Local
+  healthCheckNodePort: %d
+  externalIPs: [192.168.1.10]
+  ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30080}]
+status:
+  loadBalancer: {ingress: [{ip: 203.0.113.30}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: lb-1, namespace: default, labels: {kubernetes.io/service-name: lb}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+- {addresses: [10.244.1.7], nodeName: node-a}
+`, hcPort)
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte(stream), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node := newFakeNode()
+	node.ipvs.SetFault(func(_ int, op ipvs.Op) error {
+		if op.Kind == ipvs.OpAddService && op.Service.Scheduler == "mh" {
+			return kerr.Errno("add service", syscall.ENOENT) // no ip_vs_mh module on this node
+		}
+		return nil
+	})
+	ev := &recordedEvents{}
+	ready := make(chan struct{})
+	deps := node.deps(startFileSource(t, ctx, path, log), prometheus.NewRegistry(), ready)
+	deps.Events = ev
+	cfg := testConfig(t)
+	cfg.Kipvs.SourceFile = path
+	d, err := New(cfg, "node-a", log, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first sync")
+	}
+	dump, _ := node.ipvs.Dump()
+	if !strings.Contains(dump, "-A -t 203.0.113.30:80 -s rr") {
+		t.Errorf("LB virtual server should fall back to rr:\n%s", dump)
+	}
+	got := strings.Join(ev.all(), "\n")
+	for _, want := range []string{"default/lb SchedulerUnavailable", "default/lb ExternalIPIsNodeAddress"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("events lack %q:\n%s", want, got)
+		}
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", hcPort))
+	if err != nil {
+		t.Fatalf("health check not served: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"localEndpoints": 1`) {
+		t.Errorf("health check = %d %s", resp.StatusCode, body)
+	}
+	// A resync does not repeat the events.
+	n := len(ev.all())
+	d.run.RequestFull()
+	waitFor(t, "a second full sync", func() bool { return counter(t, deps.Registry, "kipvs_sync_full_total") >= 2 })
+	if len(ev.all()) != n {
+		t.Errorf("events repeated on resync: %v", ev.all()[n:])
+	}
+	cancel()
+	<-done
 }

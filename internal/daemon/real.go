@@ -88,12 +88,17 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		return fail(fmt.Errorf("uname: %w", err))
 	}
 
-	src, err := newSource(cfg, nodeName, log)
+	src, client, err := newSource(cfg, nodeName, log)
 	if err != nil {
 		return fail(err)
 	}
+	var sink EventSink
+	if client != nil {
+		sink = NewAPIEvents(ctx, client, nodeName)
+	}
 	deps := Deps{
 		Source: src,
+		Events: sink,
 		IPVS:   v,
 		Kernel: func(f proxy.Family) (reconcile.Kernel, error) {
 			nf := netfilter.IPv4
@@ -119,17 +124,19 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 	return deps, closeAll, nil
 }
 
-func newSource(cfg *config.Config, nodeName string, log *zap.Logger) (watch.Source, error) {
+// newSource returns the file source, or the API source with its client.
+func newSource(cfg *config.Config, nodeName string, log *zap.Logger) (watch.Source, kubernetes.Interface, error) {
 	if cfg.Kipvs.SourceFile != "" {
-		return watch.NewFileSource(watch.FileSourceOptions{Path: cfg.Kipvs.SourceFile, NodeName: nodeName, Logger: log.Named("source")})
+		src, err := watch.NewFileSource(watch.FileSourceOptions{Path: cfg.Kipvs.SourceFile, NodeName: nodeName, Logger: log.Named("source")})
+		return src, nil, err
 	}
 	cc := cfg.ClientConnection
 	if cc.Kubeconfig == "" && cc.Master == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-		return nil, errors.New("no Service source: give --kubeconfig, --master, run in a cluster, or use --kipvs-source-file")
+		return nil, nil, errors.New("no Service source: give --kubeconfig, --master, run in a cluster, or use --kipvs-source-file")
 	}
 	rc, err := clientcmd.BuildConfigFromFlags(cc.Master, cc.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %q: %w", cc.Kubeconfig, err)
+		return nil, nil, fmt.Errorf("kubeconfig %q: %w", cc.Kubeconfig, err)
 	}
 	rc.QPS = cc.QPS
 	rc.Burst = int(cc.Burst)
@@ -138,7 +145,8 @@ func newSource(cfg *config.Config, nodeName string, log *zap.Logger) (watch.Sour
 	rc.UserAgent = "kipvs"
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("API client: %w", err)
+		return nil, nil, fmt.Errorf("API client: %w", err)
 	}
-	return watch.NewAPISource(watch.APISourceOptions{Client: client, NodeName: nodeName, ResyncPeriod: cfg.ConfigSyncPeriod, Logger: log.Named("source")})
+	src, err := watch.NewAPISource(watch.APISourceOptions{Client: client, NodeName: nodeName, ResyncPeriod: cfg.ConfigSyncPeriod, Logger: log.Named("source")})
+	return src, client, err
 }

@@ -4,20 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
 	"time"
 
-	"net/netip"
-
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kipvs/kipvs/internal/healthcheck"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/watch"
 )
 
 // sync is the runner's SyncFunc. An incremental sync builds only the changed Services and
 // applies only what they touched; a full sync (first, periodic, after an error, or after a
-// node change that alters the options) rebuilds everything and reads the kernel back.
+// node or scheduler change that alters the options) rebuilds everything and reads the
+// kernel back.
 func (d *Daemon) sync(ctx context.Context, full bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -38,9 +42,10 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		if err != nil {
 			return err
 		}
+		d.probeSchedulers(changes.Services)
 		for _, f := range d.families {
-			if !f.opts.Equal(buildOptions(&d.cfg, f.f, d.nodeName, src.Node(), host)) {
-				full = true // node labels, pod CIDRs or addresses changed: rebuild all
+			if !f.opts.Equal(d.options(f.f, src.Node(), host)) {
+				full = true // node labels, pod CIDRs, addresses or schedulers changed: rebuild all
 			}
 		}
 	}
@@ -51,6 +56,7 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		}
 		snap = &s
 		changes = mergeChanges(changes, s.Pending)
+		d.probeSchedulers(s.Services)
 	}
 	d.m.ServiceChangesTotal.Add(float64(changes.ServiceEvents))
 	d.m.EndpointChangesTotal.Add(float64(changes.EndpointEvents))
@@ -74,6 +80,8 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 			d.m.SyncPartialProxyRulesLatency.WithLabelValues(fam).Observe(elapsed)
 			d.m.SyncIncr.WithLabelValues(fam).Inc()
 		}
+		d.m.NoLocalEndpointsTotal.WithLabelValues("internal", fam).Set(float64(len(f.noLocalInternal)))
+		d.m.NoLocalEndpointsTotal.WithLabelValues("external", fam).Set(float64(len(f.noLocalExternal)))
 		if ferr != nil {
 			d.m.SyncErrors.WithLabelValues(fam).Inc()
 			errs = append(errs, fmt.Errorf("%s: %w", fam, ferr))
@@ -87,6 +95,11 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 				d.m.NetworkProgrammingLatency.WithLabelValues(fam).Observe(now.Sub(t).Seconds())
 			}
 		}
+	}
+	if full {
+		d.syncHealthChecks(ctx, nil)
+	} else {
+		d.syncHealthChecks(ctx, changes.Services)
 	}
 	svc, eps := src.PendingCounts()
 	d.m.ServiceChangesPending.Set(float64(svc))
@@ -106,14 +119,62 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 	return nil
 }
 
+// options computes one family's proxy options now.
+func (d *Daemon) options(f proxy.Family, node *v1.Node, host []netip.Addr) proxy.Options {
+	o := buildOptions(&d.cfg, f, d.nodeName, node, host)
+	for s, ok := range d.schedulers {
+		if !ok {
+			o.UnavailableSchedulers = append(o.UnavailableSchedulers, s)
+		}
+	}
+	slices.Sort(o.UnavailableSchedulers)
+	return o
+}
+
+// probeSchedulers checks, once per name, that every scheduler a Service asks for by
+// annotation can be loaded, so a missing module degrades that Service to the global
+// scheduler (with a Warning Event) instead of failing its virtual servers.
+func (d *Daemon) probeSchedulers(services map[types.NamespacedName]*watch.ServiceInfo) {
+	for _, info := range services {
+		if info == nil {
+			continue
+		}
+		s, ok := proxy.RequestedScheduler(info.Service)
+		if !ok {
+			continue
+		}
+		if _, done := d.schedulers[s]; done {
+			continue
+		}
+		err := probeScheduler(d.deps.IPVS, s)
+		d.schedulers[s] = err == nil
+		if err != nil {
+			d.log.Warn("scheduler requested by a Service is unavailable", zap.String("scheduler", s), zap.Error(err))
+		}
+	}
+}
+
 func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, host []netip.Addr) error {
-	f.opts = buildOptions(&d.cfg, f.f, d.nodeName, snap.Node, host)
+	f.opts = d.options(f.f, snap.Node, host)
 	f.desired = proxy.NewDesired(f.f)
+	clear(f.noLocalInternal)
+	clear(f.noLocalExternal)
+	seen := map[types.NamespacedName]bool{}
 	for name, info := range snap.Services {
-		f.desired.Update(name, proxy.BuildService(proxy.ServiceInput{Service: info.Service, Slices: info.Slices}, &f.opts), nil)
+		st := proxy.BuildService(proxy.ServiceInput{Service: info.Service, Slices: info.Slices}, &f.opts)
+		f.desired.Update(name, st, nil)
+		d.track(f, name, st)
+		seen[name] = true
+	}
+	for k := range d.problems {
+		if k.family == f.f && !seen[k.svc] {
+			delete(d.problems, k)
+		}
+	}
+	for _, p := range f.desired.Conflicts() {
+		d.report(f, p.Service, append(slices.Clone(f.desired.Service(p.Service).Problems), p))
 	}
 	res, err := f.rec.FullSync(ctx, f.desired, &f.opts)
-	d.report(f, f.desired.Problems())
 	if err != nil {
 		return err
 	}
@@ -126,16 +187,14 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 
 func (d *Daemon) incrementalSync(ctx context.Context, f *family, ch watch.Changes) error {
 	touched := proxy.NewTouched()
-	var problems []proxy.Problem
 	for name, info := range ch.Services {
 		var st *proxy.ServiceState
 		if info != nil {
 			st = proxy.BuildService(proxy.ServiceInput{Service: info.Service, Slices: info.Slices}, &f.opts)
-			problems = append(problems, st.Problems...)
 		}
 		f.desired.Update(name, st, touched)
+		d.track(f, name, st)
 	}
-	d.report(f, problems)
 	if touched.Empty() {
 		return nil
 	}
@@ -147,16 +206,81 @@ func (d *Daemon) incrementalSync(ctx context.Context, f *family, ch watch.Change
 	return nil
 }
 
-// report logs each Service problem once (until the set of problems changes).
-func (d *Daemon) report(f *family, problems []proxy.Problem) {
+// track updates the per-Service bookkeeping of one family after a Service was rebuilt:
+// its problems (reported when they change) and its no-local-endpoints state.
+func (d *Daemon) track(f *family, name types.NamespacedName, st *proxy.ServiceState) {
+	var problems []proxy.Problem
+	if st != nil {
+		problems = st.Problems
+	}
+	d.report(f, name, problems)
+	setFlag(f.noLocalInternal, name, st != nil && st.NoLocalInternal)
+	setFlag(f.noLocalExternal, name, st != nil && st.NoLocalExternal)
+}
+
+func setFlag(m map[types.NamespacedName]bool, k types.NamespacedName, on bool) {
+	if on {
+		m[k] = true
+	} else {
+		delete(m, k)
+	}
+}
+
+// report logs, and sends as Warning Events, the problems of a Service that were not
+// already reported; it forgets problems that went away so they are reported again if they
+// come back.
+func (d *Daemon) report(f *family, svc types.NamespacedName, problems []proxy.Problem) {
+	key := problemKey{family: f.f, svc: svc}
+	old := d.problems[key]
+	if len(problems) == 0 {
+		delete(d.problems, key)
+		return
+	}
+	d.problems[key] = problems
 	for _, p := range problems {
-		key := f.f.String() + " " + p.String()
-		if d.problems[key] {
+		if slices.Contains(old, p) {
 			continue
 		}
-		d.problems[key] = true
 		d.log.Warn("service cannot be programmed as written", zap.String("family", f.f.String()),
 			zap.String("service", p.Service.String()), zap.String("field", p.Field), zap.String("reason", p.Reason), zap.String("message", p.Message))
+		if d.deps.Events != nil {
+			d.deps.Events.Warn(p.Service, p.Reason, fmt.Sprintf("%s: %s", p.Field, p.Message))
+		}
+	}
+}
+
+// syncHealthChecks serves a health check for every Service with a healthCheckNodePort (the
+// local endpoint count is the largest any family sees). changed nil means all Services.
+func (d *Daemon) syncHealthChecks(ctx context.Context, changed map[types.NamespacedName]*watch.ServiceInfo) {
+	before := maps.Clone(d.hcWant)
+	consider := func(name types.NamespacedName) {
+		var want healthcheck.Service
+		for _, f := range d.families {
+			if st := f.desired.Service(name); st != nil && st.HealthCheckNodePort != 0 {
+				want.Port = st.HealthCheckNodePort
+				want.LocalEndpoints = max(want.LocalEndpoints, st.LocalEndpoints)
+			}
+		}
+		if want.Port == 0 {
+			delete(d.hcWant, name)
+		} else {
+			d.hcWant[name] = want
+		}
+	}
+	if changed == nil {
+		clear(d.hcWant)
+		for _, f := range d.families {
+			for _, v := range f.desired.VirtualServers() {
+				consider(v.Owner.NamespacedName)
+			}
+		}
+	} else {
+		for name := range changed {
+			consider(name)
+		}
+	}
+	if !maps.Equal(before, d.hcWant) || changed == nil {
+		d.hc.Sync(ctx, d.hcWant)
 	}
 }
 

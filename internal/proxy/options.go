@@ -59,6 +59,9 @@ type Options struct {
 	LocalDetector LocalDetector
 	// StrictARP only affects sysctls; it is here so a change triggers a rebuild.
 	StrictARP bool
+	// UnavailableSchedulers are scheduler names whose kernel module failed to load (found by
+	// probing); a Service asking for one gets the global scheduler and a Problem. Sorted.
+	UnavailableSchedulers []string
 }
 
 // Equal reports whether two Options would build the same state.
@@ -68,7 +71,8 @@ func (o Options) Equal(p Options) bool {
 		slices.Equal(o.NodePortAddresses, p.NodePortAddresses) && slices.Equal(o.LocalAddresses, p.LocalAddresses) &&
 		o.MasqueradeAll == p.MasqueradeAll && o.MasqueradeBit == p.MasqueradeBit &&
 		o.LocalDetector.Mode == p.LocalDetector.Mode && o.LocalDetector.Interface == p.LocalDetector.Interface &&
-		slices.Equal(o.LocalDetector.CIDRs, p.LocalDetector.CIDRs) && o.StrictARP == p.StrictARP
+		slices.Equal(o.LocalDetector.CIDRs, p.LocalDetector.CIDRs) && o.StrictARP == p.StrictARP &&
+		slices.Equal(o.UnavailableSchedulers, p.UnavailableSchedulers)
 }
 
 func mapsEqual(a, b map[string]string) bool {

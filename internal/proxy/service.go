@@ -47,6 +47,9 @@ type ServiceState struct {
 	// OutFilter lists LoadBalancer virtual servers with source ranges that exclude every
 	// node address: node-originated connections to them are dropped (KUBE-IPVS-OUT-FILTER).
 	OutFilter []VSKey
+	// NoLocalInternal / NoLocalExternal: the Service has an internal / external Local traffic
+	// policy and endpoints, but none on this node (kubeproxy_sync_proxy_rules_no_local_endpoints_total).
+	NoLocalInternal, NoLocalExternal bool
 }
 
 // Annotations kipvs reads on Services (beyond kube-proxy, which has one global scheduler).
@@ -118,6 +121,10 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 		}
 		if externalPolicyLocal(svc) && len(local) > st.LocalEndpoints {
 			st.LocalEndpoints = len(local)
+		}
+		if len(ready) > 0 && len(local) == 0 {
+			st.NoLocalInternal = st.NoLocalInternal || (svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal)
+			st.NoLocalExternal = st.NoLocalExternal || externalPolicyLocal(svc)
 		}
 
 		vs := func(kind VSKind, addr netip.Addr, port uint16, eps []endpoint) {
@@ -271,9 +278,13 @@ func (b *builder) scheduler() (string, []string) {
 		sched = "rr"
 	}
 	if a, ok := b.svc.Annotations[AnnotationScheduler]; ok {
-		if slices.Contains(knownSchedulers, a) {
+		switch {
+		case slices.Contains(b.o.UnavailableSchedulers, a):
+			b.problem("metadata.annotations["+AnnotationScheduler+"]", "SchedulerUnavailable",
+				fmt.Sprintf("scheduler %q cannot be loaded on node %s (kernel module ip_vs_%s missing); using the global scheduler %q", a, b.o.NodeName, a, sched))
+		case slices.Contains(knownSchedulers, a):
 			sched = a
-		} else {
+		default:
 			b.problem("metadata.annotations["+AnnotationScheduler+"]", "UnknownScheduler",
 				fmt.Sprintf("scheduler %q is not one of %v; using the global scheduler %q", a, knownSchedulers, sched))
 		}
@@ -393,6 +404,16 @@ func (b *builder) finish() {
 	slices.SortFunc(st.Addresses, netip.Addr.Compare)
 	slices.SortFunc(st.OutFilter, VSKey.Compare)
 	st.OutFilter = slices.Compact(st.OutFilter)
+}
+
+// RequestedScheduler returns the scheduler a Service asks for with the kipvs.io/scheduler
+// annotation, when it is a scheduler kipvs knows (and so may need its module probed).
+func RequestedScheduler(svc *v1.Service) (string, bool) {
+	if svc == nil {
+		return "", false
+	}
+	a, ok := svc.Annotations[AnnotationScheduler]
+	return a, ok && slices.Contains(knownSchedulers, a)
 }
 
 func externalPolicyLocal(svc *v1.Service) bool {

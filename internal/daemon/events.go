@@ -1,0 +1,34 @@
+package daemon
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+)
+
+// EventSink records a Warning Event on a Service.
+type EventSink interface {
+	Warn(svc types.NamespacedName, reason, message string)
+}
+
+// apiEvents writes events.k8s.io/v1 Events through the API, reported by "kipvs" from this
+// node, with client-go's correlation (repeats become a series, not a flood).
+type apiEvents struct {
+	rec events.EventRecorder
+}
+
+// NewAPIEvents starts an event broadcaster that runs until ctx ends.
+func NewAPIEvents(ctx context.Context, client kubernetes.Interface, nodeName string) EventSink {
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	b.StartRecordingToSink(ctx.Done())
+	return &apiEvents{rec: b.NewRecorder(scheme.Scheme, "kipvs")}
+}
+
+func (e *apiEvents) Warn(svc types.NamespacedName, reason, message string) {
+	ref := &v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name}
+	e.rec.Eventf(ref, nil, v1.EventTypeWarning, reason, "Programming", "%s", message)
+}
