@@ -16,8 +16,17 @@ K8SBIN       := $(CACHE)/k8s
 E2EBIN       := $(CACHE)/e2e-bin
 E2E_TIMEOUT  ?= 40m
 E2E_ARGS     ?=
+KUSTOMIZE_VERSION := v5.8.1
+# make install: DESTDIR-aware; the unit goes where systemd looks for PREFIX's units.
+PREFIX       ?= /usr/local
+BINDIR       ?= $(PREFIX)/bin
+SYSCONFDIR   ?= /etc
+UNITDIR      ?= $(PREFIX)/lib/systemd/system
+# make image: the first of podman, docker, buildah found, unless CONTAINER_TOOL is given.
+IMAGE        ?= ghcr.io/kipvs/kipvs:$(VERSION)
+CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-kernel test-e2e e2e-bins vm-prepare lint lint-quick bench clean
+.PHONY: all build demo test test-unit test-kernel test-e2e e2e-bins vm-prepare lint lint-quick bench clean install image
 
 all: build
 
@@ -37,14 +46,14 @@ test-unit:
 
 # Boots the Debian kernel under qemu/TCG once and runs every kernel test binary in it.
 test-kernel: vm-prepare
-	@rm -rf $(VMCACHE)/bin && mkdir -p $(VMCACHE)/bin
-	@set -e; for p in $(KERNEL_PKGS); do \
+	@set -e; bindir=$$(mktemp -d $(VMCACHE)/bin.XXXXXX); trap 'rm -rf '$$bindir EXIT; tests=""; \
+	for p in $(KERNEL_PKGS); do \
 		n=$$(echo $$p | tr / _); \
 		echo "build kernel tests: ./$$p"; \
-		CGO_ENABLED=0 $(GO) test -c -tags kernel -o $(VMCACHE)/bin/$$n.test ./$$p; \
-	done
-	$(GO) run ./e2e/vm/cmd/vmrun --cache $(VMCACHE) --timeout $(KERNEL_TIMEOUT) \
-		$(foreach p,$(KERNEL_PKGS),--test $(VMCACHE)/bin/$(subst /,_,$(p)).test)
+		CGO_ENABLED=0 $(GO) test -c -tags kernel -o $$bindir/$$n.test ./$$p; \
+		tests="$$tests --test $$bindir/$$n.test"; \
+	done; \
+	$(GO) run ./e2e/vm/cmd/vmrun --cache $(VMCACHE) --timeout $(KERNEL_TIMEOUT) $$tests
 
 # A real etcd and kube-apiserver, built from the nested module e2e/k8s (k8s.io/kubernetes
 # stays out of the main module). Cold: several minutes; afterwards the Go build cache
@@ -56,11 +65,48 @@ e2e-bins:
 
 # API-level end-to-end tests: etcd + kube-apiserver run natively on the host (127.0.0.1),
 # the tests and kipvs run inside the VM, which reaches only the apiserver.
-test-e2e: vm-prepare e2e-bins build
+test-e2e: vm-prepare e2e-bins build $(BIN)/kustomize
 	@mkdir -p $(E2EBIN)
 	CGO_ENABLED=0 $(GO) test -c -tags e2e -o $(E2EBIN)/e2e.test ./e2e/tests
+	CGO_ENABLED=0 $(GO) test -c -tags e2e -o $(E2EBIN)/deploy.test ./e2e/deploy
+	CGO_ENABLED=0 $(GO) build -o $(E2EBIN)/echo ./e2e/echo
 	$(GO) run ./e2e/cluster/cmd/e2erun --k8s-bin $(K8SBIN) --state $(CACHE)/e2e --vm-cache $(VMCACHE) \
-		--timeout $(E2E_TIMEOUT) --env KIPVS_BIN=$(BIN)/kipvs --test $(E2EBIN)/e2e.test -- $(E2E_ARGS)
+		--timeout $(E2E_TIMEOUT) --env KIPVS_BIN=$(BIN)/kipvs --env KIPVS_ECHO_BIN=$(E2EBIN)/echo \
+		--env KIPVS_KUSTOMIZE=$(BIN)/kustomize --env KIPVS_DEPLOY_DIR=$(CURDIR)/deploy \
+		--test $(E2EBIN)/e2e.test --test $(E2EBIN)/deploy.test -- $(E2E_ARGS)
+
+# kustomize renders deploy/ for the e2e tests (installed from the Go module proxy).
+$(BIN)/kustomize:
+	GOBIN=$(BIN) CGO_ENABLED=0 $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+# bin/kipvs, the systemd unit and its environment file (an existing one is kept).
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/default
+	install -m 0755 $(BIN)/kipvs $(DESTDIR)$(BINDIR)/kipvs
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' deploy/systemd/kipvs.service \
+		> $(DESTDIR)$(UNITDIR)/kipvs.service && chmod 0644 $(DESTDIR)$(UNITDIR)/kipvs.service
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/default/kipvs ]; then \
+		echo "keeping the existing $(DESTDIR)$(SYSCONFDIR)/default/kipvs"; \
+	else \
+		echo "install -m 0644 deploy/systemd/kipvs.env $(DESTDIR)$(SYSCONFDIR)/default/kipvs"; \
+		install -m 0644 deploy/systemd/kipvs.env $(DESTDIR)$(SYSCONFDIR)/default/kipvs; \
+	fi
+
+# The container image (deploy/Containerfile) around bin/kipvs. Needs podman, docker with a
+# reachable engine, or buildah; without one it fails at once.
+image:
+	@tool='$(CONTAINER_TOOL)'; \
+	if [ -z "$$tool" ]; then \
+		echo "make image: no container tool (podman, docker or buildah) on this machine: the image cannot be built here" >&2; exit 1; \
+	fi; \
+	case "$$(basename "$$tool")" in docker|podman) \
+		if ! timeout 20 "$$tool" info >/dev/null 2>&1; then \
+			echo "make image: $$tool is installed but reaches no container engine ('$$tool info' failed): the image cannot be built here; start the engine, or use CONTAINER_TOOL=buildah" >&2; exit 1; \
+		fi;; \
+	esac
+	$(MAKE) build
+	rm -rf $(BIN)/image && mkdir -p $(BIN)/image && cp $(BIN)/kipvs $(BIN)/image/kipvs
+	$(CONTAINER_TOOL) build -f deploy/Containerfile -t $(IMAGE) $(BIN)/image
 
 vm-prepare:
 	@e2e/vm/prepare.sh $(VMCACHE)
@@ -79,4 +125,4 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 clean:
-	rm -rf $(BIN) $(VMCACHE)/bin
+	rm -rf $(BIN) $(VMCACHE)/bin.* $(E2EBIN)
