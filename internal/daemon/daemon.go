@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/metrics"
+	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/runner"
@@ -86,6 +88,7 @@ type problemKey struct {
 
 type family struct {
 	f       proxy.Family
+	kernel  reconcile.Kernel
 	opts    proxy.Options
 	desired *proxy.Desired
 	rec     *reconcile.Reconciler
@@ -135,6 +138,7 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 		}
 		d.families = append(d.families, &family{
 			f:               f,
+			kernel:          k,
 			desired:         proxy.NewDesired(f),
 			noLocalInternal: map[types.NamespacedName]bool{},
 			noLocalExternal: map[types.NamespacedName]bool{},
@@ -179,6 +183,9 @@ func (d *Daemon) Prepare(ctx context.Context) error {
 	if err := probeScheduler(d.deps.IPVS, d.cfg.IPVS.Scheduler); err != nil {
 		return err
 	}
+	if err := d.checkSetMatch(ctx); err != nil {
+		return err
+	}
 	kv, err := ParseKernelVersion(d.deps.KernelRelease)
 	if err != nil {
 		return err
@@ -204,6 +211,26 @@ func (d *Daemon) Prepare(ctx context.Context) error {
 		d.log.Warn("no local traffic detector (no clusterCIDR for detect-local-mode " + string(d.cfg.DetectLocalMode) +
 			"): traffic to cluster IPs is masqueraded only when it comes from the node itself; pod traffic keeps its source address. " +
 			"Set --cluster-cidr to the pod CIDR so off-node clients are masqueraded too.")
+	}
+	return nil
+}
+
+// checkSetMatch makes sure iptables can use ipsets (the xt_set kernel module and the
+// iptables set extension): it creates kipvs's KUBE-IPVS-IPS set of each family and asks
+// iptables-restore to build, not commit, a rule matching it.
+func (d *Daemon) checkSetMatch(ctx context.Context) error {
+	for _, f := range d.families {
+		for _, spec := range proxy.Sets(f.f) {
+			if spec.Base != proxy.SetIPVSIPs {
+				continue
+			}
+			if err := f.kernel.IPSet.Create(reconcile.IPSetOf(spec)); err != nil {
+				return fmt.Errorf("create ipset %s (is the ip_set kernel module available? modprobe ip_set ip_set_hash_ip): %w", spec.Name, err)
+			}
+			if err := f.kernel.Netfilter.Check(ctx, netfilter.TableFilter, "-m set --match-set "+spec.Name+" dst -j RETURN"); err != nil {
+				return fmt.Errorf("iptables cannot match ipsets: load the xt_set kernel module (modprobe xt_set) and use an iptables package with the set extension (libxt_set): %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -334,4 +361,22 @@ func (d *Daemon) drain(ctx context.Context) {
 			d.log.Info("removed drained real servers", zap.String("family", f.f.String()), zap.Int("count", res.Plan.Len()))
 		}
 	}
+}
+
+// VirtualServers lists the virtual servers the daemon wants, every family, with the
+// Service port each is programmed for (the metrics server's read-only debug endpoint).
+func (d *Daemon) VirtualServers() []server.VirtualServer {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []server.VirtualServer
+	for _, f := range d.families {
+		for _, v := range f.desired.VirtualServers() {
+			out = append(out, server.VirtualServer{
+				Protocol: strings.ToUpper(v.Protocol.String()), Address: v.Address.String(), Port: v.Port,
+				Kind: v.Kind.String(), Namespace: v.Owner.Namespace, Name: v.Owner.Name, PortName: v.Owner.Port,
+				Destinations: len(v.Destinations),
+			})
+		}
+	}
+	return out
 }

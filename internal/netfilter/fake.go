@@ -20,6 +20,7 @@ const (
 	OpObserve Op = "observe"
 	OpRemove  Op = "remove"
 	OpDump    Op = "dump"
+	OpCheck   Op = "check"
 )
 
 // Fake is an in-memory Interface. It models the kernel's tables (built-in chains, foreign chains
@@ -77,6 +78,11 @@ func (f *Fake) fault(op Op) error {
 		return fmt.Errorf("netfilter fake %s: injected fault: %w", op, err)
 	}
 	return nil
+}
+
+// Check implements Interface; it fails only with an injected fault (FailNext(OpCheck, ...)).
+func (f *Fake) Check(ctx context.Context, table Table, rule string) error {
+	return f.fault(OpCheck)
 }
 
 // Family implements Interface.

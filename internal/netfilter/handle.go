@@ -205,5 +205,18 @@ func (h *Handle) read(ctx context.Context) (map[Table]*tableState, error) {
 	return parseTables(out, h.owned.tables)
 }
 
+// Check implements Interface: `iptables-restore --test` of one rule in a scratch chain.
+func (h *Handle) Check(ctx context.Context, table Table, rule string) error {
+	b, ok := h.tables.(*binaries)
+	if !ok {
+		return nil
+	}
+	payload := fmt.Sprintf("*%s\n:KIPVS-PROBE - [0:0]\n-A KIPVS-PROBE %s\nCOMMIT\n", table, rule)
+	if _, err := b.runner.Run(ctx, []byte(payload), b.restoreBin, "--test", "--noflush", "-w", "5"); err != nil {
+		return fmt.Errorf("%s --test of %q in table %s: %w", b.restoreBin, rule, table, err)
+	}
+	return nil
+}
+
 // OwnedChains returns the chains the handle owns in table, sorted.
 func (h *Handle) OwnedChains(table Table) []string { return slices.Clone(h.owned.sorted[table]) }

@@ -256,6 +256,10 @@ type Interface interface {
 	Remove(ctx context.Context) (Result, error)
 	// Dump is the iptables-save text of what kipvs owns (see Format).
 	Dump(ctx context.Context) (string, error)
+	// Check asks iptables-restore to parse and build (not commit) rule in a scratch chain of
+	// table, so a missing match or target (kernel module or iptables extension) shows up at
+	// start-up instead of at the first sync. Nothing changes in the kernel.
+	Check(ctx context.Context, table Table, rule string) error
 }
 
 // validate checks rs against the owned chains: known tables, owned and unique chain names,

@@ -96,6 +96,9 @@ func setSpecs(f proxy.Family) map[string]proxy.SetSpec {
 	return out
 }
 
+// IPSetOf is the adapter's declaration of one of kipvs's sets.
+func IPSetOf(s proxy.SetSpec) ipset.Set { return toIPSet(s) }
+
 func toIPSet(s proxy.SetSpec) ipset.Set {
 	set := ipset.Set{Name: s.Name, Type: ipset.Type(s.Type)}
 	if s.Type != proxy.BitmapPort {
