@@ -98,6 +98,8 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		"--service-account-key-file", keyFile, "--service-account-signing-key-file", keyFile,
 		"--token-auth-file", tokenFile,
 		"--authorization-mode", "RBAC",
+		// As every cluster that runs kube-proxy or kipvs as a DaemonSet: both are privileged.
+		"--allow-privileged=true",
 		"--service-cluster-ip-range", o.ServiceCIDR,
 		"--disable-admission-plugins", "ServiceAccount",
 		"--endpoint-reconciler-type", "none",
