@@ -71,6 +71,11 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		} else {
 			ferr = d.incrementalSync(ctx, f, changes)
 		}
+		if ferr != nil && ctx.Err() != nil {
+			// Shutting down: the sync was interrupted (its iptables-save or -restore
+			// killed), which is neither a sync error nor worth an ERROR line.
+			return ctx.Err()
+		}
 		elapsed := d.deps.Clock.Since(fstart).Seconds()
 		d.m.SyncProxyRulesLatency.WithLabelValues(fam).Observe(elapsed)
 		if full {
