@@ -109,6 +109,12 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger) error
 	}
 	if a := cfg.MetricsBindAddress; a.IsValid() {
 		h := server.MetricsHandler(deps.Registry, func() any { return cfg.KubeProxyConfiguration() })
+		{
+			mux := http.NewServeMux()
+			mux.Handle("/", h)
+			mux.Handle(server.VirtualServersPath, server.VirtualServersHandler(d.VirtualServers))
+			h = mux
+		}
 		if cfg.EnableProfiling {
 			mux := http.NewServeMux()
 			mux.Handle("/", h)

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/server"
+	"github.com/kipvs/kipvs/internal/status"
+)
+
+func TestStatusHelpAndUsage(t *testing.T) {
+	for _, args := range [][]string{{"status", "--help"}, {"ipvsadm", "-h"}} {
+		var out bytes.Buffer
+		root := newRootCommand()
+		root.SetOut(&out)
+		root.SetArgs(args)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		for _, want := range []string{"--persistent-conn", "never resolves", "--services", "-o, --output json"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: help lacks %q", args, want)
+			}
+		}
+	}
+	root := newRootCommand()
+	root.SetOut(&bytes.Buffer{})
+	root.SetArgs([]string{"status", "-A", "-t", "10.0.0.1:80"})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "kipvs status only lists") {
+		t.Errorf("an edit option: %v", err)
+	}
+}
+
+func TestFetchOwners(t *testing.T) {
+	list := server.VirtualServerList{Items: []server.VirtualServer{
+		{Protocol: "TCP", Address: "10.96.0.1", Port: 443, Kind: "ClusterIP", Namespace: "default", Name: "kubernetes", PortName: "https"},
+		{Protocol: "UDP", Address: "fd00::a", Port: 53, Kind: "ClusterIP", Namespace: "kube-system", Name: "dns", PortName: "dns"},
+	}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != server.VirtualServersPath {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(list)
+	}))
+	defer srv.Close()
+	owners, err := fetchOwners(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := ipvs.ServiceKey{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("fd00::a"), Port: 53}.Normalize()
+	if got := owners[k]; len(got) != 1 || got[0] != (status.Owner{Namespace: "kube-system", Name: "dns", Port: "dns", Kind: "ClusterIP"}) {
+		t.Errorf("owners[%s] = %+v", k, got)
+	}
+	if len(owners) != 2 {
+		t.Errorf("owners = %+v", owners)
+	}
+
+	list.Items[0].Protocol = "ICMP"
+	if _, err := fetchOwners(strings.TrimPrefix(srv.URL, "http://")); err == nil || !strings.Contains(err.Error(), "items[0].protocol") {
+		t.Errorf("bad protocol: %v", err)
+	}
+	srv.Close()
+	if _, err := fetchOwners(strings.TrimPrefix(srv.URL, "http://")); err == nil || !strings.Contains(err.Error(), "is kipvs run serving metrics") {
+		t.Errorf("no daemon: %v", err)
+	}
+}
