@@ -1,0 +1,278 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// SyncPeriod is --ipvs-sync-period in the scenarios: the longest a drift stays unrepaired.
+const SyncPeriod = 5 * time.Second
+
+// Kipvs is a `kipvs run` subprocess in the node's namespace.
+type Kipvs struct {
+	Args []string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	done chan struct{} // closed when the process has exited and been waited for
+	err  error         // exit status, valid after done
+}
+
+// syncBuffer is a goroutine-safe bytes.Buffer for a child's output.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// RunArgs are the scenarios' `kipvs run` flags; extra flags are appended (a repeated flag
+// overrides: the last one wins).
+func RunArgs(env Env, extra ...string) []string {
+	return append([]string{"run",
+		"--kubeconfig", env.Kubeconfig,
+		"--hostname-override", NodeName,
+		"--cluster-cidr", ClusterCIDR.String(),
+		"--ipvs-min-sync-period", "0",
+		"--ipvs-sync-period", SyncPeriod.String(),
+		"--metrics-bind-address", MetricsAddr,
+		"--healthz-bind-address", HealthAddr,
+		"--bind-address-hard-fail",
+	}, extra...)
+}
+
+// StartKipvs starts `kipvs args...` and registers its stop with t.Cleanup; when the test
+// has failed by then (or KIPVS_E2E_SHOW_LOGS=1), kipvs's log goes into the test log.
+func StartKipvs(t testing.TB, env Env, args ...string) *Kipvs {
+	t.Helper()
+	k := &Kipvs{Args: args, log: &syncBuffer{}, done: make(chan struct{})}
+	k.cmd = exec.Command(env.KipvsBin, args...)
+	k.cmd.Stdout, k.cmd.Stderr = k.log, k.log
+	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := k.cmd.Start(); err != nil {
+		t.Fatalf("start kipvs: %v", err)
+	}
+	go func() { k.err = k.cmd.Wait(); close(k.done) }()
+	t.Cleanup(func() {
+		k.Stop(t)
+		if t.Failed() || os.Getenv("KIPVS_E2E_SHOW_LOGS") == "1" {
+			t.Logf("kipvs %s log:\n%s", strings.Join(args, " "), tailLines(k.log.String(), 400))
+		}
+	})
+	return k
+}
+
+// Log returns what kipvs has written so far.
+func (k *Kipvs) Log() string { return k.log.String() }
+
+// Exited reports whether the process has ended.
+func (k *Kipvs) Exited() bool {
+	select {
+	case <-k.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop sends SIGTERM and waits for the exit (SIGKILL after 30 s); an exit status other
+// than 0 fails the test. Stopping twice is fine.
+func (k *Kipvs) Stop(t testing.TB) {
+	t.Helper()
+	if k.Exited() {
+		return
+	}
+	_ = k.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-k.done:
+	case <-time.After(30 * time.Second):
+		_ = k.cmd.Process.Kill()
+		<-k.done
+		t.Errorf("kipvs did not stop within 30 s of SIGTERM")
+		return
+	}
+	if k.err != nil {
+		t.Errorf("kipvs exited with %v", k.err)
+	}
+}
+
+// Wait waits for the process to exit on its own and returns its output and exit error.
+func (k *Kipvs) Wait(t testing.TB, limit time.Duration) (string, error) {
+	t.Helper()
+	select {
+	case <-k.done:
+		return k.log.String(), k.err
+	case <-time.After(limit):
+		t.Fatalf("kipvs %s still running after %s; log:\n%s", strings.Join(k.Args, " "), limit, tailLines(k.log.String(), 100))
+		return "", nil
+	}
+}
+
+// WaitSynced waits until kipvs has finished a sync that started after everything it was
+// asked to do (its last sync ended after the last queued request and nothing is pending)
+// and cond holds. cond (may be nil) checks the kernel for the expected result; both are
+// needed because a change still on its way from the apiserver is in neither metric.
+func (k *Kipvs) WaitSynced(t testing.TB, limit time.Duration, what string, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	return Poll(t, limit, what, func() (bool, string) {
+		if k.Exited() {
+			t.Fatalf("kipvs exited (%v) while waiting for %s; log:\n%s", k.err, what, tailLines(k.log.String(), 200))
+		}
+		if cond != nil {
+			if ok, detail := cond(); !ok {
+				return false, detail
+			}
+		}
+		m, err := FetchMetrics()
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Synced()
+	})
+}
+
+// Metrics fetches kipvs's /metrics, failing the test when it cannot.
+func (k *Kipvs) Metrics(t testing.TB) Metrics {
+	t.Helper()
+	m, err := FetchMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Metrics is one scrape of /metrics: sample lines "name{labels}" -> value.
+type Metrics map[string]float64
+
+// FetchMetrics scrapes MetricsAddr.
+func FetchMetrics() (Metrics, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+MetricsAddr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape kipvs metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape kipvs metrics: HTTP %d", resp.StatusCode)
+	}
+	return parseMetrics(resp.Body)
+}
+
+func parseMetrics(r io.Reader) (Metrics, error) {
+	m := Metrics{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			return nil, fmt.Errorf("metrics: malformed line %q", line)
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics: malformed value in %q: %w", line, err)
+		}
+		m[line[:i]] = v
+	}
+	return m, sc.Err()
+}
+
+// Get sums the samples of metric name whose labels include every label given as
+// `key="value"` (exact text as exposed).
+func (m Metrics) Get(name string, labels ...string) float64 {
+	var sum float64
+	for k, v := range m {
+		base, rest, _ := strings.Cut(k, "{")
+		if base != name {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(rest, l) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// Synced reports whether the IPv4 sync loop is idle: a sync has completed, the last one
+// ended after the last queued request, and no change is pending.
+func (m Metrics) Synced() (bool, string) {
+	fam := `ip_family="IPv4"`
+	last := m.Get("kubeproxy_sync_proxy_rules_last_timestamp_seconds", fam)
+	queued := m.Get("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", fam)
+	svc := m.Get("kubeproxy_sync_proxy_rules_service_changes_pending")
+	eps := m.Get("kubeproxy_sync_proxy_rules_endpoint_changes_pending")
+	switch {
+	case last == 0:
+		return false, "no sync completed yet"
+	case last < queued:
+		return false, fmt.Sprintf("a sync is queued (last sync %.3f < last queued %.3f)", last, queued)
+	case svc+eps > 0:
+		return false, fmt.Sprintf("%v service and %v endpoint changes pending", svc, eps)
+	}
+	return true, ""
+}
+
+// RunCleanup runs `kipvs cleanup` and returns its output.
+func RunCleanup(env Env) (string, error) {
+	return Run(env.KipvsBin, "cleanup")
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("... (%d earlier lines)", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// WithoutFlag returns args without flag (given as "--name") and its value, whether written
+// "--name value" or "--name=value".
+func WithoutFlag(args []string, flag string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == flag:
+			i++ // and its value
+		case strings.HasPrefix(args[i], flag+"="):
+		default:
+			out = append(out, args[i])
+		}
+	}
+	return out
+}
