@@ -1,4 +1,4 @@
-//go:build e2e
+//go:build e2e && scale
 
 package deploy
 
@@ -100,12 +100,13 @@ func virtualServers() (int, error) {
 // configuration) against the real apiserver, in the VM: the time to the first full sync,
 // the resident memory after it and at its peak, and the CPU time of the first sync and of
 // an idle period with periodic full syncs. It is the basis of the DaemonSet's resource
-// requests. Opt-in (it creates thousands of objects): KIPVS_E2E_SCALE=10000, on a cluster of
-// its own (e2erun ... -- -test.run TestScaleResources).
+// requests. It is a measurement, not part of make test: it is built only with the extra
+// build tag "scale" (go test -c -tags 'e2e scale' ./e2e/deploy, then e2erun ... --env
+// KIPVS_E2E_SCALE=10000 -- -test.run TestScaleResources), on a cluster of its own.
 func TestScaleResources(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("KIPVS_E2E_SCALE"))
 	if n <= 0 {
-		t.Skip("set KIPVS_E2E_SCALE to the number of Services to measure kipvs at")
+		t.Fatal("KIPVS_E2E_SCALE must give the number of Services to measure kipvs at")
 	}
 	e := loadEnv(t)
 	a := newAPI(t, e)
