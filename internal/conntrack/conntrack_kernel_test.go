@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/vishvananda/netns"
 
 	"github.com/kipvs/kipvs/internal/netnsutil"
@@ -136,7 +138,7 @@ func TestOpsKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	checkGolden(t, "ops.golden", runOps(t, c, func(t *testing.T) string { return listed(t, ns) }))
+	golden.Check(t, "ops.golden", runOps(t, c, func(t *testing.T) string { return listed(t, ns) }))
 }
 
 // Connection tracking in a fresh namespace is off until something asks for it (here an

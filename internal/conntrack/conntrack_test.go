@@ -6,12 +6,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
 func TestOpsFake(t *testing.T) {
 	f := NewFake(seedFlows()...)
-	checkGolden(t, "ops.golden", runOps(t, f, nil))
+	golden.Check(t, "ops.golden", runOps(t, f, nil))
 }
 
 func TestFakeInsert(t *testing.T) {

@@ -1,24 +1,15 @@
 package conntrack
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/google/go-cmp/cmp"
-	"golang.org/x/sys/unix"
-
-	"github.com/kipvs/kipvs/internal/kerr"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files from the fake")
 
 // This file holds the operation table shared by the fake (conntrack_test.go) and the
 // kernel (conntrack_kernel_test.go): the same flows are inserted (Fake.Insert, or
@@ -130,7 +121,7 @@ func runOps(t *testing.T, impl Interface, observe func(t *testing.T) string) str
 	var b strings.Builder
 	for i, s := range opTable() {
 		out, err := s.run(impl)
-		fmt.Fprintf(&b, "%02d %s: %s", i, s.name, outcome(err))
+		fmt.Fprintf(&b, "%02d %s: %s", i, s.name, golden.Outcome(err))
 		if strings.HasPrefix(out, "\n") {
 			if observe != nil && err == nil {
 				if got := observe(t); got != strings.TrimPrefix(out, "\n")+"\n" && !(got == "" && out == "\n") {
@@ -145,59 +136,4 @@ func runOps(t *testing.T, impl Interface, observe func(t *testing.T) string) str
 		b.WriteString("\n")
 	}
 	return b.String()
-}
-
-// outcome names an error by its kerr type and errno, which real and fake share.
-func outcome(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var kind string
-	switch {
-	case kerr.IsNotFound(err):
-		kind = "not found"
-	case kerr.IsExists(err):
-		kind = "exists"
-	case kerr.IsInvalid(err):
-		kind = "invalid"
-	case kerr.IsBusy(err):
-		kind = "busy"
-	default:
-		kind = "untyped error: " + err.Error()
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		kind += " " + unix.ErrnoName(errno)
-	}
-	return "error: " + kind
-}
-
-// testdataDir is this package's testdata directory by absolute path: kernel test binaries
-// run in the VM from the directory they were built into, not from the package.
-func testdataDir() string {
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		return filepath.Join(filepath.Dir(file), "testdata")
-	}
-	return "testdata"
-}
-
-// checkGolden compares got with testdata/name (rewriting it with -update).
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join(testdataDir(), name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/conntrack -run %s -update)", err, t.Name())
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
-	}
 }

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
@@ -107,7 +109,7 @@ func TestOpsKernel(t *testing.T) {
 		},
 		observe: func(t *testing.T) string { return ipDump(t, ns, testLink) },
 	}
-	checkGolden(t, "ops.golden", runOps(t, h))
+	golden.Check(t, "ops.golden", runOps(t, h))
 	// The veth the adapter refused to touch is still there.
 	if l := ipShow(t, ns, testLink); l == nil || l.LinkInfo.Kind != "veth" {
 		t.Fatalf("the foreign veth %s is gone or changed: %+v", testLink, l)

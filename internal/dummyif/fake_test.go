@@ -7,13 +7,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
 func TestOpsFake(t *testing.T) {
 	f := NewFake(testLink)
 	h := &harness{impl: f, foreign: func(*testing.T) { f.SetForeignLink("veth") }}
-	checkGolden(t, "ops.golden", runOps(t, h))
+	golden.Check(t, "ops.golden", runOps(t, h))
 }
 
 func TestFakeDefaultsAndState(t *testing.T) {

@@ -2,12 +2,8 @@ package dummyif
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,8 +13,6 @@ import (
 
 	"github.com/kipvs/kipvs/internal/kerr"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files from the fake")
 
 // This file holds the operation table shared by the fake (fake_test.go) and the kernel
 // (dummyif_kernel_test.go). Each run produces a transcript (every step's outcome, typed
@@ -222,34 +216,4 @@ func outcome(err error) string {
 		kind += " " + unix.ErrnoName(errno)
 	}
 	return "error: " + kind
-}
-
-// testdataDir is this package's testdata directory by absolute path: kernel test binaries
-// run in the VM from the directory they were built into, not from the package.
-func testdataDir() string {
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		return filepath.Join(filepath.Dir(file), "testdata")
-	}
-	return "testdata"
-}
-
-// checkGolden compares got with testdata/name (rewriting it with -update).
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join(testdataDir(), name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/dummyif -run %s -update)", err, t.Name())
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
-	}
 }

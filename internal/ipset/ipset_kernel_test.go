@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
@@ -65,7 +67,7 @@ func TestKernelOps(t *testing.T) {
 	ns := netnstest.New(t)
 	r := newReal(t, ns)
 	applyOps(t, r)
-	checkGolden(t, "ops.golden", mustDump(t, r))
+	golden.Check(t, "ops.golden", mustDump(t, r))
 	checkSave(t, ns, r) // upstream's headers (hashsize 1024 maxelem 65536, range 0-65535) included
 }
 

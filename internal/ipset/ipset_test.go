@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
@@ -20,7 +22,7 @@ func TestFakeOps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "ops.golden", got)
+	golden.Check(t, "ops.golden", got)
 }
 
 // The Dump format matches what ipset(8) 7.17 saves (captured in the test VM, kernel 6.1) once

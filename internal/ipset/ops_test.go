@@ -2,9 +2,7 @@ package ipset_test
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -13,8 +11,6 @@ import (
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files from the fake")
 
 // op is one step of the table applied to both the fake and the kernel. want is the error
 // kind the step must give (nil: success).
@@ -317,25 +313,6 @@ func applyOps(t *testing.T, impl ipset.Interface) {
 		case o.want != nil && !errors.Is(err, o.want):
 			t.Errorf("step %d %s: got error %v, want %v", n, o.desc, err, o.want)
 		}
-	}
-}
-
-// checkGolden compares got with testdata/name, rewriting it with -update.
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	path := testdata(name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from %s:\n%s", "Dump()", path, lineDiff(string(want), got))
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -20,7 +22,7 @@ func TestFakeOpTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "ops.golden", dump)
+	golden.Check(t, "ops.golden", dump)
 }
 
 func TestFakeFaultInjection(t *testing.T) {

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -48,7 +50,7 @@ func TestKernelOpTable(t *testing.T) {
 	runOpTable(t, c)
 	checkReads(t, c)
 	dump := mustDump(t, c)
-	checkGolden(t, "ops.golden", dump)
+	golden.Check(t, "ops.golden", dump)
 	checkIPVSADM(t, ns, c)
 
 	// The client is bound to its namespace: nothing leaked into the test's own.

@@ -2,11 +2,7 @@ package ipvs
 
 import (
 	"errors"
-	"flag"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -15,8 +11,6 @@ import (
 
 	"github.com/kipvs/kipvs/internal/kerr"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files from the fake")
 
 // This file holds the operation table shared by the fake (go test) and the kernel
 // (ipvs_kernel_test.go): both must end in the state of testdata/ops.golden and fail the
@@ -291,33 +285,6 @@ func checkReads(t *testing.T, impl Interface) {
 	}
 	if _, err := impl.GetService(fwm(999, IPv6)); !errors.Is(err, kerr.ErrNotFound) || !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("GetService of a missing service: %v, want ErrNotFound/ESRCH", err)
-	}
-}
-
-// testdataDir is this package's testdata directory by absolute path: kernel test binaries
-// run in the VM from the directory they were built into, not from the package.
-func testdataDir() string {
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		return filepath.Join(filepath.Dir(file), "testdata")
-	}
-	return "testdata"
-}
-
-// checkGolden compares got with testdata/name (rewriting it with -update).
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join(testdataDir(), name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/ipvs -run %s -update)", err, t.Name())
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/vishvananda/netns"
 
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -119,7 +121,7 @@ func TestHandleCommands(t *testing.T) {
 	if !slices.Equal(sc.calls, want) {
 		t.Fatalf("commands:\n%s\nwant\n%s", strings.Join(sc.calls, "\n"), strings.Join(want, "\n"))
 	}
-	golden(t, "ipv6-v1-payload-nat.golden", res.Payloads[TableNAT])
+	golden.Check(t, "ipv6-v1-payload-nat.golden", res.Payloads[TableNAT])
 	if !strings.HasPrefix(res.Payloads[TableFilter], "*filter\n") {
 		t.Fatalf("filter payload:\n%s", res.Payloads[TableFilter])
 	}
@@ -138,14 +140,14 @@ func TestHandleCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "ipv6-v2-payload-filter.golden", res.Payloads[TableFilter])
-	golden(t, "ipv6-v2-payload-nat.golden", res.Payloads[TableNAT])
+	golden.Check(t, "ipv6-v2-payload-filter.golden", res.Payloads[TableFilter])
+	golden.Check(t, "ipv6-v2-payload-nat.golden", res.Payloads[TableNAT])
 
 	res, err = h.Remove(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "ipv6-remove-payload-nat.golden", res.Payloads[TableNAT])
+	golden.Check(t, "ipv6-remove-payload-nat.golden", res.Payloads[TableNAT])
 }
 
 // A restore that the kernel accepts but saves differently (a rule not in canonical form that

@@ -8,18 +8,16 @@ package netfilter
 import (
 	"context"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/kipvs/kipvs/internal/kerr"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/ (fake run)")
 
 // scenarioEnv is one implementation under test plus an independent writer and reader of the
 // same tables: another program running iptables-restore, and iptables-save.
@@ -214,24 +212,6 @@ COMMIT
 COMMIT
 `
 
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := testdata(name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("golden %s: %v (run the fake tests with -update)", path, err)
-	}
-	if got != string(want) {
-		t.Fatalf("%s differs from golden %s:\n--- got\n%s--- want\n%s", name, path, got, want)
-	}
-}
-
 // testdata locates a file in this package's testdata directory also when the test binary runs
 // elsewhere (the VM runs it from the build cache directory).
 func testdata(name string) string {
@@ -274,7 +254,7 @@ func runScenario(t *testing.T, env scenarioEnv) {
 
 	env.foreign(t, foreignSeed)
 	foreignOnly := env.saveAll(t)
-	golden(t, prefix+"-foreign.golden", foreignOnly)
+	golden.Check(t, prefix+"-foreign.golden", foreignOnly)
 
 	// First apply: everything is created, foreign state kept.
 	res, err := env.nf.Apply(ctx, v1)
@@ -282,8 +262,8 @@ func runScenario(t *testing.T, env scenarioEnv) {
 		t.Fatalf("apply v1: %v", err)
 	}
 	wantRestored(t, "apply v1", res, TableFilter, TableNAT)
-	golden(t, prefix+"-v1.golden", dump(t, env.nf))
-	golden(t, prefix+"-v1-full.golden", env.saveAll(t))
+	golden.Check(t, prefix+"-v1.golden", dump(t, env.nf))
+	golden.Check(t, prefix+"-v1-full.golden", env.saveAll(t))
 	if got := Format(v1); got != dump(t, env.nf) {
 		t.Fatalf("Dump after apply v1 is not Format(v1):\n%s", got)
 	}
@@ -310,7 +290,7 @@ func runScenario(t *testing.T, env scenarioEnv) {
 		t.Fatalf("repair: %v", err)
 	}
 	wantRestored(t, "repair", res, TableNAT)
-	golden(t, prefix+"-v1-full.golden", env.saveAll(t))
+	golden.Check(t, prefix+"-v1-full.golden", env.saveAll(t))
 
 	// Rejections leave the table as it was.
 	_, err = env.nf.Apply(ctx, with(v1, TableNAT, ChainServices, "-j KUBE-NO-SUCH-CHAIN"))
@@ -322,7 +302,7 @@ func runScenario(t *testing.T, env scenarioEnv) {
 	wantErr(t, "delete a chain a foreign rule references", err, kerr.ErrBusy)
 	_, err = env.nf.Apply(ctx, with(v1, TableNAT, ChainMarkMasq, "-j MARK --or-mark 0x4000"))
 	wantErr(t, "non-canonical rule", err, kerr.ErrInvalid)
-	golden(t, prefix+"-v1.golden", dump(t, env.nf))
+	golden.Check(t, prefix+"-v1.golden", dump(t, env.nf))
 
 	// A changed ruleset: chains and jumps removed, rules changed, the rest untouched.
 	res, err = env.nf.Apply(ctx, v2)
@@ -330,8 +310,8 @@ func runScenario(t *testing.T, env scenarioEnv) {
 		t.Fatalf("apply v2: %v", err)
 	}
 	wantRestored(t, "apply v2", res, TableFilter, TableNAT)
-	golden(t, prefix+"-v2.golden", dump(t, env.nf))
-	golden(t, prefix+"-v2-full.golden", env.saveAll(t))
+	golden.Check(t, prefix+"-v2.golden", dump(t, env.nf))
+	golden.Check(t, prefix+"-v2-full.golden", env.saveAll(t))
 
 	// Remove: filter goes, nat fails as a whole while FOREIGN-NAT references KUBE-NODE-PORT.
 	res, err = env.nf.Remove(ctx)

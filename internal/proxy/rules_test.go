@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -47,7 +49,7 @@ func TestRulesGolden(t *testing.T) {
 			if !tc.empty {
 				d = fullDesired(o)
 			}
-			golden(t, "rules-"+tc.name+".golden", BuildRules(o, d).Render())
+			golden.Check(t, "rules-"+tc.name+".golden", BuildRules(o, d).Render())
 		})
 	}
 }
@@ -93,7 +95,7 @@ func TestRulesIPv6(t *testing.T) {
 	if strings.Contains(r, "KUBE-CLUSTER-IP ") {
 		t.Errorf("IPv6 rules reference an IPv4 set:\n%s", r)
 	}
-	golden(t, "rules-ipv6.golden", r)
+	golden.Check(t, "rules-ipv6.golden", r)
 }
 
 func TestQuoteComment(t *testing.T) {

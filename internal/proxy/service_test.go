@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -240,7 +242,7 @@ func TestBuildServiceGolden(t *testing.T) {
 		st := BuildService(ServiceInput{Service: tc.svc, Slices: tc.slices}, o)
 		fmt.Fprintf(&all, "=== %s\n%s", tc.name, formatState(st))
 	}
-	golden(t, "build-service.golden", all.String())
+	golden.Check(t, "build-service.golden", all.String())
 }
 
 // Spot checks that pin the semantics independent of the golden file.

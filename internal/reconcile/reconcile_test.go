@@ -3,15 +3,14 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -30,27 +29,6 @@ import (
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		_ = os.MkdirAll("testdata", 0o755)
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from golden (run with -update and review)\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
-}
 
 // env is one node: fake kernel, desired state, reconciler.
 type env struct {
@@ -218,7 +196,7 @@ func TestFullSyncFromScratch(t *testing.T) {
 	if res.Plan.Empty() {
 		t.Fatal("first sync planned nothing")
 	}
-	golden(t, "full-sync-from-scratch.golden", res.Plan.String()+"==\n"+e.dump())
+	golden.Check(t, "full-sync-from-scratch.golden", res.Plan.String()+"==\n"+e.dump())
 	res = e.full()
 	if !res.Plan.Empty() || len(res.Drift) != 0 {
 		t.Fatalf("second full sync: plan\n%s drift %v", res.Plan, res.Drift)
@@ -264,7 +242,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			t.Fatalf("step %d: full sync after incremental found work:\n%s drift %v", i+1, res.Plan, res.Drift)
 		}
 	}
-	golden(t, "incremental-plans.golden", plans.String())
+	golden.Check(t, "incremental-plans.golden", plans.String())
 	if got := e.counter("kipvs_sync_objects_changed_total", map[string]string{"kind": "virtual_server", "op": "delete"}); got != 2 {
 		t.Errorf("virtual servers deleted = %v, want 2 (api's cluster IP and node port)", got)
 	}
@@ -307,7 +285,7 @@ func TestAdoptionKeepsLiveStateAndForeignObjects(t *testing.T) {
 	if len(res.Drift) != 0 {
 		t.Errorf("adoption counted as drift: %v", res.Drift)
 	}
-	golden(t, "adoption.golden", res.Plan.String()+"==\n"+e.dump())
+	golden.Check(t, "adoption.golden", res.Plan.String()+"==\n"+e.dump())
 	for _, line := range strings.Split(res.Plan.String(), "\n") {
 		if strings.Contains(line, "10.96.0.10:80") {
 			t.Errorf("adoption touched the live virtual server: %s", line)

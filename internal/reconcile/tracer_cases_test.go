@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
@@ -94,7 +96,7 @@ func TestPacketFlows(t *testing.T) {
 			t.Errorf("%s: %s = %q, want %q", f.name, f.p, got, f.want)
 		}
 	}
-	golden(t, "packet-flows.golden", all.String())
+	golden.Check(t, "packet-flows.golden", all.String())
 
 	// Seed-001: without a local-traffic detector, node-originated traffic is still SNATed
 	// and pod traffic is not.

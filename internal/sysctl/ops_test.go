@@ -2,24 +2,19 @@ package sysctl
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
 	"github.com/kipvs/kipvs/internal/kerr"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files from the fake")
 
 // This file holds the operation table shared by the fake, the real implementation on a
 // temporary directory (both in sysctl_test.go) and the real implementation on the kernel's
@@ -195,35 +190,5 @@ func fileObserver(root string) observer {
 			out = append(out, Normalize(string(b)))
 		}
 		return out
-	}
-}
-
-// testdataDir is this package's testdata directory by absolute path: kernel test binaries
-// run in the VM from the directory they were built into, not from the package.
-func testdataDir() string {
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		return filepath.Join(filepath.Dir(file), "testdata")
-	}
-	return "testdata"
-}
-
-// checkGolden compares got with testdata/name (rewriting it with -update).
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join(testdataDir(), name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/sysctl -run %s -update)", err, t.Name())
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
 	}
 }

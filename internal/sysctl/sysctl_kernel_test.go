@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/vishvananda/netns"
 
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -53,7 +55,7 @@ func TestOpsKernel(t *testing.T) {
 	}
 	ns.MustRun(t, args...)
 	observe := func(t *testing.T, keys []string) []string { return nsSysctl(t, ns, keys...) }
-	checkGolden(t, "ops.golden", runOps(t, New("", ns.Handle), observe))
+	golden.Check(t, "ops.golden", runOps(t, New("", ns.Handle), observe))
 }
 
 // /proc/sys/net belongs to the namespace of the opening thread: a Sysctl bound to a test

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+
 	"github.com/vishvananda/netns"
 
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -15,7 +17,7 @@ import (
 
 func TestOpsFake(t *testing.T) {
 	f := NewFake(baseline())
-	checkGolden(t, "ops.golden", runOps(t, f, nil))
+	golden.Check(t, "ops.golden", runOps(t, f, nil))
 	if got, want := f.Writes(), 10; got != want {
 		t.Errorf("the fake wrote %d times, want %d (one per Set that changed something)", got, want)
 	}
@@ -25,7 +27,7 @@ func TestOpsFake(t *testing.T) {
 func TestOpsTempRoot(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, baseline())
-	checkGolden(t, "ops.golden", runOps(t, New(root, netns.None()), fileObserver(root)))
+	golden.Check(t, "ops.golden", runOps(t, New(root, netns.None()), fileObserver(root)))
 }
 
 func TestDefaultRoot(t *testing.T) {
