@@ -113,6 +113,7 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger) error
 			mux := http.NewServeMux()
 			mux.Handle("/", h)
 			mux.Handle(server.VirtualServersPath, server.VirtualServersHandler(d.VirtualServers))
+			mux.Handle(server.StatePath, server.StateHandler(d.State))
 			h = mux
 		}
 		if cfg.EnableProfiling {

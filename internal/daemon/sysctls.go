@@ -43,6 +43,25 @@ func ParseKernelVersion(release string) (KernelVersion, error) {
 	return KernelVersion{major, minor}, nil
 }
 
+// Sysctl is one kernel parameter Prepare sets: Key in slash form, the Value it writes, and
+// Why kipvs needs it.
+type Sysctl struct{ Key, Value, Why string }
+
+// DesiredSysctls returns the sysctls Prepare sets on a kernel release with numCPU CPUs (the
+// rule kipvs run follows, for kipvs doctor), and the warnings it logs instead of setting.
+func DesiredSysctls(cfg *config.Config, release string, numCPU int) ([]Sysctl, []string, error) {
+	kv, err := ParseKernelVersion(release)
+	if err != nil {
+		return nil, nil, err
+	}
+	settings, warnings := desiredSysctls(cfg, kv, numCPU)
+	out := make([]Sysctl, len(settings))
+	for i, s := range settings {
+		out[i] = Sysctl{Key: s.key, Value: s.value, Why: s.why}
+	}
+	return out, warnings, nil
+}
+
 // sysctlSetting is one value kipvs wants.
 type sysctlSetting struct {
 	key, value, why string

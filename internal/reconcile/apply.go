@@ -225,6 +225,12 @@ func applyToModel(s *state, p *Plan) {
 	}
 }
 
+// DesiredRuleset is the iptables ruleset a sync applies for d under po (kipvs's chains and
+// the jumps into them), for comparing the kernel's chains with what kipvs wants.
+func DesiredRuleset(po *proxy.Options, d *proxy.Desired) netfilter.Ruleset {
+	return toRuleset(proxy.BuildRules(po, d))
+}
+
 // toRuleset converts the proxy's rules to the netfilter adapter's declarative form.
 func toRuleset(r *proxy.Rules) netfilter.Ruleset {
 	rs := netfilter.Ruleset{}

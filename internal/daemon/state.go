@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
+	"github.com/kipvs/kipvs/internal/reconcile"
+	"github.com/kipvs/kipvs/internal/server"
+)
+
+// State is the metrics server's read-only /debug/kipvs/state document: the kernel state
+// the daemon wants, per family, and the real servers it is draining. It is taken between
+// syncs (under the sync lock), so it describes what the last sync applied.
+func (d *Daemon) State() server.State {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := server.State{
+		Dummy:          DummyName,
+		GracefulPeriod: d.cfg.Kipvs.GracefulPeriod.String(),
+		Schedulers:     maps.Clone(d.schedulers),
+		ServiceCIDRs:   []string{},
+		Families:       []server.FamilyState{},
+	}
+	if d.deps.Source != nil {
+		for _, p := range d.deps.Source.ServiceCIDRs().CIDRs {
+			st.ServiceCIDRs = append(st.ServiceCIDRs, p.String())
+		}
+	}
+	for _, f := range d.families {
+		fs := server.FamilyState{Family: f.f.String(), Addresses: []string{}, Sets: []server.SetState{},
+			VirtualServers: []server.VirtualServer{}, Draining: []server.DrainingRealServer{}}
+		if !f.rec.NeedsFull() || d.ready {
+			// f.opts is set by the first full sync; before it there is nothing to show.
+			fs = FamilyState(f.desired, &f.opts, f.rec.Draining())
+		}
+		fs.Synced = !f.rec.NeedsFull()
+		st.Families = append(st.Families, fs)
+	}
+	return st
+}
+
+// FamilyState renders one family's desired state (d built under po) and its draining real
+// servers as the state document shows them. Synced is left false.
+func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.DrainKey]time.Time) server.FamilyState {
+	fs := server.FamilyState{
+		Family:         d.Family().String(),
+		Addresses:      []string{},
+		Sets:           []server.SetState{},
+		VirtualServers: []server.VirtualServer{},
+		Draining:       []server.DrainingRealServer{},
+	}
+	for _, a := range d.Addresses() {
+		fs.Addresses = append(fs.Addresses, a.String())
+	}
+	bySet := map[string][]string{}
+	for _, m := range d.Members() {
+		bySet[m.Set] = append(bySet[m.Set], m.Entry)
+	}
+	for _, spec := range proxy.Sets(d.Family()) {
+		members := bySet[spec.Name]
+		if members == nil {
+			members = []string{}
+		}
+		fs.Sets = append(fs.Sets, server.SetState{Name: spec.Name, Type: string(spec.Type), Members: members})
+	}
+	for _, v := range d.VirtualServers() {
+		fs.VirtualServers = append(fs.VirtualServers, server.VirtualServer{
+			Protocol: strings.ToUpper(v.Protocol.String()), Address: v.Address.String(), Port: v.Port,
+			Kind: v.Kind.String(), Namespace: v.Owner.Namespace, Name: v.Owner.Name, PortName: v.Owner.Port,
+			Destinations: len(v.Destinations),
+		})
+	}
+	fs.Rules = netfilter.Format(reconcile.DesiredRuleset(po, d).Normalize())
+	keys := slices.SortedFunc(maps.Keys(draining), func(a, b reconcile.DrainKey) int {
+		if c := a.VS.Compare(b.VS); c != 0 {
+			return c
+		}
+		return a.Dest.Compare(b.Dest)
+	})
+	for _, k := range keys {
+		fs.Draining = append(fs.Draining, server.DrainingRealServer{
+			Protocol: strings.ToUpper(k.VS.Protocol.String()), Address: k.VS.Address.String(), Port: k.VS.Port,
+			RealServer: k.Dest.String(), Since: draining[k].UTC(),
+		})
+	}
+	return fs
+}

@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/server"
+)
+
+// State (the metrics server's /debug/kipvs/state) shows what the daemon programmed: it
+// equals the kernel after a sync (sets, VIPs, rules), and lists a removed endpoint's real
+// server while it drains.
+func TestDaemonState(t *testing.T) {
+	log := zaptest.NewLogger(t)
+	path := filepath.Join(t.TempDir(), "services.yaml")
+	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node := newFakeNode()
+	ready := make(chan struct{})
+	cfg := testConfig(t)
+	cfg.Kipvs.SourceFile = path
+	d, err := New(cfg, "node-a", log, node.deps(startFileSource(t, ctx, path, log), prometheus.NewRegistry(), ready))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := d.State()
+	if len(st.Families) != 1 || st.Families[0].Synced || len(st.Families[0].Addresses) != 0 || st.Families[0].Rules != "" {
+		t.Errorf("before the first sync: %+v", st.Families)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run ended before the first sync: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first sync")
+	}
+
+	st = d.State()
+	if st.Dummy != DummyName || st.GracefulPeriod != cfg.Kipvs.GracefulPeriod.String() || !st.Schedulers["rr"] || len(st.Families) != 1 {
+		t.Fatalf("state header: %+v", st)
+	}
+	fs := st.Families[0]
+	if fs.Family != "IPv4" || !fs.Synced || !slices.Equal(fs.Addresses, []string{"10.96.0.10"}) {
+		t.Errorf("family: %s synced=%v addresses=%v", fs.Family, fs.Synced, fs.Addresses)
+	}
+	members := map[string][]string{}
+	for _, s := range fs.Sets {
+		members[s.Name] = s.Members
+	}
+	if len(fs.Sets) != 17 || !slices.Equal(members["KUBE-CLUSTER-IP"], []string{"10.96.0.10,tcp:80"}) || !slices.Equal(members["KUBE-IPVS-IPS"], []string{"10.96.0.10"}) {
+		t.Errorf("sets: %+v", fs.Sets)
+	}
+	obs, err := node.nf.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := netfilter.Format(obs.Normalize()); fs.Rules != want || !strings.Contains(fs.Rules, "-j KUBE-FORWARD") {
+		t.Errorf("rules:\n%s\nkernel:\n%s", fs.Rules, want)
+	}
+	if len(fs.VirtualServers) != 1 || fs.VirtualServers[0].Address != "10.96.0.10" || len(fs.Draining) != 0 {
+		t.Errorf("virtual servers %+v, draining %+v", fs.VirtualServers, fs.Draining)
+	}
+
+	// The endpoint moves: the old real server drains at weight 0.
+	if err := os.WriteFile(path, []byte(strings.Replace(oneService, "10.244.1.5", "10.244.1.6", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var drain []server.DrainingRealServer
+	waitFor(t, "the old real server to drain", func() bool {
+		drain = d.State().Families[0].Draining
+		return len(drain) == 1
+	})
+	if got := drain[0]; got.Protocol != "TCP" || got.Address != "10.96.0.10" || got.Port != 80 || got.RealServer != "10.244.1.5:8080" ||
+		time.Since(got.Since) > time.Minute || got.Since.Location() != time.UTC {
+		t.Errorf("draining: %+v", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
