@@ -15,6 +15,6 @@ kube-proxy's IPVS mode, so nodes migrate in either direction without disruption.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newRunCommand(), newCleanupCommand(), newStatusCommand())
+	root.AddCommand(newVersionCommand(), newRunCommand(), newCleanupCommand(), newStatusCommand(), newDoctorCommand())
 	return root
 }

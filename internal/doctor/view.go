@@ -1,0 +1,147 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/proxy"
+	"github.com/kipvs/kipvs/internal/server"
+)
+
+// View is a read-only view of the node: everything the checks look at. NewRealView reads
+// the real node; tests fill it with fakes. Nothing in it changes the node.
+type View struct {
+	// KernelRelease is uname -r ("6.1.0-56-amd64").
+	KernelRelease string
+	NumCPU        int
+	Modules       ModuleReader
+	Sysctl        SysctlReader
+	Net           NetReader
+	IPVS          IPVSReader
+	IPSet         IPSetReader
+	// Iptables holds a reader per family whose iptables could be read; IptablesErr says
+	// why a family is missing (nil when both are there).
+	Iptables    map[proxy.Family]IptablesReader
+	IptablesErr error
+	Conntrack   ConntrackReader
+	// Daemon reaches the running kipvs daemon; nil means no daemon is looked for.
+	Daemon DaemonReader
+	// APIServiceCIDRs lists the cluster's ServiceCIDR objects; nil when no API server is
+	// configured.
+	APIServiceCIDRs func(ctx context.Context) ([]netip.Prefix, error)
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// ModuleState is how a kernel module is present.
+type ModuleState int
+
+// The module states.
+const (
+	// ModuleMissing: not loaded, not built in, and not installed for the running kernel.
+	ModuleMissing ModuleState = iota
+	// ModuleLoaded: listed in /proc/modules.
+	ModuleLoaded
+	// ModuleBuiltin: compiled into the kernel.
+	ModuleBuiltin
+	// ModuleAvailable: installed but not loaded; the kernel loads it on first use.
+	ModuleAvailable
+	// ModuleUnknown: not loaded, and whether it is installed cannot be told (no
+	// /lib/modules for the running kernel, as in most containers).
+	ModuleUnknown
+)
+
+func (s ModuleState) String() string {
+	return [...]string{"missing", "loaded", "built in", "available", "unknown"}[s]
+}
+
+// ModuleReader tells how a kernel module is present.
+type ModuleReader interface {
+	Module(name string) ModuleState
+}
+
+// SysctlReader reads kernel parameters (sysctl.Interface's read half): kerr.ErrNotFound
+// for a key that does not exist.
+type SysctlReader interface {
+	Get(key string) (string, error)
+}
+
+// Link is a network interface.
+type Link struct {
+	Name string
+	// Kind is "device" for hardware, else the rtnetlink kind (bridge, veth, vxlan, dummy...).
+	Kind string
+	Up   bool
+	// Master is the bridge or bond the link is a port of ("" when none).
+	Master string
+	Addrs  []netip.Prefix
+	// Hairpin is the bridge port's hairpin_mode (only meaningful for bridge ports).
+	Hairpin bool
+}
+
+// Route is a route of any table, or the answer of a route lookup.
+type Route struct {
+	Table int
+	// Type is the route type as ip(8) names it: unicast, local, broadcast, blackhole,
+	// unreachable, prohibit, throw, ...
+	Type string
+	// Dst is the destination prefix; invalid for a default route.
+	Dst     netip.Prefix
+	Gateway netip.Addr
+	Dev     string
+}
+
+// Route tables as the kernel numbers them.
+const (
+	TableMain  = 254
+	TableLocal = 255
+)
+
+// NetReader reads links, addresses and routes.
+type NetReader interface {
+	Links() ([]Link, error)
+	// Routes lists the routes of every table, both families.
+	Routes() ([]Route, error)
+	// RouteGet is `ip route get DST`: the route the node would use.
+	RouteGet(dst netip.Addr) (Route, error)
+}
+
+// IPVSReader is the read half of ipvs.Interface.
+type IPVSReader interface {
+	Info() (ipvs.Info, error)
+	Table() ([]ipvs.Entry, error)
+}
+
+// IPSetReader is the read half of ipset.Interface.
+type IPSetReader interface {
+	List(name string) (*ipset.SetInfo, error)
+}
+
+// IptablesReader reads one family's iptables.
+type IptablesReader interface {
+	// Save returns iptables-save output for every table (counters allowed).
+	Save(ctx context.Context) (string, error)
+	// Owned returns kipvs's chains and the jumps into them as they are in the kernel, in
+	// netfilter.Format text of the normalised ruleset.
+	Owned(ctx context.Context) (string, error)
+}
+
+// ConntrackReader reads the conntrack table's size over ctnetlink.
+type ConntrackReader interface {
+	Count() (entries, limit uint32, err error)
+}
+
+// DaemonReader asks the running kipvs daemon for its desired state.
+type DaemonReader interface {
+	// Address is where the daemon is asked (its metrics server).
+	Address() string
+	// State returns the daemon's state document; ErrNoDaemon when nothing answers.
+	State(ctx context.Context) (*server.State, error)
+}
+
+// ErrNoDaemon is DaemonReader.State's error when no kipvs daemon answers.
+var ErrNoDaemon = errors.New("no kipvs daemon answers")
