@@ -84,6 +84,9 @@ type ServiceSpec struct {
 	ExternalIPs []netip.Addr
 	// ExternalTrafficPolicy for NodePort and LoadBalancer Services (default Cluster).
 	ExternalTrafficPolicy v1.ServiceExternalTrafficPolicy
+	// Mutate, when set, edits the Service just before it is created (fields ServiceSpec
+	// does not name: affinity, traffic policies, annotations, IP families, ...).
+	Mutate func(*v1.Service)
 }
 
 // DefaultPorts are TCP 80 (http) and UDP 80 (udp).
@@ -121,6 +124,9 @@ func (c *Cluster) CreateService(t testing.TB, s ServiceSpec) *v1.Service {
 		if svc.Spec.ExternalTrafficPolicy == "" {
 			svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
 		}
+	}
+	if s.Mutate != nil {
+		s.Mutate(svc)
 	}
 	ctx, cancel := apiCtx()
 	defer cancel()
