@@ -245,3 +245,35 @@ func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// IPVSServing returns a condition for WaitSynced like IPVSHas, except that real servers at
+// weight 0 (TCP and SCTP ones draining after their endpoint left) are ignored: want lists
+// the real servers that get new connections.
+func IPVSServing(want map[string]map[string]int) func() (bool, string) {
+	return func() (bool, string) {
+		tab, err := ReadIPVS()
+		if err != nil {
+			return false, err.Error()
+		}
+		serving := IPVSTable{}
+		for vs, rss := range tab {
+			serving[vs] = map[string]int{}
+			for rs, w := range rss {
+				if w != 0 {
+					serving[vs][rs] = w
+				}
+			}
+		}
+		keys := make([]string, 0, len(want))
+		for k := range want {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, vs := range keys {
+			if ok, why := serving.Matches(vs, want[vs]); !ok {
+				return false, why + " (real servers at weight 0 not counted)"
+			}
+		}
+		return true, ""
+	}
+}
