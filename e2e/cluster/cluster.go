@@ -29,11 +29,15 @@ import (
 // GuestServer is the apiserver's address as a VM with cluster networking sees it.
 const GuestServer = "https://10.0.2.100:6443"
 
+// DefaultServiceCIDR is the default --service-cluster-ip-range: dual-stack, IPv4 primary
+// (Services without ipFamilyPolicy stay IPv4-only; dual-stack and IPv6 Services can be made).
+const DefaultServiceCIDR = "10.96.0.0/16,fd00:10:96::/112"
+
 // Options configure Start.
 type Options struct {
 	BinDir string // holds etcd and kube-apiserver
 	Dir    string // state directory (etcd data, certs, logs); created
-	// ServiceCIDR is --service-cluster-ip-range (default 10.96.0.0/16).
+	// ServiceCIDR is --service-cluster-ip-range (default DefaultServiceCIDR).
 	ServiceCIDR string
 	Log         io.Writer // process output; nil discards (logs are also in Dir)
 }
@@ -49,7 +53,7 @@ type Cluster struct {
 // Start launches etcd and kube-apiserver and waits until the apiserver answers /readyz.
 func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.ServiceCIDR == "" {
-		o.ServiceCIDR = "10.96.0.0/16"
+		o.ServiceCIDR = DefaultServiceCIDR
 	}
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {

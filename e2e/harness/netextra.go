@@ -59,3 +59,14 @@ func (p *Pod) AddIPv6(t testing.TB, addr netip.Prefix, gw netip.Addr) {
 		t.Fatal(fmt.Errorf("pod %s: %w", p.PodName, err))
 	}
 }
+
+// IPv6 addresses of the dual-stack scenario.
+var (
+	// ServiceCIDR6 is the apiserver's IPv6 --service-cluster-ip-range (see
+	// cluster.DefaultServiceCIDR).
+	ServiceCIDR6 = netip.MustParsePrefix("fd00:10:96::/112")
+	// PodGateway6 is the node's IPv6 address on the pod bridge; ClusterCIDR6 the IPv6
+	// --cluster-cidr.
+	PodGateway6  = netip.MustParsePrefix("fd00:10:244::1/64")
+	ClusterCIDR6 = netip.MustParsePrefix("fd00:10:244::/56")
+)

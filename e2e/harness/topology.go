@@ -22,6 +22,9 @@ import (
 // BridgeName is the pod bridge on the node.
 const BridgeName = "kbr0"
 
+// BridgeMAC is the pod bridge's fixed (locally administered) MAC address.
+var BridgeMAC = net.HardwareAddr{0x02, 0x6b, 0x62, 0x72, 0x00, 0x01}
+
 // NS is a named network namespace.
 type NS struct {
 	Name   string
@@ -73,6 +76,17 @@ func NewTopology(t testing.TB, env Env) *Topology {
 		t.Fatalf("create bridge %s: %v", BridgeName, err)
 	}
 	tp.links = append(tp.links, BridgeName)
+	// A bridge without an address of its own takes the lowest MAC of its ports, so adding
+	// a pod could change it under traffic: the pods' neighbour entries for the gateway
+	// would point at a MAC the node no longer answers to, and their packets would be
+	// dropped until the entries expire (tens of seconds). A set address stays.
+	br, err := netlink.LinkByName(BridgeName)
+	if err != nil {
+		t.Fatalf("link %s: %v", BridgeName, err)
+	}
+	if err := netlink.LinkSetHardwareAddr(br, BridgeMAC); err != nil {
+		t.Fatalf("set the MAC address of %s: %v", BridgeName, err)
+	}
 	if err := linkUp(netns.None(), BridgeName, PodGateway); err != nil {
 		t.Fatal(err)
 	}

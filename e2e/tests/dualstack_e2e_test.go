@@ -1,0 +1,120 @@
+//go:build e2e
+
+package tests
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netns"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kipvs/kipvs/e2e/harness"
+)
+
+// Issue 4, dual-stack: the node and the pods get IPv6 addresses too and kipvs runs with an
+// IPv4 and an IPv6 --cluster-cidr. An IPv6-only Service and a RequireDualStack Service
+// (the apiserver has a dual-stack Service CIDR) carry TCP and UDP traffic on every
+// cluster IP of theirs; kube-ipvs0 holds the IPv6 cluster IPs as /128; the IPv6 sets
+// (KUBE-6-*) hold them and ip6tables has kipvs's chains.
+func TestDualStack(t *testing.T) {
+	s := newScenario(t)
+	backends := s.pods("ds", 10, 2)
+	harness.AddAddr(t, netns.None(), harness.BridgeName, harness.PodGateway6)
+	v6 := map[*harness.Pod]netip.Addr{}
+	for i, p := range backends {
+		a := netip.MustParseAddr(fmt.Sprintf("fd00:10:244::%d", 0x11+i))
+		p.AddIPv6(t, netip.PrefixFrom(a, harness.PodGateway6.Bits()), harness.PodGateway6.Addr())
+		v6[p] = a
+	}
+	v6only := netip.MustParseAddr("fd00:10:96::a")
+	dual4, dual6 := netip.MustParseAddr("10.96.20.11"), netip.MustParseAddr("fd00:10:96::b")
+	svc6 := s.api.CreateService(t, harness.ServiceSpec{Name: "i4-ipv6-only", ClusterIP: v6only, Mutate: func(svc *v1.Service) {
+		svc.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicySingleStack)
+		svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol}
+	}})
+	svcDual := s.api.CreateService(t, harness.ServiceSpec{Name: "i4-dual-stack", ClusterIP: dual4, Mutate: func(svc *v1.Service) {
+		svc.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicyRequireDualStack)
+		svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+		svc.Spec.ClusterIPs = []string{dual4.String(), dual6.String()}
+	}})
+	if got := svcDual.Spec.ClusterIPs; !slices.Equal(got, []string{dual4.String(), dual6.String()}) {
+		t.Fatalf("dual-stack Service got clusterIPs %v", got)
+	}
+	var eps6 []harness.Endpoint
+	for _, p := range backends {
+		eps6 = append(eps6, harness.ReadyEP(p).WithAddr(v6[p]))
+	}
+	s.api.SetSlice(t, svc6, "", discoveryv1.AddressTypeIPv6, eps6...)
+	s.api.SetEndpoints(t, svcDual, backends...)
+	s.api.SetSlice(t, svcDual, "-v6", discoveryv1.AddressTypeIPv6, eps6...)
+
+	k := s.startKipvs("--cluster-cidr", harness.ClusterCIDR.String()+","+harness.ClusterCIDR6.String())
+	w6 := map[string]int{}
+	for _, p := range backends {
+		w6[netip.AddrPortFrom(v6[p], harness.EchoPort).String()] = 1
+	}
+	want := map[string]map[string]int{}
+	for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
+		want[vs(p, v6only, 80)] = w6
+		want[vs(p, dual6, 80)] = w6
+		want[vs(p, dual4, 80)] = harness.Weights(1, backends...)
+	}
+	k.WaitSynced(t, programLimit, "dual-stack programmed", harness.IPVSHas(want))
+
+	for _, ip := range []netip.Addr{v6only, dual6, dual4} {
+		for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
+			seen := map[string]int{}
+			var src netip.Addr
+			for range 6 {
+				a, err := harness.NodeClient().Do(p, ap(ip, 80))
+				if err != nil {
+					t.Fatalf("node -> %s %s: %v", p, ap(ip, 80), err)
+				}
+				seen[a.Backend]++
+				src = a.Source.Addr()
+				if ip.Is6() != src.Is6() {
+					t.Errorf("node -> %s %s: backend saw the client as %s, another family", p, ap(ip, 80), src)
+				}
+			}
+			if len(seen) != len(backends) {
+				t.Errorf("node -> %s %s: answers %v, want every backend", p, ap(ip, 80), seen)
+			}
+			t.Logf("node -> %s %s: answered by %v, client seen as %s", p, ap(ip, 80), seen, src)
+		}
+	}
+
+	dummy := harness.DumpDummy(t)
+	for _, ip := range []netip.Addr{v6only, dual6} {
+		if !strings.Contains(dummy, ip.String()+"/128") {
+			t.Errorf("%s does not hold %s/128:\n%s", harness.DummyName, ip, dummy)
+		}
+	}
+	if !strings.Contains(dummy, dual4.String()+"/32") {
+		t.Errorf("%s does not hold %s/32:\n%s", harness.DummyName, dual4, dummy)
+	}
+	sets := harness.DumpSets(t)
+	for _, want := range []string{
+		"add KUBE-6-CLUSTER-IP " + v6only.String() + ",tcp:80",
+		"add KUBE-6-CLUSTER-IP " + dual6.String() + ",udp:80",
+		"add KUBE-CLUSTER-IP " + dual4.String() + ",tcp:80",
+	} {
+		if !strings.Contains(sets, want) {
+			t.Errorf("ipset save lacks %q", want)
+		}
+	}
+	if !strings.Contains(sets, "create KUBE-6-CLUSTER-IP hash:ip,port family inet6") {
+		t.Errorf("no IPv6 set KUBE-6-CLUSTER-IP:\n%s", sets)
+	}
+	rules6 := harness.DumpRules(t, "ip6tables-save")
+	for _, want := range []string{":KUBE-SERVICES", "KUBE-6-CLUSTER-IP", ":KUBE-POSTROUTING"} {
+		if !strings.Contains(rules6, want) {
+			t.Errorf("ip6tables-save lacks %q:\n%s", want, rules6)
+		}
+	}
+}
