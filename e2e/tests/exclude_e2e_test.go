@@ -86,6 +86,8 @@ func TestExcludeCIDRs(t *testing.T) {
 		return n >= n0+2, fmt.Sprintf("%v full syncs so far", n-n0)
 	})
 	checkExcluded("after two more full syncs")
+	// The excluded VIP's address on kube-ipvs0 is not protected: as upstream kube-proxy
+	// (superfluous addresses are unbound), kipvs unbinds addresses no Service wants.
 	t.Logf("%s after the syncs:\n%s", harness.DummyName, harness.DumpDummy(t))
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -128,11 +129,49 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 
 	c := harness.In(ext)
 	client := harness.ExternalClientIP.Addr()
+	// usedPorts holds the client's UDP source ports of earlier flows (answers that show the
+	// client's own address). A new socket may get the port of a flow whose conntrack and
+	// IPVS entries are still alive; its datagram then belongs to that flow (same 5-tuple)
+	// and keeps the old flow's backend and NAT, which is the kernel's rule, not a policy.
+	usedPorts := map[uint16]bool{}
 	check := func(phase string, src netip.Addr, backends ...*harness.Pod) {
 		t.Helper()
 		for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
-			expectSpread(t, phase+": external -> "+string(p)+" NodePort", c, p, ap(npAddr, nodePort), 6, src, backends...)
-			expectSpread(t, phase+": external -> "+string(p)+" LoadBalancer IP", c, p, ap(lbIP, 80), 6, src, backends...)
+			for _, tg := range []struct {
+				what string
+				addr netip.AddrPort
+			}{{"NodePort", ap(npAddr, nodePort)}, {"LoadBalancer IP", ap(lbIP, 80)}} {
+				what := phase + ": external -> " + string(p) + " " + tg.what
+				seen := map[string]int{}
+				for range 6 {
+					a, err := c.Do(p, tg.addr)
+					if err != nil {
+						t.Errorf("%s: %v", what, err)
+						continue
+					}
+					seen[a.Backend]++
+					reused := p == harness.UDP && a.Source.Addr() == client && usedPorts[a.Source.Port()]
+					if p == harness.UDP && a.Source.Addr() == client {
+						usedPorts[a.Source.Port()] = true
+					}
+					switch {
+					case a.Source.Addr() == src:
+					case reused:
+						t.Logf("%s: %s saw %s: the source port of an earlier flow still in conntrack, so that flow's NAT applies", what, a.Backend, a.Source)
+					default:
+						t.Errorf("%s: backend %s saw the client as %s, want %s", what, a.Backend, a.Source, src)
+					}
+				}
+				var got []string
+				for b := range seen {
+					got = append(got, b)
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, names(backends...)) {
+					t.Errorf("%s: answers from %v, want every one of %v", what, seen, names(backends...))
+				}
+				t.Logf("%s: answered by %v, client seen as %s", what, seen, src)
+			}
 		}
 	}
 	hc := ap(harness.NodeIP, hcPort)

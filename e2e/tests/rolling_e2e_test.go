@@ -81,6 +81,11 @@ func TestRollingReplacement(t *testing.T) {
 		}
 		windows = append(windows, window{what: o.PodName + " terminating", from: programmed})
 		t.Logf("%s terminating: programmed %.1fs after the update; TCP real server at weight 0, UDP real server removed", o.PodName, d.Seconds())
+		// As ipvsadm shows it (the drain lasts at least the graceful period).
+		drainLine := "-a -t " + ap(vip, 80).String() + " -r " + o.Endpoint().String() + " -m -w 0"
+		if save := harness.DumpIPVS(t); !strings.Contains(save, drainLine+"\n") {
+			t.Errorf("ipvsadm -Sn right after programming lacks %q:\n%s", drainLine, save)
+		}
 
 		// The UDP flows to the old pod are deleted.
 		dflows := harness.Poll(t, programLimit, "conntrack flows to "+o.PodName+" deleted", func() (bool, string) {
