@@ -35,6 +35,11 @@ for m in $VM_LOAD_MODULES; do
 	modprobe "$m" || fail "modprobe $m"
 done
 
+# The VM covers /tmp, /run and /dev with its own file systems below. A work directory under
+# one of them (a CI clone in /tmp, say) would vanish: keep a view of it to bind back after.
+mkdir -p /keep
+mount --bind "/host$VM_WORKDIR" /keep || fail "bind work directory $VM_WORKDIR"
+
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
 mount -t devtmpfs dev /host/dev
@@ -46,6 +51,10 @@ mount -t tmpfs run /host/run
 mkdir -p /host/run/vm /host/run/netns
 mount --bind /out /host/run/vm
 [ -d /host/sys/fs/bpf ] && mount -t bpf bpf /host/sys/fs/bpf 2>/dev/null
+if [ ! -d "/host$VM_WORKDIR" ]; then
+	mkdir -p "/host$VM_WORKDIR" && mount --bind /keep "/host$VM_WORKDIR" ||
+		fail "work directory $VM_WORKDIR is hidden by the VM's own mounts"
+fi
 
 ip link set lo up || fail "lo up"
 if [ "$VM_NET" = 1 ]; then
