@@ -3,11 +3,15 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netns"
@@ -23,13 +27,61 @@ type Client struct {
 	NS netns.NsHandle
 	// Timeout bounds each request (connect, send, answer); default 3 s.
 	Timeout time.Duration
+	// ports hands out UDP source ports; nil leaves the choice to the kernel.
+	ports *sourcePorts
 }
 
-// NodeClient is a client in the node's namespace.
-func NodeClient() Client { return Client{NS: netns.None()} }
+// In returns a client inside ns; its UDP source ports come from ns's topology.
+func In(ns *NS) Client { return Client{NS: ns.Handle, ports: ns.ports} }
 
-// In returns a client inside ns.
-func In(ns *NS) Client { return Client{NS: ns.Handle} }
+// WithTimeout returns c with Timeout d.
+func (c Client) WithTimeout(d time.Duration) Client {
+	c.Timeout = d
+	return c
+}
+
+// sourcePorts hands out UDP source ports in turn from [srcPortBase, srcPortBase+srcPortCount),
+// below the NodePort range and the kernel's ephemeral range. A datagram from a port an
+// earlier flow used, while that flow's conntrack and IPVS entries live, belongs to the old
+// flow (same 5-tuple) and keeps its backend and NAT: a kernel rule, not the behaviour under
+// test. The kernel picks ephemeral ports at random, so a few hundred requests reuse one
+// now and then; in turn, a port comes back only after srcPortCount requests.
+type sourcePorts struct{ next atomic.Uint32 }
+
+const (
+	srcPortBase  = 20000
+	srcPortCount = 10000
+)
+
+// newSourcePorts starts at a random port, so the node's namespace, which outlives the
+// topologies, does not replay one topology's ports in the next.
+func newSourcePorts() *sourcePorts {
+	s := &sourcePorts{}
+	s.next.Store(uint32(rand.IntN(srcPortCount)))
+	return s
+}
+
+func (s *sourcePorts) take() int { return srcPortBase + int(s.next.Add(1)%srcPortCount) }
+
+// dialUDP connects a UDP socket to addr from the next free source port of c.ports, or
+// from one the kernel picks when c has none.
+func (c Client) dialUDP(addr netip.AddrPort) (*net.UDPConn, error) {
+	raddr := net.UDPAddrFromAddrPort(addr)
+	if c.ports == nil {
+		return net.DialUDP("udp", nil, raddr)
+	}
+	var err error
+	for range 16 {
+		var conn *net.UDPConn
+		if conn, err = net.DialUDP("udp", &net.UDPAddr{Port: c.ports.take()}, raddr); err == nil {
+			return conn, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, err
+		}
+	}
+	return nil, err
+}
 
 // Answer is what an echo backend said: its name and the client address it saw.
 type Answer struct {
@@ -102,12 +154,13 @@ func (c Client) HTTP(addr netip.AddrPort) (Answer, error) {
 	return ans, nil
 }
 
-// UDP sends one datagram to addr from a new socket (so a new source port: a new flow for
-// IPVS and conntrack) and returns the answer.
+// UDP sends one datagram to addr from a new socket and returns the answer. With a source
+// port sequence (clients from In and Topology.NodeClient) each datagram is a new flow for
+// IPVS and conntrack; see sourcePorts.
 func (c Client) UDP(addr netip.AddrPort) (Answer, error) {
 	var ans Answer
 	err := netnsutil.Do(c.ns(), func() error {
-		conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+		conn, err := c.dialUDP(addr)
 		if err != nil {
 			return err
 		}

@@ -29,7 +29,12 @@ var BridgeMAC = net.HardwareAddr{0x02, 0x6b, 0x62, 0x72, 0x00, 0x01}
 type NS struct {
 	Name   string
 	Handle netns.NsHandle
+	ports  *sourcePorts
 }
+
+// NodeClient is a client in the node's namespace, with UDP source ports from the
+// topology's sequence.
+func (tp *Topology) NodeClient() Client { return Client{NS: netns.None(), ports: tp.ports} }
 
 // Pod is a network namespace on the pod bridge, usually running an echo backend.
 type Pod struct {
@@ -58,6 +63,7 @@ type PodOptions struct {
 // t.Cleanup.
 type Topology struct {
 	env   Env
+	ports *sourcePorts // UDP source ports of the clients in the topology and on the node
 	pods  []*Pod
 	nss   []*NS
 	links []string // created in the node's namespace
@@ -66,7 +72,7 @@ type Topology struct {
 // NewTopology creates the pod bridge kbr0 with PodGateway on it.
 func NewTopology(t testing.TB, env Env) *Topology {
 	t.Helper()
-	tp := &Topology{env: env}
+	tp := &Topology{env: env, ports: newSourcePorts()}
 	t.Cleanup(func() {
 		if err := tp.Close(); err != nil {
 			t.Errorf("remove the topology: %v", err)
@@ -150,7 +156,7 @@ func (tp *Topology) newNS(name string) (*NS, error) {
 	if err != nil {
 		return nil, err
 	}
-	ns := &NS{Name: name, Handle: h}
+	ns := &NS{Name: name, Handle: h, ports: tp.ports}
 	tp.nss = append(tp.nss, ns)
 	if err := linkUp(h, "lo", netip.Prefix{}); err != nil {
 		return nil, err

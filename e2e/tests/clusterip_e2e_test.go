@@ -28,7 +28,7 @@ func TestClusterIPFromNodeAndPod(t *testing.T) {
 	}))
 
 	for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
-		expectSpread(t, "node -> "+string(p)+" ClusterIP", harness.NodeClient(), p, ap(vip, 80), 9, harness.PodGateway.Addr(), backends...)
+		expectSpread(t, "node -> "+string(p)+" ClusterIP", s.topo.NodeClient(), p, ap(vip, 80), 9, harness.PodGateway.Addr(), backends...)
 		expectSpread(t, "pod -> "+string(p)+" ClusterIP", harness.In(&client.NS), p, ap(vip, 80), 9, client.IP, backends...)
 	}
 }

@@ -68,7 +68,7 @@ func TestDriftRepaired(t *testing.T) {
 	if d := harness.ReadDump(t); d != good {
 		t.Errorf("kernel state after the repairs differs:\n%s", lineDiff(good.String(), d.String()))
 	}
-	expectSpread(t, "node -> tcp ClusterIP after the repairs", harness.NodeClient(), harness.TCP, ap(vip, 80), 4, harness.PodGateway.Addr(), backends...)
+	expectSpread(t, "node -> tcp ClusterIP after the repairs", s.topo.NodeClient(), harness.TCP, ap(vip, 80), 4, harness.PodGateway.Addr(), backends...)
 }
 
 func iptablesRules(t testing.TB) string { return harness.DumpRules(t, "iptables-save") }

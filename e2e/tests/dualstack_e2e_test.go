@@ -72,7 +72,7 @@ func TestDualStack(t *testing.T) {
 			seen := map[string]int{}
 			var src netip.Addr
 			for range 6 {
-				a, err := harness.NodeClient().Do(p, ap(ip, 80))
+				a, err := s.topo.NodeClient().Do(p, ap(ip, 80))
 				if err != nil {
 					t.Fatalf("node -> %s %s: %v", p, ap(ip, 80), err)
 				}

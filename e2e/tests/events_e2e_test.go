@@ -48,7 +48,7 @@ func TestSchedulerAnnotation(t *testing.T) {
 			t.Errorf("%s: ipvsadm -Sn has no line %q:\n%s", c.name, c.save, strings.Join(save, "\n"))
 		}
 		for range 4 {
-			if _, err := harness.NodeClient().HTTP(ap(c.vip, 80)); err != nil {
+			if _, err := s.topo.NodeClient().HTTP(ap(c.vip, 80)); err != nil {
 				t.Errorf("%s: %v", c.name, err)
 			}
 		}
@@ -120,7 +120,7 @@ func TestExternalIPIsNodeAddress(t *testing.T) {
 	}
 	for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
 		for _, ip := range []netip.Addr{vip, extIP, otherVIP} {
-			expectSpread(t, "node -> "+string(p)+" "+ip.String(), harness.NodeClient(), p, ap(ip, 80), 4, harness.PodGateway.Addr(), backends...)
+			expectSpread(t, "node -> "+string(p)+" "+ip.String(), s.topo.NodeClient(), p, ap(ip, 80), 4, harness.PodGateway.Addr(), backends...)
 		}
 	}
 }

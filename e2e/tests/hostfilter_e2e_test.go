@@ -55,7 +55,7 @@ func TestHostListenerNotOnVIP(t *testing.T) {
 	for _, c := range []struct {
 		who    string
 		client harness.Client
-	}{{"pod", pod}, {"node", harness.NodeClient()}} {
+	}{{"pod", pod}, {"node", s.topo.NodeClient()}} {
 		// The host service itself is there: reachable on the node's bridge address.
 		if err := dialHost(c.client, ap(harness.PodGateway.Addr(), hostPort)); err != nil {
 			t.Fatalf("%s -> host service on %s:%d: %v", c.who, harness.PodGateway.Addr(), hostPort, err)

@@ -46,7 +46,7 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 	c := harness.In(&client.NS)
 	for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
 		expectSpread(t, "pod -> "+string(p)+" ClusterIP, one local endpoint", c, p, ap(vip, 80), 12, client.IP, local)
-		expectSpread(t, "node -> "+string(p)+" ClusterIP, one local endpoint", harness.NodeClient(), p, ap(vip, 80), 6, harness.PodGateway.Addr(), local)
+		expectSpread(t, "node -> "+string(p)+" ClusterIP, one local endpoint", s.topo.NodeClient(), p, ap(vip, 80), 6, harness.PodGateway.Addr(), local)
 	}
 
 	// The local endpoint moves to node-b: none is left on this node.
@@ -129,11 +129,8 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 
 	c := harness.In(ext)
 	client := harness.ExternalClientIP.Addr()
-	// usedPorts holds the client's UDP source ports of earlier flows (answers that show the
-	// client's own address). A new socket may get the port of a flow whose conntrack and
-	// IPVS entries are still alive; its datagram then belongs to that flow (same 5-tuple)
-	// and keeps the old flow's backend and NAT, which is the kernel's rule, not a policy.
-	usedPorts := map[uint16]bool{}
+	// Every UDP request comes from a source port of its own (harness.Client), so none
+	// joins an earlier flow and inherits its NAT.
 	check := func(phase string, src netip.Addr, backends ...*harness.Pod) {
 		t.Helper()
 		for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
@@ -150,15 +147,7 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 						continue
 					}
 					seen[a.Backend]++
-					reused := p == harness.UDP && a.Source.Addr() == client && usedPorts[a.Source.Port()]
-					if p == harness.UDP && a.Source.Addr() == client {
-						usedPorts[a.Source.Port()] = true
-					}
-					switch {
-					case a.Source.Addr() == src:
-					case reused:
-						t.Logf("%s: %s saw %s: the source port of an earlier flow still in conntrack, so that flow's NAT applies", what, a.Backend, a.Source)
-					default:
+					if a.Source.Addr() != src {
 						t.Errorf("%s: backend %s saw the client as %s, want %s", what, a.Backend, a.Source, src)
 					}
 				}

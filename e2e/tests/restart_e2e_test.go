@@ -69,8 +69,8 @@ func TestRestartUnderLoad(t *testing.T) {
 	k1.WaitSynced(t, programLimit, "s6 programmed", harness.IPVSHas(want))
 
 	loops := []*harness.Loop{
-		harness.StartLoop(t, "node->tcp ClusterIP", harness.NodeClient(), harness.TCP, ap(vip, 80), loopInterval),
-		harness.StartLoop(t, "node->udp ClusterIP", harness.NodeClient(), harness.UDP, ap(vip, 80), loopInterval),
+		harness.StartLoop(t, "node->tcp ClusterIP", s.topo.NodeClient(), harness.TCP, ap(vip, 80), loopInterval),
+		harness.StartLoop(t, "node->udp ClusterIP", s.topo.NodeClient(), harness.UDP, ap(vip, 80), loopInterval),
 		harness.StartLoop(t, "external->tcp NodePort", harness.In(ext), harness.TCP, ap(harness.ExternalNodeIP.Addr(), nodePort), loopInterval),
 		harness.StartLoop(t, "external->tcp LoadBalancer", harness.In(ext), harness.TCP, ap(lbIP, 80), loopInterval),
 	}

@@ -73,8 +73,8 @@ func TestScaleUnderLoad(t *testing.T) {
 	k.WaitSynced(t, programLimit, "s5 programmed", all(activeBackends(tcpVS, pods...), activeBackends(udpVS, pods...)))
 
 	loops := []*harness.Loop{
-		harness.StartLoop(t, "node->tcp", harness.NodeClient(), harness.TCP, ap(vip, 80), loopInterval),
-		harness.StartLoop(t, "node->udp", harness.NodeClient(), harness.UDP, ap(vip, 80), loopInterval),
+		harness.StartLoop(t, "node->tcp", s.topo.NodeClient(), harness.TCP, ap(vip, 80), loopInterval),
+		harness.StartLoop(t, "node->udp", s.topo.NodeClient(), harness.UDP, ap(vip, 80), loopInterval),
 	}
 	const perPhase = 30 // requests per loop after each change is programmed
 	for _, l := range loops {

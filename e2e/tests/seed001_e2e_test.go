@@ -48,7 +48,7 @@ func TestSeed001NodeToClusterIP(t *testing.T) {
 				t.Errorf("nat table lacks the masquerade rule\n%s\n--- iptables-save -t nat:\n%s", c.wantRule, save)
 			}
 			for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
-				a, err := harness.NodeClient().Do(p, ap(vip, 80))
+				a, err := s.topo.NodeClient().Do(p, ap(vip, 80))
 				if err != nil {
 					t.Errorf("node -> %s %s (backend without a route to the Service CIDR): %v", p, vip, err)
 					continue

@@ -50,9 +50,9 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 		c      harness.Client
 		passes [2]bool // in phase 1 (client range only), in phase 2 (node address added)
 	}{
-		{"client 192.168.100.2 (in range)", harness.Client{NS: allowed.Handle, Timeout: short}, [2]bool{true, true}},
-		{"client 192.168.101.2 (not in range)", harness.Client{NS: other.Handle, Timeout: short}, [2]bool{false, false}},
-		{"node (no range covers a node address, then its InternalIP added)", harness.Client{NS: harness.NodeClient().NS, Timeout: short}, [2]bool{false, true}},
+		{"client 192.168.100.2 (in range)", harness.In(allowed).WithTimeout(short), [2]bool{true, true}},
+		{"client 192.168.101.2 (not in range)", harness.In(other).WithTimeout(short), [2]bool{false, false}},
+		{"node (no range covers a node address, then its InternalIP added)", s.topo.NodeClient().WithTimeout(short), [2]bool{false, true}},
 	}
 	expect := func(phase int) {
 		t.Helper()
