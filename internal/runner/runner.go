@@ -96,20 +96,20 @@ func (r *Runner) Run(ctx context.Context) error {
 		pending, full := r.pending, r.full
 		r.mu.Unlock()
 
-		// When may the next sync start, and is it full?
+		// When may the next sync start, and is it full? After a failure nothing runs before
+		// the retry: not the periodic full sync (its deadline passes during a long outage,
+		// and honouring it would retry in a hot loop) and not an event (a failing kernel is
+		// not hammered by a stream of them). The retry is a full sync, so it serves both.
 		next := lastFull.Add(r.opt.MaxInterval)
-		if !retryAt.IsZero() && retryAt.Before(next) {
+		switch {
+		case !retryAt.IsZero():
 			next = retryAt
-		}
-		if pending {
+		case pending:
 			due := now
 			if !lastStart.IsZero() {
 				if earliest := lastStart.Add(r.opt.MinInterval); earliest.After(due) {
 					due = earliest
 				}
-			}
-			if !retryAt.IsZero() && retryAt.After(due) {
-				due = retryAt // a failing kernel is not hammered by a stream of events
 			}
 			if due.Before(next) {
 				next = due

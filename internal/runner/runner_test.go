@@ -142,6 +142,30 @@ func TestFailureRetriesFullWithBackoff(t *testing.T) {
 	h.expect(8*time.Second, false, nil) // healthy again: incremental
 }
 
+// A failure that outlasts the periodic full-sync deadline keeps its backoff: the overdue
+// periodic sync must not turn the retries into a hot loop.
+func TestLongFailureKeepsBackoffPastPeriodicDeadline(t *testing.T) {
+	h := newHarness(t, Options{MaxInterval: 10 * time.Second, InitialBackoff: 4 * time.Second, MaxBackoff: 8 * time.Second})
+	boom := errors.New("xtables lock held")
+	h.expect(0, true, boom)
+	h.stepTo(4 * time.Second)
+	h.expect(4*time.Second, true, boom) // next retry in 8 s, at 12 s, past the periodic deadline (10 s)
+	h.stepTo(10 * time.Second)
+	h.none()
+	h.stepTo(12 * time.Second)
+	h.expect(12*time.Second, true, boom) // lastFull is still 0: the periodic deadline is long past
+	h.r.Request()
+	h.none() // neither the overdue deadline nor an event starts a sync before the retry
+	h.stepTo(19 * time.Second)
+	h.none()
+	h.stepTo(20 * time.Second)
+	h.expect(20*time.Second, true, nil)
+	h.stepTo(29 * time.Second)
+	h.none() // healthy again: the next periodic sync is 10 s after the successful one
+	h.stepTo(30 * time.Second)
+	h.expect(30*time.Second, true, nil)
+}
+
 func TestOnQueued(t *testing.T) {
 	var mu sync.Mutex
 	var queued []time.Time
