@@ -27,8 +27,9 @@ type Options struct {
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
 	Clock          clock.WithTicker
-	// OnQueued is called (if set) each time a sync is requested, for the
-	// last_queued_timestamp metric.
+	// OnQueued is called (if set) each time a sync is requested, and once when Run starts
+	// for the first sync, for the last_queued_timestamp metric and the health tracker (a
+	// first sync that never succeeds makes the proxy unhealthy).
 	OnQueued func(time.Time)
 }
 
@@ -82,6 +83,9 @@ func (r *Runner) request(full bool) {
 // Run loops until ctx ends. It returns ctx's error.
 func (r *Runner) Run(ctx context.Context) error {
 	c := r.opt.Clock
+	if r.opt.OnQueued != nil {
+		r.opt.OnQueued(c.Now()) // the first sync is due
+	}
 	var (
 		lastStart  time.Time // zero: never ran, no min-interval wait
 		lastFull   = c.Now()

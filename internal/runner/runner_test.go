@@ -175,11 +175,13 @@ func TestOnQueued(t *testing.T) {
 		mu.Unlock()
 	}})
 	h.expect(0, true, nil)
+	h.stepTo(5 * time.Second)
 	h.r.Request()
-	h.expect(0, false, nil)
+	h.expect(5*time.Second, false, nil)
 	mu.Lock()
 	defer mu.Unlock()
-	if len(queued) != 1 || !queued[0].Equal(h.start) {
+	// Once for the first sync when Run starts, once for the request.
+	if len(queued) != 2 || !queued[0].Equal(h.start) || !queued[1].Equal(h.start.Add(5*time.Second)) {
 		t.Errorf("queued = %v", queued)
 	}
 }

@@ -76,14 +76,24 @@ type Report struct {
 	Status       map[string]FamilyHealth `json:"status,omitempty"`
 }
 
-// Report computes the current health. A family that never synced is healthy (starting up),
-// as in kube-proxy.
+// Report computes the current health. A family is unhealthy when an update has been
+// pending for Timeout or longer, whether or not it ever synced: a first sync that keeps
+// failing turns the proxy unhealthy after Timeout, as in kube-proxy. Before anything is
+// queued (starting up) the proxy is healthy.
 func (h *Health) Report() Report {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	now := h.clock.Now()
 	r := Report{Healthy: true, CurrentTime: now, Status: map[string]FamilyHealth{}}
-	for fam, last := range h.lastUpdated {
+	fams := map[string]struct{}{}
+	for fam := range h.lastUpdated {
+		fams[fam] = struct{}{}
+	}
+	for fam := range h.oldestPending {
+		fams[fam] = struct{}{}
+	}
+	for fam := range fams {
+		last := h.lastUpdated[fam]
 		if last.After(r.LastUpdated) {
 			r.LastUpdated = last
 		}

@@ -76,6 +76,29 @@ func TestHealthSemantics(t *testing.T) {
 	}
 }
 
+// A proxy whose first sync never succeeds must not stay healthy: the pending first sync
+// counts like any other queued update.
+func TestHealthFirstSyncNeverSucceeds(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	h := NewHealth(clk, 60*time.Second, nil, metrics.New(prometheus.NewRegistry()))
+	handler := h.Handler()
+	h.QueuedUpdate("IPv4")
+	h.QueuedUpdate("IPv6")
+	clk.Step(59 * time.Second)
+	if code, _ := get(t, handler, "/livez"); code != 200 {
+		t.Fatalf("first sync pending 59s of 60s: /livez = %d, want 200", code)
+	}
+	h.Updated("IPv6")
+	clk.Step(time.Second)
+	code, r := get(t, handler, "/livez")
+	if code != 503 || r.Healthy || r.Status["IPv4"].Healthy || !r.Status["IPv6"].Healthy || !r.Status["IPv4"].LastUpdated.IsZero() {
+		t.Fatalf("IPv4 never synced for 60s: /livez = %d %+v, want 503 with IPv4 unhealthy and IPv6 healthy", code, r)
+	}
+	if code, _ := get(t, handler, "/healthz"); code != 503 {
+		t.Fatalf("IPv4 never synced for 60s: /healthz = %d, want 503", code)
+	}
+}
+
 func TestMetricsHandler(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
