@@ -271,6 +271,29 @@ func TestKernelDoctor(t *testing.T) {
 		sh(ipt, "-P", "FORWARD", "ACCEPT")
 	})
 
+	t.Run("FORWARD DROP on the other iptables backend", func(t *testing.T) {
+		// dockerd on iptables-legacy beside kipvs on iptables-nft (or the reverse): a
+		// forwarded packet traverses both backends' FORWARD chains, so the DROP policy
+		// there drops Service traffic although kipvs's own backend is fine.
+		b, err := netfilter.Detect(context.Background(), netfilter.NewRunner(ns.Handle), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := netfilter.ModeLegacy
+		if b.Mode == netfilter.ModeLegacy {
+			other = netfilter.ModeNFT
+		}
+		ipt := "iptables-" + string(other)
+		sh(ipt, "-t", "filter", "-P", "FORWARD", "DROP")
+		wantFail(t, ns, flags, "FORWARD policy", []string{ipt + " filter FORWARD policy is DROP", "kipvs programs the other backend"},
+			[]string{ipt + " -P FORWARD ACCEPT"})
+		sh(ipt, "-t", "filter", "-P", "FORWARD", "ACCEPT")
+		rep := wantHealthy(t, ns, flags, "the other backend's FORWARD policy back to ACCEPT")
+		if r := rep.Find("FORWARD policy"); len(r) != 1 || !strings.Contains(r[0].Finding, ipt+" filter FORWARD policy ACCEPT") {
+			t.Errorf("FORWARD policy check does not report the other backend: %+v", r)
+		}
+	})
+
 	t.Run("clusterCIDR is the Service CIDR", func(t *testing.T) {
 		wrong := append(slices.Clone(flags), "--cluster-cidr", "10.96.0.0/12")
 		wantFail(t, ns, wrong, "cluster CIDR", []string{"clusterCIDR 10.96.0.0/12 is the Service CIDR 10.96.0.0/12 (from --kipvs-service-cidr)"},

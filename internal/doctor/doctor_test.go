@@ -12,6 +12,7 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/server"
 )
 
@@ -390,6 +391,22 @@ func TestBrokenNode(t *testing.T) {
 					fix: []string{`iptables -I FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD`}},
 				{check: "drift: iptables", status: Warn, finding: []string{`missing [filter: -A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD]`}},
 			},
+		},
+		{
+			name:  "the other iptables backend has FORWARD policy ACCEPT",
+			breaK: func(f *fixture) { f.other = &fakeIptables{nf: netfilter.NewFake(netfilter.IPv4)} },
+			want: []expect{{check: "FORWARD policy", status: OK,
+				finding: []string{"KUBE-FORWARD at position", "; iptables-legacy filter FORWARD policy ACCEPT"}}},
+		},
+		{
+			name: "dockerd's FORWARD DROP on the other iptables backend",
+			breaK: func(f *fixture) {
+				f.ipt.forwardPol = "DROP"
+				f.other = &fakeIptables{nf: netfilter.NewFake(netfilter.IPv4), forwardPol: "DROP"}
+			},
+			want: []expect{{check: "FORWARD policy", status: Fail,
+				finding: []string{"iptables-legacy filter FORWARD policy is DROP", "kipvs programs the other backend"},
+				fix:     []string{"iptables-legacy -P FORWARD ACCEPT", "same iptables backend"}}},
 		},
 		{
 			name:  "no filter table",

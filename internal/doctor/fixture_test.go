@@ -157,6 +157,8 @@ type fixture struct {
 	ipset   *ipset.Fake
 	nf      *netfilter.Fake
 	ipt     *fakeIptables
+	// other is iptables-legacy beside kipvs's iptables-nft (nil: not installed).
+	other   *fakeIptables
 	ct      fakeConntrack
 	daemon  *fakeDaemon
 	state   *server.State
@@ -286,6 +288,10 @@ func (f *fixture) view() View {
 		Conntrack:     f.ct,
 		Daemon:        f.daemon,
 		Now:           func() time.Time { return f.now },
+	}
+	if f.other != nil {
+		v.OtherBackend = "legacy"
+		v.OtherIptables = map[proxy.Family]IptablesReader{proxy.IPv4: f.other}
 	}
 	if f.noDaemon {
 		v.Daemon = nil

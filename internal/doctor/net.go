@@ -404,7 +404,8 @@ func (c *checkup) checkServiceRoutes() {
 
 // checkForward: the filter FORWARD chain lets Service traffic through: with a DROP policy
 // (dockerd sets one) it needs kipvs's KUBE-FORWARD jump, and no unconditional DROP or
-// REJECT ahead of it (seed 002).
+// REJECT ahead of it (seed 002). The backend kipvs does not program is checked too when it
+// is installed: a packet traverses the FORWARD chains of both.
 func (c *checkup) checkForward() {
 	for _, f := range c.families {
 		check := "FORWARD policy"
@@ -427,35 +428,66 @@ func (c *checkup) checkForward() {
 			c.add(check, Warn, fmt.Sprintf("%s-save failed: %v", tool, err), "")
 			continue
 		}
-		policy, rules := builtinChain(save, "filter", "FORWARD")
-		jump := -1
-		blocker := ""
-		for i, rule := range rules {
-			if strings.HasSuffix(rule, "-j "+proxy.ChainForward) {
-				jump = i
-				break
-			}
-			if rule == "-j DROP" || strings.HasPrefix(rule, "-j REJECT") {
-				blocker = rule
-				break
+		status, finding, fix := forwardVerdict(save, tool, tool)
+		if o := c.v.OtherIptables[f]; o != nil && status != Fail {
+			otherTool := tool + "-" + c.v.OtherBackend
+			if osave, err := o.Save(c.ctx); err != nil {
+				c.add(check, Warn, fmt.Sprintf("%s; %s-save failed: %v", finding, otherTool, err), "")
+				continue
+			} else if ostatus, ofinding, ofix := forwardVerdict(osave, otherTool, tool); ostatus == Fail {
+				status, fix = Fail, ofix+", or run dockerd and kipvs on the same iptables backend"
+				finding = ofinding + " (kipvs programs the other backend; a packet traverses the FORWARD chains of both, so it is dropped here)"
+			} else if policy, _ := builtinChain(osave, "filter", "FORWARD"); policy != "" {
+				finding += fmt.Sprintf("; %s filter FORWARD policy %s", otherTool, policy)
 			}
 		}
-		jumpRule := tool + ` -I FORWARD -m comment --comment "kubernetes forwarding rules" -j ` + proxy.ChainForward
-		switch {
-		case blocker != "":
-			c.add(check, Fail, fmt.Sprintf("%s filter FORWARD has %q before any jump to %s: replies from Service endpoints to pod clients are dropped", tool, "-A FORWARD "+blocker, proxy.ChainForward),
-				jumpRule+" (kipvs's next full sync also restores it), or remove the rule")
-		case policy == "DROP" && jump < 0:
-			c.add(check, Fail, fmt.Sprintf("%s filter FORWARD policy is DROP (dockerd sets it) and FORWARD has no jump to %s: replies from Service endpoints to pod clients are dropped", tool, proxy.ChainForward),
-				jumpRule+" (kipvs's next full sync also restores it), or "+tool+" -P FORWARD ACCEPT")
-		case policy == "":
-			c.add(check, OK, fmt.Sprintf("%s has no filter FORWARD chain yet: nothing filters forwarded traffic", tool), "")
-		case jump >= 0:
-			c.add(check, OK, fmt.Sprintf("%s filter FORWARD policy %s, jump to %s at position %d", tool, policy, proxy.ChainForward, jump+1), "")
-		default:
-			c.add(check, OK, fmt.Sprintf("%s filter FORWARD policy %s", tool, policy), "")
+		c.add(check, status, finding, fix)
+	}
+}
+
+// forwardVerdict judges one backend's filter FORWARD chain from its save output. tool names
+// the backend's command in the finding and the fix; kipvsTool is the command that would
+// hold kipvs's jump (the same, unless this is the backend kipvs does not program).
+func forwardVerdict(save, tool, kipvsTool string) (Status, string, string) {
+	policy, rules := builtinChain(save, "filter", "FORWARD")
+	jump := -1
+	blocker := ""
+	for i, rule := range rules {
+		if strings.HasSuffix(rule, "-j "+proxy.ChainForward) {
+			jump = i
+			break
+		}
+		if rule == "-j DROP" || strings.HasPrefix(rule, "-j REJECT") {
+			blocker = rule
+			break
 		}
 	}
+	jumpRule := tool + ` -I FORWARD -m comment --comment "kubernetes forwarding rules" -j ` + proxy.ChainForward
+	if tool != kipvsTool {
+		// kipvs's chain is not in this backend: only the policy or the rule can change.
+		switch {
+		case blocker != "":
+			return Fail, fmt.Sprintf("%s filter FORWARD has %q: replies from Service endpoints to pod clients are dropped", tool, "-A FORWARD "+blocker),
+				"remove the rule (" + tool + " -D FORWARD " + blocker + ")"
+		case policy == "DROP":
+			return Fail, fmt.Sprintf("%s filter FORWARD policy is DROP (dockerd sets it): replies from Service endpoints to pod clients are dropped unless a rule there accepts them", tool),
+				tool + " -P FORWARD ACCEPT"
+		}
+		return OK, "", ""
+	}
+	switch {
+	case blocker != "":
+		return Fail, fmt.Sprintf("%s filter FORWARD has %q before any jump to %s: replies from Service endpoints to pod clients are dropped", tool, "-A FORWARD "+blocker, proxy.ChainForward),
+			jumpRule + " (kipvs's next full sync also restores it), or remove the rule"
+	case policy == "DROP" && jump < 0:
+		return Fail, fmt.Sprintf("%s filter FORWARD policy is DROP (dockerd sets it) and FORWARD has no jump to %s: replies from Service endpoints to pod clients are dropped", tool, proxy.ChainForward),
+			jumpRule + " (kipvs's next full sync also restores it), or " + tool + " -P FORWARD ACCEPT"
+	case policy == "":
+		return OK, fmt.Sprintf("%s has no filter FORWARD chain yet: nothing filters forwarded traffic", tool), ""
+	case jump >= 0:
+		return OK, fmt.Sprintf("%s filter FORWARD policy %s, jump to %s at position %d", tool, policy, proxy.ChainForward, jump+1), ""
+	}
+	return OK, fmt.Sprintf("%s filter FORWARD policy %s", tool, policy), ""
 }
 
 // builtinChain returns a built-in chain's policy and rules (the text after "-A CHAIN ")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -90,6 +91,17 @@ func NewRealView(ctx context.Context, cfg *config.Config, o RealOptions) (View, 
 		v.Iptables = map[proxy.Family]IptablesReader{
 			proxy.IPv4: &iptablesReader{runner: runner, family: netfilter.IPv4, backend: b},
 			proxy.IPv6: &iptablesReader{runner: runner, family: netfilter.IPv6, backend: b},
+		}
+		other := netfilter.Backend{Mode: netfilter.ModeLegacy}
+		if b.Mode == netfilter.ModeLegacy {
+			other.Mode = netfilter.ModeNFT
+		}
+		if _, err := exec.LookPath("iptables-" + string(other.Mode) + "-save"); err == nil {
+			v.OtherBackend = string(other.Mode)
+			v.OtherIptables = map[proxy.Family]IptablesReader{
+				proxy.IPv4: &iptablesReader{runner: runner, family: netfilter.IPv4, backend: other},
+				proxy.IPv6: &iptablesReader{runner: runner, family: netfilter.IPv6, backend: other},
+			}
 		}
 	}
 	if o.MetricsAddress != "" {

@@ -27,7 +27,13 @@ type View struct {
 	// why a family is missing (nil when both are there).
 	Iptables    map[proxy.Family]IptablesReader
 	IptablesErr error
-	Conntrack   ConntrackReader
+	// OtherIptables reads the backend kipvs does not program (OtherBackend: "legacy" or
+	// "nft"), when it is installed too: a packet traverses the chains of both, so a DROP
+	// there (dockerd on the other backend) drops Service traffic all the same. Nil when
+	// only one backend is installed.
+	OtherIptables map[proxy.Family]IptablesReader
+	OtherBackend  string
+	Conntrack     ConntrackReader
 	// Daemon reaches the running kipvs daemon; nil means no daemon is looked for.
 	Daemon DaemonReader
 	// APIServiceCIDRs lists the cluster's ServiceCIDR objects; nil when no API server is
