@@ -321,8 +321,17 @@ func TestKernelStatusMixed(t *testing.T) {
 	for _, a := range []string{"-Ln -t 10.9.9.9:1", "-Ln -f 77"} {
 		k := kipvs(t, ns, append([]string{"status"}, strings.Fields(a)...)...)
 		v := runIn(t, ns, nil, "ipvsadm", strings.Fields(a)...)
-		if k.code == 0 || v.code == 0 || k.stdout != v.stdout || !strings.Contains(k.stderr, strings.TrimSpace(v.stderr)) {
+		if k.code == 0 || k.code != v.code || k.stdout != v.stdout || !strings.Contains(k.stderr, strings.TrimSpace(v.stderr)) {
 			t.Errorf("%s: kipvs exit %d %q %q, ipvsadm exit %d %q %q", a, k.code, k.stdout, k.stderr, v.code, v.stdout, v.stderr)
+		}
+	}
+	// Malformed command lines: the same exit code as ipvsadm (2 for its usage errors), so
+	// scripts written for ipvsadm tell them from a missing service. The messages differ.
+	for _, a := range []string{"-L -S", "-Ln --bogus", "-Ln -t", "-Ln -t 10.0.0.1", "-L -c -t 10.0.0.1:80"} {
+		k := kipvs(t, ns, append([]string{"status"}, strings.Fields(a)...)...)
+		v := runIn(t, ns, nil, "ipvsadm", strings.Fields(a)...)
+		if k.code == 0 || k.code != v.code || k.stdout != "" || k.stderr == "" {
+			t.Errorf("%s: kipvs exit %d %q %q, ipvsadm exit %d %q", a, k.code, k.stdout, k.stderr, v.code, v.stderr)
 		}
 	}
 	if err := c.Flush(); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -69,5 +70,18 @@ func TestFetchOwners(t *testing.T) {
 	srv.Close()
 	if _, err := fetchOwners(strings.TrimPrefix(srv.URL, "http://")); err == nil || !strings.Contains(err.Error(), "is kipvs run serving metrics") {
 		t.Errorf("no daemon: %v", err)
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	root := newRootCommand()
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"status", "-L", "-S"})
+	if err := root.Execute(); err == nil || exitCode(err) != 2 {
+		t.Errorf("status -L -S: %v, exit %d; want a usage error, exit 2 as ipvsadm", err, exitCode(err))
+	}
+	if c := exitCode(errors.New("open IPVS: protocol not supported")); c != 1 {
+		t.Errorf("a runtime error: exit %d, want 1", c)
 	}
 }
