@@ -15,11 +15,13 @@ func main() {
 	}
 }
 
-// exitCode is 2 for a malformed `kipvs status` command line, as ipvsadm exits for one (scripts
-// written for ipvsadm tell the cases apart), and 1 for every other error.
+// exitCode is, for a malformed `kipvs status` command line, the status ipvsadm exits with
+// for the same mistake (255 for an option its parser rejects, 2 for options that conflict or
+// make no sense), so scripts written for ipvsadm tell them from a missing service; 1 for
+// every other error.
 func exitCode(err error) int {
-	if status.IsUsageError(err) {
-		return 2
+	if c, ok := status.UsageExitCode(err); ok {
+		return c
 	}
 	return 1
 }

@@ -41,6 +41,11 @@ ipvsadm 1.31 with -n prints it, without needing ipvsadm. It takes ipvsadm's list
 Short options may be bundled (-Ln, -Lnc). Unlike ipvsadm, kipvs never resolves addresses
 or ports to names: without -n it prints the same numeric output as with -n.
 
+Exit status, as ipvsadm's: 0 on success; 255 for an unknown option, a missing value or a
+value given to a flag; 2 for options that conflict, a bad address or fwmark, or a stray
+argument; 1 for a -t/-u/-f service that does not exist and for any other error (IPVS
+unreadable, the daemon unreachable for --services).
+
 kipvs extras (not ipvsadm output):
   -o, --output json       a stable JSON document instead (sorted numerically; with
                           --nosort in the kernel's order); works with -L, -t/-u/-f, -c

@@ -325,8 +325,9 @@ func TestKernelStatusMixed(t *testing.T) {
 			t.Errorf("%s: kipvs exit %d %q %q, ipvsadm exit %d %q %q", a, k.code, k.stdout, k.stderr, v.code, v.stdout, v.stderr)
 		}
 	}
-	// Malformed command lines: the same exit code as ipvsadm (2 for its usage errors), so
-	// scripts written for ipvsadm tell them from a missing service. The messages differ.
+	// Malformed command lines: the same exit code as ipvsadm (255 for an option its parser
+	// rejects, 2 for options that conflict), so scripts written for ipvsadm tell them from a
+	// missing service. The messages differ.
 	for _, a := range []string{"-L -S", "-Ln --bogus", "-Ln -t", "-Ln -t 10.0.0.1", "-L -c -t 10.0.0.1:80"} {
 		k := kipvs(t, ns, append([]string{"status"}, strings.Fields(a)...)...)
 		v := runIn(t, ns, nil, "ipvsadm", strings.Fields(a)...)

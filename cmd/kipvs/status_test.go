@@ -74,12 +74,22 @@ func TestFetchOwners(t *testing.T) {
 }
 
 func TestExitCode(t *testing.T) {
-	root := newRootCommand()
-	root.SetOut(&bytes.Buffer{})
-	root.SetErr(&bytes.Buffer{})
-	root.SetArgs([]string{"status", "-L", "-S"})
-	if err := root.Execute(); err == nil || exitCode(err) != 2 {
-		t.Errorf("status -L -S: %v, exit %d; want a usage error, exit 2 as ipvsadm", err, exitCode(err))
+	// ipvsadm exits 2 for options that conflict and 255 for an option its parser rejects.
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"status", "-L", "-S"}, 2},
+		{[]string{"status", "-Ln", "--bogus"}, 255},
+		{[]string{"status", "-Ln", "-t"}, 255},
+	} {
+		root := newRootCommand()
+		root.SetOut(&bytes.Buffer{})
+		root.SetErr(&bytes.Buffer{})
+		root.SetArgs(tc.args)
+		if err := root.Execute(); err == nil || exitCode(err) != tc.want {
+			t.Errorf("%v: %v, exit %d; want a usage error, exit %d as ipvsadm", tc.args, err, exitCode(err), tc.want)
+		}
 	}
 	if c := exitCode(errors.New("open IPVS: protocol not supported")); c != 1 {
 		t.Errorf("a runtime error: exit %d, want 1", c)

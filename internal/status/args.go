@@ -52,19 +52,51 @@ type Options struct {
 // metrics bind address).
 const DefaultMetricsAddress = "127.0.0.1:10249"
 
-// UsageError is a malformed or conflicting command line (ipvsadm exits 2 for these).
-type UsageError struct{ Msg string }
+// Exit codes of a bad command line, as ipvsadm's: its option parser (popt) rejects an
+// unknown option, a missing value or a value given to a flag with "OPT: reason" and exit
+// status 255 (it returns -1 from main); a command line that parses but makes no sense
+// (conflicting options, a bad address, a stray argument) fails with status 2.
+const (
+	ExitBadOption = 255
+	ExitUsage     = 2
+)
+
+// UsageError is a malformed or conflicting command line. Code is the exit status ipvsadm
+// gives the same mistake (ExitBadOption or ExitUsage).
+type UsageError struct {
+	Msg  string
+	Code int
+}
 
 func (e *UsageError) Error() string { return e.Msg }
 
+// usagef is a command line that parses but is wrong (ipvsadm's fail(2, ...)).
 func usagef(format string, args ...any) error {
-	return &UsageError{Msg: fmt.Sprintf(format, args...)}
+	return &UsageError{Msg: fmt.Sprintf(format, args...), Code: ExitUsage}
+}
+
+// badOptionf is an option the parser itself rejects (popt's errors in ipvsadm).
+func badOptionf(format string, args ...any) error {
+	return &UsageError{Msg: fmt.Sprintf(format, args...), Code: ExitBadOption}
 }
 
 // IsUsageError reports whether err is a command-line error.
 func IsUsageError(err error) bool {
 	var u *UsageError
 	return errors.As(err, &u)
+}
+
+// UsageExitCode is the exit status ipvsadm gives the command-line error in err, and false
+// when err is not one.
+func UsageExitCode(err error) (int, bool) {
+	var u *UsageError
+	if !errors.As(err, &u) {
+		return 0, false
+	}
+	if u.Code == 0 {
+		return ExitUsage, true
+	}
+	return u.Code, true
 }
 
 // option bits, named as ipvsadm names them in its messages.
@@ -228,7 +260,7 @@ func Parse(args []string, resolve Resolver) (Options, error) {
 			if editOptions[name] {
 				return usagef("option %s changes IPVS: kipvs status only lists (use ipvsadm to edit)", optString(name))
 			}
-			return usagef("unknown option %s", optString(name))
+			return badOptionf("unknown option %s", optString(name))
 		}
 		return nil
 	}
@@ -247,12 +279,12 @@ func Parse(args []string, resolve Resolver) (Options, error) {
 			}
 			if takesArg[name] && !hasVal {
 				if i+1 >= len(args) {
-					return o, usagef("option %s needs a value", a)
+					return o, badOptionf("option %s needs a value", a)
 				}
 				i++
 				val = args[i]
 			} else if !takesArg[name] && hasVal {
-				return o, usagef("option --%s takes no value", name)
+				return o, badOptionf("option --%s takes no value", name)
 			}
 			if err := handle(name, val); err != nil {
 				return o, err
@@ -264,7 +296,7 @@ func Parse(args []string, resolve Resolver) (Options, error) {
 					val := a[j+1:]
 					if val == "" {
 						if i+1 >= len(args) {
-							return o, usagef("option -%s needs a value", name)
+							return o, badOptionf("option -%s needs a value", name)
 						}
 						i++
 						val = args[i]

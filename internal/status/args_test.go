@@ -93,43 +93,55 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
-	tests := []struct{ args, want string }{
-		{"-L -S", "multiple commands specified"},
-		{"-Ln -n", "multiple 'numeric' options specified"},
-		{"-L --stats --stats", "multiple 'stats' options specified"},
-		{"-L -c -t 10.0.0.1:80", "The option 'service-address' conflicts with the 'connection' option in the 'list' command"},
-		{"-L --timeout -c", "The option 'timeout' conflicts with the 'connection' option in the 'list' command"},
-		{"-L -c --stats", "options conflicts in the list command"},
-		{"-L --timeout --rate", "options conflicts in the list command"},
-		{"-L --timeout --persistent-conn", "options conflicts in the list command"},
-		{"-S --stats", "Illegal 'stats' option with the 'save' command"},
-		{"-S -t 10.0.0.1:80", "Illegal 'service-address' option with the 'save' command"},
-		{"-S -o json", "Illegal 'output' option with the 'save' command"},
-		{"-L -t 10.0.0.1:80 -u 10.0.0.1:53", "multiple 'service-address' options specified"},
-		{"-L -t 80", "illegal virtual server address[:port] specified"},
-		{"-L -t nohost:80", "illegal virtual server address[:port] specified"},
-		{"-L -t 10.0.0.1:70000", "illegal virtual server address[:port] specified"},
-		{"-L -t 10.0.0.1:nosuch", "illegal virtual server address[:port] specified"},
-		{"-L -t [fd00::1]", "illegal virtual server address[:port] specified"},
-		{"-L -f 0", "invalid fwmark value `0' specified"},
-		{"-L -f 4294967296", "invalid fwmark value `4294967296' specified"},
-		{"-L -6", "-6 used before -f"},
-		{"-L -t", "option -t needs a value"},
-		{"-A -t 10.0.0.1:80", "option -A changes IPVS"},
-		{"-L --set 1 2 3", "option --set changes IPVS"},
-		{"-L --daemon", "--daemon (the connection sync daemon) is not supported"},
-		{"-L --bogus", "unknown option --bogus"},
-		{"-L -q", "unknown option -q"},
-		{"-L extra", "unexpected argument extra"},
-		{"-L -o yaml", `--output "yaml"`},
-		{"-L --stats=1", "option --stats takes no value"},
-		{"-L -c --services", "--services annotates virtual servers"},
+	// code is ipvsadm's exit status for the same command line: 255 where its option parser
+	// rejects the option itself, 2 (0 here) where the options parse but conflict.
+	tests := []struct {
+		args, want string
+		code       int
+	}{
+		{"-L -S", "multiple commands specified", 0},
+		{"-Ln -n", "multiple 'numeric' options specified", 0},
+		{"-L --stats --stats", "multiple 'stats' options specified", 0},
+		{"-L -c -t 10.0.0.1:80", "The option 'service-address' conflicts with the 'connection' option in the 'list' command", 0},
+		{"-L --timeout -c", "The option 'timeout' conflicts with the 'connection' option in the 'list' command", 0},
+		{"-L -c --stats", "options conflicts in the list command", 0},
+		{"-L --timeout --rate", "options conflicts in the list command", 0},
+		{"-L --timeout --persistent-conn", "options conflicts in the list command", 0},
+		{"-S --stats", "Illegal 'stats' option with the 'save' command", 0},
+		{"-S -t 10.0.0.1:80", "Illegal 'service-address' option with the 'save' command", 0},
+		{"-S -o json", "Illegal 'output' option with the 'save' command", 0},
+		{"-L -t 10.0.0.1:80 -u 10.0.0.1:53", "multiple 'service-address' options specified", 0},
+		{"-L -t 80", "illegal virtual server address[:port] specified", 0},
+		{"-L -t nohost:80", "illegal virtual server address[:port] specified", 0},
+		{"-L -t 10.0.0.1:70000", "illegal virtual server address[:port] specified", 0},
+		{"-L -t 10.0.0.1:nosuch", "illegal virtual server address[:port] specified", 0},
+		{"-L -t [fd00::1]", "illegal virtual server address[:port] specified", 0},
+		{"-L -f 0", "invalid fwmark value `0' specified", 0},
+		{"-L -f 4294967296", "invalid fwmark value `4294967296' specified", 0},
+		{"-L -6", "-6 used before -f", 0},
+		{"-L -t", "option -t needs a value", ExitBadOption},
+		{"-A -t 10.0.0.1:80", "option -A changes IPVS", 0},
+		{"-L --set 1 2 3", "option --set changes IPVS", 0},
+		{"-L --daemon", "--daemon (the connection sync daemon) is not supported", 0},
+		{"-L --bogus", "unknown option --bogus", ExitBadOption},
+		{"-L -q", "unknown option -q", ExitBadOption},
+		{"-L extra", "unexpected argument extra", 0},
+		{"-L -o yaml", `--output "yaml"`, 0},
+		{"-L --stats=1", "option --stats takes no value", ExitBadOption},
+		{"-L -c --services", "--services annotates virtual servers", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.args, func(t *testing.T) {
 			_, err := Parse(strings.Fields(tc.args), fakeResolver{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !IsUsageError(err) {
 				t.Fatalf("error %v, want a usage error containing %q", err, tc.want)
+			}
+			want := tc.code
+			if want == 0 {
+				want = ExitUsage
+			}
+			if code, ok := UsageExitCode(err); !ok || code != want {
+				t.Errorf("exit code %d (usage error %v), want %d as ipvsadm", code, ok, want)
 			}
 		})
 	}
