@@ -113,6 +113,17 @@ func usable(eps []endpoint) []endpoint {
 	return terminating
 }
 
+// readyCount counts the endpoints that are ready and not terminating.
+func readyCount(eps []endpoint) int {
+	n := 0
+	for _, e := range eps {
+		if e.ready && !e.terminating {
+			n++
+		}
+	}
+	return n
+}
+
 func localOnly(eps []endpoint) []endpoint {
 	var out []endpoint
 	for _, e := range eps {

@@ -100,7 +100,12 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 			apiProto = v1.ProtocolTCP
 		}
 		all := endpointsFor(in.Slices, sp.Name, apiProto, o.Family, o.NodeName)
+		// KEP-1669: within the scope of each traffic policy, ready endpoints, else serving
+		// terminating ones. The scopes are chosen apart: a node whose only pod is
+		// terminating keeps draining to it under a Local policy even while other nodes
+		// have ready pods.
 		ready := usable(all)
+		local := usable(localOnly(all))
 
 		// Which real servers each kind of virtual server gets (see docs/traffic-policy.md).
 		// internalTrafficPolicy=Local: this node's endpoints only, no fallback (as the KEP
@@ -109,7 +114,6 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 		// client's source IP reaches the pod; when the node has none, fall back to the
 		// cluster's endpoints WITH SNAT, so pods on this node and stray external packets
 		// get an answer instead of a black hole (the health check already reports 503).
-		local := localOnly(ready)
 		clusterEps := topologyFilter(ready, svc, zone)
 		if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal {
 			clusterEps = local
@@ -119,8 +123,10 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 		if externalLocal {
 			externalEps = local
 		}
-		if externalPolicyLocal(svc) && len(local) > st.LocalEndpoints {
-			st.LocalEndpoints = len(local)
+		// The health check counts ready local endpoints only: a node left with terminating
+		// ones answers 503 so the load balancer drains it, while it still serves them.
+		if n := readyCount(local); externalPolicyLocal(svc) && n > st.LocalEndpoints {
+			st.LocalEndpoints = n
 		}
 		if len(ready) > 0 && len(local) == 0 {
 			st.NoLocalInternal = st.NoLocalInternal || (svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal)

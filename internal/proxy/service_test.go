@@ -97,6 +97,21 @@ func buildCases() []buildCase {
 			slices: []*discoveryv1.EndpointSlice{slice("lb", "lb-1", "http", 8080, tcp, "10.244.1.5")},
 		},
 		{
+			// KEP-1669 per policy scope: remote pods are ready, this node's only pod is
+			// terminating. ETP=Local drains to it (no SNAT) rather than falling back to the
+			// cluster; the health check reports 0 ready local endpoints (503).
+			name: "etp-local-only-local-endpoint-terminating",
+			svc:  svc("default", "lb", "10.96.0.15", lbIngress("203.0.113.20"), etpLocal, ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30081})),
+			slices: []*discoveryv1.EndpointSlice{slice("lb", "lb-1", "http", 8080, tcp,
+				"10.244.1.5", "10.244.2.6:local:terminating", "10.244.2.7:local:notready")},
+		},
+		{
+			name: "itp-local-only-local-endpoint-terminating",
+			svc:  svc("default", "node-dns", "10.96.0.16", itpLocal),
+			slices: []*discoveryv1.EndpointSlice{slice("node-dns", "nd-1", "http", 8080, tcp,
+				"10.244.1.5", "10.244.2.6:local:terminating")},
+		},
+		{
 			name:   "itp-local-no-fallback",
 			svc:    svc("default", "node-dns", "10.96.0.16", itpLocal),
 			slices: []*discoveryv1.EndpointSlice{slice("node-dns", "nd-1", "http", 8080, tcp, "10.244.1.5")},
@@ -309,6 +324,25 @@ func TestBuildServiceSemantics(t *testing.T) {
 	}
 	if got := strings.Join(dests(st, KindNodePort), " "); got != "10.244.1.5:8080" {
 		t.Errorf("fallback real servers = %s", got)
+	}
+	st = build("etp-local-only-local-endpoint-terminating")
+	if got := strings.Join(dests(st, KindLoadBalancer), " "); got != "10.244.2.6:8080" {
+		t.Errorf("ETP=Local with only a terminating local pod: LB real servers = %s, want it alone", got)
+	}
+	if got := strings.Join(dests(st, KindClusterIP), " "); got != "10.244.1.5:8080" {
+		t.Errorf("cluster IP real servers = %s, want the ready remote pod only", got)
+	}
+	if !has(st, SetLoadBalancerLocal, "203.0.113.20,tcp:80") || !has(st, SetNodePortLocalTCP, "30081") || st.NoLocalExternal {
+		t.Errorf("draining to a local terminating pod must not be masqueraded or counted as no local endpoint: %v %v", st.Members, st.NoLocalExternal)
+	}
+	if st.LocalEndpoints != 0 {
+		t.Errorf("health check local endpoints = %d, want 0 (only terminating: 503)", st.LocalEndpoints)
+	}
+	if got := strings.Join(dests(build("itp-local-only-local-endpoint-terminating"), KindClusterIP), " "); got != "10.244.2.6:8080" {
+		t.Errorf("ITP=Local with only a terminating local pod: real servers = %s, want it", got)
+	}
+	if st := build("etp-local-with-local-endpoint"); st.LocalEndpoints != 1 {
+		t.Errorf("health check local endpoints = %d, want 1", st.LocalEndpoints)
 	}
 	st = build("externalip-is-node-address-is-a-problem")
 	if len(st.Problems) != 2 || !strings.Contains(st.Problems[0].Field, "externalIPs[0]") || !strings.Contains(st.Problems[1].Field, "externalIPs[1]") {
