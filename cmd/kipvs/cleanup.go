@@ -14,6 +14,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/logging"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/reconcile"
@@ -29,7 +30,10 @@ func newCleanupCommand() *cobra.Command {
 whose VIPs are bound on kube-ipvs0 or listed in kipvs's sets (never foreign ones, never
 those inside --ipvs-exclude-cidrs), the kube-ipvs0 link, and the KUBE-* ipsets, in the
 order the kernel requires. The names are upstream kube-proxy's, so it also removes state
-kube-proxy left in IPVS mode. It is idempotent; --dry-run prints the plan only.
+kube-proxy left in IPVS mode. Rules are removed on the iptables backend run would use, and
+on the other one (nft or legacy) too when it holds KUBE-* chains. Without ip_vs in the
+kernel there is no virtual server, and the rest is removed all the same. It is idempotent;
+--dry-run prints the plan only.
 It takes the same flags as run (only --config and --ipvs-exclude-cidrs matter).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,11 +60,18 @@ func runCleanup(ctx context.Context, cfg config.Config, log *zap.Logger, dryRun 
 		ctx = context.Background()
 	}
 	ns := netns.None()
-	v, err := ipvs.New(ns)
-	if err != nil {
+	in := reconcile.CleanupInput{ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs}
+	switch v, err := ipvs.New(ns); {
+	case kerr.IsNotFound(err):
+		// No ip_vs in the kernel: no virtual server exists, but rules, sets and the
+		// link may (a node where ip_vs was unloaded, or never loaded after a reboot).
+		log.Warn("the kernel has no IPVS (ip_vs not loaded); no virtual server to delete", zap.Error(err))
+	case err != nil:
 		return fmt.Errorf("open IPVS: %w", err)
+	default:
+		defer v.Close()
+		in.IPVS = v
 	}
-	defer v.Close()
 	sets, err := ipset.New(ns)
 	if err != nil {
 		return fmt.Errorf("open ipset: %w", err)
@@ -71,18 +82,35 @@ func runCleanup(ctx context.Context, cfg config.Config, log *zap.Logger, dryRun 
 		return err
 	}
 	defer dummy.Close()
-	in := reconcile.CleanupInput{IPVS: v, IPSet: sets, Dummy: dummy, ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs}
-	backend, err := netfilter.Detect(ctx, netfilter.NewRunner(ns), "")
+	in.IPSet, in.Dummy = sets, dummy
+	runner := netfilter.NewRunner(ns)
+	backend, err := netfilter.Detect(ctx, runner, "")
 	if err != nil {
 		return fmt.Errorf("find an iptables backend: %w", err)
 	}
-	for _, f := range []netfilter.Family{netfilter.IPv4, netfilter.IPv6} {
-		h, err := netfilter.New(ns, f, backend)
-		if err != nil {
-			log.Warn("skipping rules of a family", zap.String("family", f.String()), zap.Error(err))
-			continue
+	// The detected backend, and the other one too when it holds KUBE-* chains (kube-proxy
+	// ran on it before, or the node's backend changed): both are cleaned.
+	backends := []netfilter.Backend{backend}
+	other := netfilter.ModeLegacy
+	if backend.Mode == netfilter.ModeLegacy {
+		other = netfilter.ModeNFT
+	}
+	if netfilter.HoldsKubeChains(ctx, runner, other) {
+		backends = append(backends, netfilter.Backend{Mode: other, Reason: "it holds KUBE-* chains"})
+	}
+	for i, b := range backends {
+		for _, f := range []netfilter.Family{netfilter.IPv4, netfilter.IPv6} {
+			h, err := netfilter.New(ns, f, b)
+			if err != nil {
+				log.Warn("skipping rules of a family", zap.String("family", f.String()), zap.String("backend", string(b.Mode)), zap.Error(err))
+				continue
+			}
+			name := map[netfilter.Family]string{netfilter.IPv4: "iptables", netfilter.IPv6: "ip6tables"}[f]
+			if i > 0 {
+				name += "-" + string(b.Mode)
+			}
+			in.Netfilter = append(in.Netfilter, reconcile.CleanupRules{Name: name, NF: h})
 		}
-		in.Netfilter = append(in.Netfilter, h)
 	}
 	host, err := daemon.HostAddrs(daemon.DummyName)
 	if err != nil {

@@ -90,6 +90,14 @@ func Detect(ctx context.Context, r Runner, override Mode) (Backend, error) {
 	return Backend{Mode: ModeNFT, Reason: fmt.Sprintf("iptables-nft holds at least as many rules (%d) as iptables-legacy (%d)", nr, lr)}, nil
 }
 
+// HoldsKubeChains reports whether backend m is installed and has KUBE-* chains in either
+// family (kube-proxy's or kipvs's, or kubelet's). It reads the *-save output without -t, so
+// it creates no table on a backend nobody uses.
+func HoldsKubeChains(ctx context.Context, r Runner, m Mode) bool {
+	out, ok := readAll(ctx, r, m)
+	return ok && countPrefix(out, ":KUBE-") > 0
+}
+
 // readAll returns the save output of both families of one backend, and whether the backend is
 // installed. Save failures other than a missing binary count as empty output, as upstream does.
 func readAll(ctx context.Context, r Runner, m Mode) (string, bool) {

@@ -340,3 +340,40 @@ func TestDiff(t *testing.T) {
 		t.Fatalf("Diff:\n%s", strings.Join(d, "\n"))
 	}
 }
+
+// HoldsKubeChains decides whether cleanup also looks at the backend Detect did not choose: only
+// when that backend is installed and holds KUBE-* chains, read without -t (no table created).
+func TestHoldsKubeChains(t *testing.T) {
+	ctx := context.Background()
+	kube := "*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\nCOMMIT\n"
+	plain := "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j ACCEPT\nCOMMIT\n"
+	runner := func(legacy string, installed bool) Runner {
+		return RunnerFunc(func(_ context.Context, _ []byte, name string, args ...string) ([]byte, error) {
+			if len(args) != 0 {
+				t.Fatalf("%s %q: must read the whole backend, without -t", name, args)
+			}
+			if !strings.Contains(name, "-legacy-") {
+				t.Fatalf("%s: asked about legacy, ran another backend", name)
+			}
+			if !installed {
+				return nil, &ExecError{Cmd: name, ExitCode: -1, Err: exec.ErrNotFound}
+			}
+			return []byte(legacy), nil
+		})
+	}
+	for _, c := range []struct {
+		name      string
+		legacy    string
+		installed bool
+		want      bool
+	}{
+		{"kube chains", kube, true, true},
+		{"other rules only", plain, true, false},
+		{"empty", "", true, false},
+		{"not installed", "", false, false},
+	} {
+		if got := HoldsKubeChains(ctx, runner(c.legacy, c.installed), ModeLegacy); got != c.want {
+			t.Errorf("%s: HoldsKubeChains = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

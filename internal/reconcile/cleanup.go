@@ -16,13 +16,22 @@ import (
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
-// CleanupInput is what a cleanup looks at: the shared adapters and one netfilter handle per
-// family (iptables and ip6tables).
+// CleanupRules is one place kipvs's rules may live: one family on one iptables backend.
+type CleanupRules struct {
+	// Name is what the plan prints, e.g. "iptables" or "ip6tables-legacy".
+	Name string
+	NF   netfilter.Interface
+}
+
+// CleanupInput is what a cleanup looks at: the shared adapters and the netfilter handles
+// (iptables and ip6tables, on every backend that may hold kipvs's chains).
 type CleanupInput struct {
+	// IPVS is nil when the kernel has no IPVS (ip_vs not loaded): there are no virtual
+	// servers to delete, and the rest is cleaned up all the same.
 	IPVS      ipvs.Interface
 	IPSet     ipset.Interface
 	Dummy     dummyif.Interface
-	Netfilter []netfilter.Interface
+	Netfilter []CleanupRules
 	// NodeAddrs are the node's own addresses (NodePort virtual servers live on them).
 	NodeAddrs    []netip.Addr
 	ExcludeCIDRs []netip.Prefix
@@ -32,7 +41,7 @@ type CleanupInput struct {
 // same) owns on the node, in removal order: the rules first (they reference the sets), then
 // the virtual servers, the dummy link with its VIPs, and last the sets.
 type CleanupPlan struct {
-	Rules          []netfilter.Family
+	Rules          []string // CleanupRules names
 	VirtualServers []ipvs.ServiceKey
 	Link           string // "" when there is no link to delete
 	Sets           []string
@@ -49,8 +58,8 @@ func (p *CleanupPlan) String() string {
 		return "nothing to clean up\n"
 	}
 	var b strings.Builder
-	for _, f := range p.Rules {
-		fmt.Fprintf(&b, "remove %s rules and chains\n", map[netfilter.Family]string{netfilter.IPv4: "iptables", netfilter.IPv6: "ip6tables"}[f])
+	for _, n := range p.Rules {
+		fmt.Fprintf(&b, "remove %s rules and chains\n", n)
 	}
 	for _, k := range p.VirtualServers {
 		fmt.Fprintf(&b, "delete virtual server %s\n", k)
@@ -69,13 +78,13 @@ func (p *CleanupPlan) String() string {
 // a VIP set, or a node port on a node address), and never inside excludeCIDRs.
 func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 	p := &CleanupPlan{}
-	for _, nf := range in.Netfilter {
-		rs, err := nf.Observe(ctx)
+	for _, r := range in.Netfilter {
+		rs, err := r.NF.Observe(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("read %s rules: %w", nf.Family(), err)
+			return nil, fmt.Errorf("read %s rules: %w", r.Name, err)
 		}
 		if len(rs.Normalize()) > 0 {
-			p.Rules = append(p.Rules, nf.Family())
+			p.Rules = append(p.Rules, r.Name)
 		}
 	}
 	addrs, err := in.Dummy.Addresses()
@@ -113,9 +122,11 @@ func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 			members[proxy.Member{Set: n, Entry: e.String()}] = struct{}{}
 		}
 	}
-	table, err := in.IPVS.Table()
-	if err != nil {
-		return nil, fmt.Errorf("read the IPVS table: %w", err)
+	var table []ipvs.Entry
+	if in.IPVS != nil {
+		if table, err = in.IPVS.Table(); err != nil {
+			return nil, fmt.Errorf("read the IPVS table: %w", err)
+		}
 	}
 	for _, f := range []proxy.Family{proxy.IPv4, proxy.IPv6} {
 		obs := &state{members: members, addrs: map[netip.Addr]struct{}{}}
@@ -141,14 +152,14 @@ func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 // them meanwhile), so a cleanup can always be re-run.
 func ExecuteCleanup(ctx context.Context, in CleanupInput, p *CleanupPlan) error {
 	var errs []error
-	for _, nf := range in.Netfilter {
-		if slices.Contains(p.Rules, nf.Family()) {
-			if _, err := nf.Remove(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("remove %s rules: %w", nf.Family(), err))
+	for _, r := range in.Netfilter {
+		if slices.Contains(p.Rules, r.Name) {
+			if _, err := r.NF.Remove(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("remove %s rules: %w", r.Name, err))
 			}
 		}
 	}
-	if len(p.VirtualServers) > 0 {
+	if len(p.VirtualServers) > 0 && in.IPVS != nil {
 		ops := make([]ipvs.Op, 0, len(p.VirtualServers))
 		for _, k := range p.VirtualServers {
 			ops = append(ops, ipvs.DeleteServiceOp(k))
