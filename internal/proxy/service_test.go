@@ -131,6 +131,11 @@ func buildCases() []buildCase {
 			slices: []*discoveryv1.EndpointSlice{slice("lb", "lb-1", "http", 8080, tcp, "10.244.1.5")},
 		},
 		{
+			name:   "loadbalancer-ip-is-node-address-is-a-problem",
+			svc:    svc("default", "lb", "10.96.0.17", lbIngress("192.168.1.10", "203.0.113.30"), ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30082})),
+			slices: []*discoveryv1.EndpointSlice{slice("lb", "lb-1", "http", 8080, tcp, "10.244.1.5")},
+		},
+		{
 			name: "loadbalancer-source-ranges",
 			svc: svc("default", "fw", "10.96.0.18", lbIngress("203.0.113.40"), ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30083}), func(s *v1.Service) {
 				s.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24", " 192.168.1.0/24", "bogus"}
@@ -343,6 +348,23 @@ func TestBuildServiceSemantics(t *testing.T) {
 	}
 	if st := build("etp-local-with-local-endpoint"); st.LocalEndpoints != 1 {
 		t.Errorf("health check local endpoints = %d, want 1", st.LocalEndpoints)
+	}
+	st = build("loadbalancer-ip-is-node-address-is-a-problem")
+	if len(st.Problems) != 1 || st.Problems[0].Field != "status.loadBalancer.ingress[0].ip" || st.Problems[0].Reason != "LoadBalancerIPIsNodeAddress" {
+		t.Errorf("problems = %+v", st.Problems)
+	}
+	if got := strings.Join(dests(st, KindLoadBalancer), " "); got != "10.244.1.5:8080" || has(st, SetLoadBalancer, "192.168.1.10,tcp:80") {
+		t.Errorf("LB real servers = %s, members %v: the node-address ingress must be skipped, the other kept", got, st.Members)
+	}
+	for _, a := range st.Addresses {
+		if a.String() == "192.168.1.10" {
+			t.Errorf("a node address was bound on kube-ipvs0")
+		}
+	}
+	for _, v := range st.VirtualServers {
+		if v.Address.String() == "192.168.1.10" && v.Port == 80 {
+			t.Errorf("a virtual server on the node address: %v", v.VSKey)
+		}
 	}
 	st = build("externalip-is-node-address-is-a-problem")
 	if len(st.Problems) != 2 || !strings.Contains(st.Problems[0].Field, "externalIPs[0]") || !strings.Contains(st.Problems[1].Field, "externalIPs[1]") {
