@@ -20,7 +20,7 @@ func (tp *Topology) AddClient(t testing.TB, name, hostIf string, nodeSide, clien
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := vethInto(ns, hostIf, clientSide); err != nil {
+	if err := tp.vethInto(ns, hostIf, clientSide); err != nil {
 		t.Fatal(err)
 	}
 	if err := linkUp(netns.None(), hostIf, nodeSide); err != nil {

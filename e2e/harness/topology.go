@@ -106,17 +106,20 @@ func (tp *Topology) Close() error {
 	for _, p := range tp.pods {
 		p.StopEcho()
 	}
-	for _, ns := range tp.nss {
-		ns.Handle.Close()
-		if err := netns.DeleteNamed(ns.Name); err != nil {
-			errs = append(errs, fmt.Errorf("delete netns %s: %w", ns.Name, err))
-		}
-	}
+	// Links first: deleting the node's end of a veth removes the pair at once, whereas a
+	// deleted namespace takes its end (and so the pair) down only when the kernel gets to
+	// it, which under TCG can be after the next scenario creates a pod of the same name.
 	for _, name := range tp.links {
 		if l, err := netlink.LinkByName(name); err == nil {
 			if err := netlink.LinkDel(l); err != nil {
 				errs = append(errs, fmt.Errorf("delete link %s: %w", name, err))
 			}
+		}
+	}
+	for _, ns := range tp.nss {
+		ns.Handle.Close()
+		if err := netns.DeleteNamed(ns.Name); err != nil {
+			errs = append(errs, fmt.Errorf("delete netns %s: %w", ns.Name, err))
 		}
 	}
 	tp.pods, tp.nss, tp.links = nil, nil, nil
@@ -188,9 +191,9 @@ func newNamed(name string) (netns.NsHandle, error) {
 	return h, nil
 }
 
-// vethInto creates a veth pair whose end host stays in the node's namespace and whose
-// other end is eth0 in ns, with addr, up.
-func vethInto(ns *NS, host string, addr netip.Prefix) error {
+// vethInto creates a veth pair whose end host stays in the node's namespace (recorded for
+// Close) and whose other end is eth0 in ns, with addr, up.
+func (tp *Topology) vethInto(ns *NS, host string, addr netip.Prefix) error {
 	if len(host) > 15 {
 		return fmt.Errorf("interface name %q longer than 15 characters", host)
 	}
@@ -198,6 +201,7 @@ func vethInto(ns *NS, host string, addr netip.Prefix) error {
 	if err := netlink.LinkAdd(v); err != nil {
 		return fmt.Errorf("veth %s <-> %s/eth0: %w", host, ns.Name, err)
 	}
+	tp.links = append(tp.links, host)
 	return linkUp(ns.Handle, "eth0", addr)
 }
 
@@ -227,7 +231,7 @@ func (tp *Topology) AddPod(t testing.TB, name string, ip netip.Addr, o PodOption
 		t.Fatal(err)
 	}
 	host := "vp-" + name
-	if err := vethInto(ns, host, netip.PrefixFrom(ip, PodGateway.Bits())); err != nil {
+	if err := tp.vethInto(ns, host, netip.PrefixFrom(ip, PodGateway.Bits())); err != nil {
 		t.Fatal(err)
 	}
 	l, err := netlink.LinkByName(host)
@@ -270,7 +274,7 @@ func (tp *Topology) AddExternal(t testing.TB) *NS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := vethInto(ns, "vx-ext", ExternalClientIP); err != nil {
+	if err := tp.vethInto(ns, "vx-ext", ExternalClientIP); err != nil {
 		t.Fatal(err)
 	}
 	if err := linkUp(netns.None(), "vx-ext", ExternalNodeIP); err != nil {
