@@ -33,6 +33,8 @@ type Endpoint struct {
 	Node string     // spec nodeName; default NodeName (this node)
 
 	Ready, Serving, Terminating bool
+	// Zones are the endpoint's hints.forZones (topology-aware routing); nil: no hints.
+	Zones []string
 }
 
 // ReadyEP is pod as a ready, serving endpoint on this node.
@@ -45,6 +47,9 @@ func ReadyEP(p *Pod) Endpoint {
 func TerminatingEP(p *Pod) Endpoint {
 	return Endpoint{Pod: p, Serving: true, Terminating: true}
 }
+
+// InZones returns e with zone hints for the given zones.
+func (e Endpoint) InZones(zones ...string) Endpoint { e.Zones = zones; return e }
 
 // On returns e with its nodeName set to node.
 func (e Endpoint) On(node string) Endpoint { e.Node = node; return e }
@@ -89,6 +94,12 @@ func (c *Cluster) SetSlice(t testing.TB, svc *v1.Service, suffix string, at disc
 				Ready: ptr.To(e.Ready), Serving: ptr.To(e.Serving), Terminating: ptr.To(e.Terminating),
 			},
 			NodeName: ptr.To(node),
+		}
+		if e.Zones != nil {
+			ep.Hints = &discoveryv1.EndpointHints{}
+			for _, z := range e.Zones {
+				ep.Hints.ForZones = append(ep.Hints.ForZones, discoveryv1.ForZone{Name: z})
+			}
 		}
 		if e.Pod != nil {
 			ep.TargetRef = &v1.ObjectReference{Kind: "Pod", Namespace: Namespace, Name: e.Pod.PodName}
@@ -142,8 +153,8 @@ func (c *Cluster) UpdateService(t testing.TB, name string, mutate func(*v1.Servi
 	return out
 }
 
-// Events lists the events.k8s.io/v1 Events of type typ (e.g. "Warning") regarding Service
-// svc in Namespace.
+// Events lists the events.k8s.io/v1 Events of type typ (e.g. "Warning") that kipvs reported
+// regarding Service svc in Namespace.
 func (c *Cluster) Events(t testing.TB, svc, typ string) []eventsv1.Event {
 	t.Helper()
 	ctx, cancel := apiCtx()
@@ -154,7 +165,9 @@ func (c *Cluster) Events(t testing.TB, svc, typ string) []eventsv1.Event {
 	}
 	var out []eventsv1.Event
 	for _, e := range list.Items {
-		if e.Regarding.Kind == "Service" && e.Regarding.Name == svc && e.Type == typ {
+		// Only kipvs's own: the apiserver's controllers report on Services too (its
+		// ClusterIP repair loop, say), and those say nothing about kipvs.
+		if e.Regarding.Kind == "Service" && e.Regarding.Name == svc && e.Type == typ && e.ReportingController == "kipvs" {
 			out = append(out, e)
 		}
 	}
