@@ -6,11 +6,15 @@
 //	echo -name pod-a -listen :8080
 //
 // HTTP: GET / answers "pod-a 10.244.9.9:51234\n". UDP: any datagram is answered the same way.
+// GET /hold answers the same line and then keeps the connection open, echoing every line the
+// client sends, so a test can hold an established connection through IPVS (it counts as an
+// active connection of its real server) and later prove it was never cut.
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -46,10 +50,42 @@ func main() {
 		Addr:              *listen,
 		ReadHeaderTimeout: 10 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/hold" {
+				hold(w, *name, r.RemoteAddr)
+				return
+			}
 			w.Header().Set("Connection", "close")
 			fmt.Fprintf(w, "%s %s\n", *name, r.RemoteAddr)
 		}),
 	}
 	srv.SetKeepAlivesEnabled(false)
 	log.Fatal(srv.ListenAndServe())
+}
+
+// hold takes the connection over from the HTTP server (no header or idle timeout applies any
+// more), answers like GET / and then echoes lines until the client closes.
+func hold(w http.ResponseWriter, name, remote string) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "cannot hold this connection", http.StatusInternalServerError)
+		return
+	}
+	conn, rw, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Time{})
+	if _, err := fmt.Fprintf(conn, "HTTP/1.0 200 OK\r\n\r\n%s %s\n", name, remote); err != nil {
+		return
+	}
+	for {
+		line, err := rw.Reader.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if _, err := io.WriteString(conn, line); err != nil {
+			return
+		}
+	}
 }

@@ -200,3 +200,82 @@ func (c Client) Do(p Proto, addr netip.AddrPort) (Answer, error) {
 	}
 	return c.HTTP(addr)
 }
+
+// Held is an established TCP connection to an echo backend's /hold, kept open by both ends
+// (an active connection of its IPVS real server) until Close.
+type Held struct {
+	Answer  Answer // who answered, and the client address it saw
+	conn    net.Conn
+	r       *bufio.Reader
+	timeout time.Duration
+}
+
+// Hold opens a connection to addr, asks for /hold and returns it once the backend answered.
+func (c Client) Hold(addr netip.AddrPort) (*Held, error) {
+	var h *Held
+	err := netnsutil.Do(c.ns(), func() error {
+		conn, err := net.DialTimeout("tcp", addr.String(), c.timeout())
+		if err != nil {
+			return err
+		}
+		h = &Held{conn: conn, r: bufio.NewReader(conn), timeout: c.timeout()}
+		if err := conn.SetDeadline(time.Now().Add(c.timeout())); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(conn, "GET /hold HTTP/1.0\r\nHost: e2e\r\n\r\n"); err != nil {
+			return fmt.Errorf("send request: %w", err)
+		}
+		status, err := h.r.ReadString('\n')
+		if err != nil || !strings.Contains(status, " 200 ") {
+			return fmt.Errorf("HTTP status %q: %v", status, err)
+		}
+		for {
+			l, err := h.r.ReadString('\n')
+			if err != nil {
+				return fmt.Errorf("read headers: %w", err)
+			}
+			if l == "\r\n" {
+				break
+			}
+		}
+		line, err := h.r.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("read answer: %w", err)
+		}
+		if h.Answer, err = parseAnswer(line); err != nil {
+			return err
+		}
+		return conn.SetDeadline(time.Time{})
+	})
+	if err != nil {
+		if h != nil {
+			h.conn.Close()
+		}
+		return nil, fmt.Errorf("hold tcp %s: %w", addr, err)
+	}
+	return h, nil
+}
+
+// Ping sends a line over the held connection and waits for the backend to echo it: the
+// connection still reaches the same backend through IPVS.
+func (h *Held) Ping() error {
+	if err := h.conn.SetDeadline(time.Now().Add(h.timeout)); err != nil {
+		return err
+	}
+	defer h.conn.SetDeadline(time.Time{})
+	const msg = "ping\n"
+	if _, err := io.WriteString(h.conn, msg); err != nil {
+		return fmt.Errorf("held connection to %s: send: %w", h.Answer.Backend, err)
+	}
+	got, err := h.r.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("held connection to %s: no echo: %w", h.Answer.Backend, err)
+	}
+	if got != msg {
+		return fmt.Errorf("held connection to %s: echo %q, want %q", h.Answer.Backend, got, msg)
+	}
+	return nil
+}
+
+// Close closes the held connection.
+func (h *Held) Close() error { return h.conn.Close() }
