@@ -165,11 +165,17 @@ func DumpIPVS(t testing.TB) string {
 // DumpSets is Dump.IPSets: `ipset save` of the KUBE-* sets, each set's members sorted.
 func DumpSets(t testing.TB) string {
 	t.Helper()
+	return dumpSets(t, func(name string) bool { return strings.HasPrefix(name, "KUBE-") })
+}
+
+// dumpSets is `ipset save` of the sets keep accepts, each set's members sorted.
+func dumpSets(t testing.TB, keep func(name string) bool) string {
+	t.Helper()
 	sets := map[string][]string{}
 	var names []string
 	for _, line := range strings.Split(MustRun(t, "ipset", "save"), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 2 || !strings.HasPrefix(f[1], "KUBE-") {
+		if len(f) < 2 || !keep(f[1]) {
 			continue
 		}
 		if f[0] == "create" {
@@ -225,6 +231,76 @@ func DumpDummy(t testing.TB) string {
 	return ""
 }
 
+// WholeKernel is the node's whole networking state as the standard tools print it, kipvs's
+// and everybody else's, for before/after comparisons: every IPVS virtual server (ipvsadm
+// -Sn), every ipset (members sorted), every iptables and ip6tables chain and rule, and every
+// link with its addresses. Left out of the rules: counters, comment lines, and built-in
+// chains with policy ACCEPT and no rule, so a table that iptables-restore instantiated
+// empty (it stays once created, with kube-proxy too) is no difference.
+func WholeKernel(t testing.TB) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("== ipvsadm -Sn\n" + DumpIPVS(t))
+	b.WriteString("== ipset save\n" + dumpSets(t, func(string) bool { return true }))
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		b.WriteString("== " + save + "\n" + wholeRules(MustRun(t, save)))
+	}
+	b.WriteString("== links\n")
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatalf("list links: %v", err)
+	}
+	var ls []string
+	for _, l := range links {
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			t.Fatalf("addresses of %s: %v", l.Attrs().Name, err)
+		}
+		as := []string{}
+		for _, a := range addrs {
+			as = append(as, a.IPNet.String())
+		}
+		slices.Sort(as)
+		ls = append(ls, fmt.Sprintf("%s %s %v", l.Attrs().Name, l.Type(), as))
+	}
+	slices.Sort(ls)
+	b.WriteString(strings.Join(ls, "\n") + "\n")
+	return b.String()
+}
+
+var builtinChains = map[string]bool{"PREROUTING": true, "INPUT": true, "FORWARD": true, "OUTPUT": true, "POSTROUTING": true}
+
+// wholeRules normalizes *-save output for WholeKernel.
+func wholeRules(save string) string {
+	var b strings.Builder
+	var table string
+	var lines []string
+	flush := func() {
+		if table != "" && len(lines) > 0 {
+			b.WriteString(table + "\n" + strings.Join(lines, "\n") + "\n")
+		}
+		table, lines = "", nil
+	}
+	for _, l := range strings.Split(save, "\n") {
+		l = strings.TrimSpace(counters.ReplaceAllString(l, ""))
+		switch {
+		case strings.HasPrefix(l, "*"):
+			flush()
+			table = l
+		case strings.HasPrefix(l, ":"):
+			f := strings.Fields(l)
+			if len(f) >= 2 && builtinChains[f[0][1:]] && f[1] == "ACCEPT" {
+				continue
+			}
+			lines = append(lines, l)
+		case strings.HasPrefix(l, "-"):
+			lines = append(lines, l)
+		}
+	}
+	flush()
+	return b.String()
+}
+
 // QuickLeftovers is a cheap Leftovers over netlink (no process starts): IPVS virtual
 // servers, KUBE-* sets and kube-ipvs0, but not iptables.
 func QuickLeftovers() ([]string, error) {
@@ -258,7 +334,8 @@ func QuickLeftovers() ([]string, error) {
 }
 
 // Leftovers lists kernel state kipvs (or kube-proxy) would own that is still on the node:
-// IPVS virtual servers, KUBE-* sets, KUBE- iptables chains and rules, kube-ipvs0.
+// IPVS virtual servers, KUBE-* sets, KUBE- iptables and ip6tables chains and rules,
+// kube-ipvs0.
 func Leftovers(t testing.TB) []string {
 	t.Helper()
 	var out []string
@@ -272,9 +349,11 @@ func Leftovers(t testing.TB) []string {
 			out = append(out, "ipset: "+l)
 		}
 	}
-	for _, l := range strings.Split(MustRun(t, "iptables-save"), "\n") {
-		if strings.Contains(l, "KUBE-") {
-			out = append(out, "iptables: "+l)
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		for _, l := range strings.Split(MustRun(t, save), "\n") {
+			if strings.Contains(l, "KUBE-") {
+				out = append(out, strings.TrimSuffix(save, "-save")+": "+l)
+			}
 		}
 	}
 	if _, err := netlink.LinkByName(DummyName); err == nil {

@@ -148,7 +148,7 @@ func checkForeign(t *testing.T, when string) {
 
 // Scenario 8: IPVS virtual servers and iptables chains kipvs does not own survive its
 // first sync (adoption), incremental and periodic full syncs, a restart, and `kipvs
-// cleanup`.
+// cleanup`, after which the whole kernel equals its dump from before kipvs first ran.
 func TestForeignStateSurvives(t *testing.T) {
 	s := newScenario(t)
 	backends := s.pods("fo", 10, 2)
@@ -156,6 +156,9 @@ func TestForeignStateSurvives(t *testing.T) {
 	svc := s.api.CreateService(t, harness.ServiceSpec{Name: "s8-foreign", Type: v1.ServiceTypeNodePort, ClusterIP: vip})
 	s.api.SetEndpoints(t, svc, backends[0])
 	addForeign(t)
+	// The whole kernel before kipvs ever runs, foreign objects included (issue 5: cleanup
+	// after a full proxy run leaves the kernel equal to its pre-run dump).
+	before := harness.WholeKernel(t)
 
 	k := s.startKipvs()
 	k.WaitSynced(t, programLimit, "s8 programmed", harness.IPVSHas(map[string]map[string]int{vs(harness.TCP, vip, 80): harness.Weights(1, backends[0])}))
@@ -186,6 +189,11 @@ func TestForeignStateSurvives(t *testing.T) {
 		t.Fatalf("kipvs cleanup: %v\n%s", err, out)
 	}
 	checkForeign(t, "after kipvs cleanup")
+	if after := harness.WholeKernel(t); after != before {
+		t.Errorf("after kipvs cleanup the kernel differs from its pre-run dump:\n%s", lineDiff(before, after))
+	} else {
+		t.Logf("after kipvs cleanup the kernel equals its pre-run dump (%d lines)", strings.Count(before, "\n"))
+	}
 	var left []string
 	for _, l := range harness.Leftovers(t) {
 		foreign := false
