@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
@@ -65,6 +66,42 @@ func (c *Cluster) EnsureNode(t testing.TB) *v1.Node {
 		}
 	}
 	return n
+}
+
+// LabelNode sets (value != "") or removes (value == "") a label of this node's Node and
+// restores the label's earlier state when the test ends.
+func (c *Cluster) LabelNode(t testing.TB, key, value string) {
+	t.Helper()
+	set := func(v string, had bool) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			ctx, cancel := apiCtx()
+			defer cancel()
+			n, err := c.CS.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			if had {
+				n.Labels[key] = v
+			} else {
+				delete(n.Labels, key)
+			}
+			_, err = c.CS.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	n := c.EnsureNode(t)
+	old, had := n.Labels[key]
+	if err := set(value, value != ""); err != nil {
+		t.Fatalf("node %s: label %s=%q: %v", NodeName, key, value, err)
+	}
+	t.Cleanup(func() {
+		if err := set(old, had); err != nil {
+			t.Errorf("node %s: restore label %s: %v", NodeName, key, err)
+		}
+	})
 }
 
 // Port is one Service port, served by the pods' echo backend on EchoPort.
@@ -148,6 +185,20 @@ func (c *Cluster) CreateService(t testing.TB, s ServiceSpec) *v1.Service {
 }
 
 func sliceName(svc string) string { return svc + "-e2e" }
+
+// DeleteService deletes a Service made by CreateService, and its EndpointSlice, now (the
+// clean-up CreateService registered then finds them gone).
+func (c *Cluster) DeleteService(t testing.TB, name string) {
+	t.Helper()
+	ctx, cancel := apiCtx()
+	defer cancel()
+	if err := c.CS.DiscoveryV1().EndpointSlices(Namespace).Delete(ctx, sliceName(name), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete EndpointSlice %s: %v", sliceName(name), err)
+	}
+	if err := c.CS.CoreV1().Services(Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete Service %s: %v", name, err)
+	}
+}
 
 // SetEndpoints makes the Service's EndpointSlice list pods (ready, serving, on NodeName)
 // with a port per Service port (same names and protocols, EchoPort). It creates the slice

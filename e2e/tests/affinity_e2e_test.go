@@ -21,6 +21,7 @@ import (
 // timeoutSeconds; changing timeoutSeconds updates them in place: the new persistence
 // timeout is programmed, the connection counter of the TCP virtual server keeps counting
 // (a recreated virtual server would start again at 0) and the client stays on its backend.
+// Switching sessionAffinity to None and back is an in-place update too.
 func TestSessionAffinityClientIP(t *testing.T) {
 	s := newScenario(t)
 	backends := s.pods("af", 10, 3)
@@ -89,7 +90,49 @@ func TestSessionAffinityClientIP(t *testing.T) {
 	for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
 		expectOneBackend(t, fmt.Sprintf("%s, 10 requests after the update", p), c, p, ap(vip, 80), 10, stick[p])
 	}
-	connsAtLeast(t, tcpVS, before.Service.Stats.Conns+10)
+	before = connsAtLeast(t, tcpVS, before.Service.Stats.Conns+10)
+
+	// Affinity off and on again, both in place: the virtual servers stop and start being
+	// persistent (the default timeout 10800 s when it comes back) without being recreated.
+	affinity := func(what string, persistent bool, timeout uint32) {
+		t.Helper()
+		k.WaitSynced(t, programLimit, what, func() (bool, string) {
+			for _, name := range []string{tcpVS, udpVS} {
+				e, ok, err := harness.ReadIPVSEntry(name)
+				switch {
+				case err != nil:
+					return false, err.Error()
+				case !ok:
+					return false, "no virtual server " + name
+				case (e.Service.Flags&ipvs.FlagPersistent != 0) != persistent || (persistent && e.Service.Timeout != timeout):
+					return false, fmt.Sprintf("%s: flags %#x timeout %d", name, e.Service.Flags, e.Service.Timeout)
+				}
+			}
+			return true, ""
+		})
+		now := ipvsEntry(t, tcpVS)
+		if now.Service.Stats.Conns < before.Service.Stats.Conns {
+			t.Errorf("%s: connection counter went from %d to %d: the virtual server was recreated, not updated in place",
+				what, before.Service.Stats.Conns, now.Service.Stats.Conns)
+		}
+		before = now
+	}
+	s.api.UpdateService(t, svc.Name, func(svc *v1.Service) {
+		svc.Spec.SessionAffinity = v1.ServiceAffinityNone
+		svc.Spec.SessionAffinityConfig = nil
+	})
+	affinity("sessionAffinity None programmed", false, 0)
+	for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
+		expectSpread(t, fmt.Sprintf("%s, affinity None", p), c, p, ap(vip, 80), 12, client.IP, backends...)
+	}
+	s.api.UpdateService(t, svc.Name, func(svc *v1.Service) { svc.Spec.SessionAffinity = v1.ServiceAffinityClientIP })
+	affinity("sessionAffinity ClientIP again (default timeout)", true, 10800)
+	if out := harness.MustRun(t, "ipvsadm", "-Ln", "-t", ap(vip, 80).String()); !strings.Contains(out, "persistent 10800") {
+		t.Errorf("ipvsadm -Ln does not show persistent 10800:\n%s", out)
+	}
+	for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
+		expectOneBackend(t, fmt.Sprintf("%s, 10 requests with affinity back", p), c, p, ap(vip, 80), 10, "")
+	}
 }
 
 // connsAtLeast waits until virtual server name has counted at least n connections and

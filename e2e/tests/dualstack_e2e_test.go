@@ -117,4 +117,14 @@ func TestDualStack(t *testing.T) {
 			t.Errorf("ip6tables-save lacks %q:\n%s", want, rules6)
 		}
 	}
+	// Both families are reconciled, and measured, apart: the metrics carry ip_family.
+	m := k.Metrics(t)
+	for _, fam := range []string{`ip_family="IPv4"`, `ip_family="IPv6"`} {
+		if n := m.Get("kubeproxy_sync_proxy_rules_duration_seconds_count", fam); n < 1 {
+			t.Errorf("kubeproxy_sync_proxy_rules_duration_seconds_count{%s} = %v, want syncs counted", fam, n)
+		}
+		if n := m.Get("kubeproxy_sync_proxy_rules_iptables_total", `table="nat"`, fam); n < 1 {
+			t.Errorf(`kubeproxy_sync_proxy_rules_iptables_total{table="nat",%s} = %v, want the family's own rules`, fam, n)
+		}
+	}
 }

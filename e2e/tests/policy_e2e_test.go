@@ -85,8 +85,8 @@ type healthBody struct {
 	ServiceProxyHealthy bool `json:"serviceProxyHealthy"`
 }
 
-// Issue 4, externalTrafficPolicy Local: from the external client, the NodePort and the
-// LoadBalancer IP reach only this node's endpoint and the backend sees the client's own
+// Issue 4, externalTrafficPolicy Local: from the external client, the NodePort, the
+// LoadBalancer IP and the external IP reach only this node's endpoint and the backend sees the client's own
 // address; the healthCheckNodePort answers 200 {"localEndpoints":1}. When the endpoint
 // moves to another node the health check answers 503 {"localEndpoints":0} and traffic
 // falls back to the cluster's endpoints with SNAT (docs/traffic-policy.md); when it comes
@@ -98,8 +98,9 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 	ext := s.topo.AddExternal(t)
 	vip := netip.MustParseAddr("10.96.13.10")
 	lbIP := netip.MustParseAddr("203.0.113.40")
+	extIP := netip.MustParseAddr("203.0.113.41")
 	svc := s.api.CreateService(t, harness.ServiceSpec{
-		Name: "i4-etp-local", Type: v1.ServiceTypeLoadBalancer, ClusterIP: vip,
+		Name: "i4-etp-local", Type: v1.ServiceTypeLoadBalancer, ClusterIP: vip, ExternalIPs: []netip.Addr{extIP},
 		ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyLocal,
 		Ports: []harness.Port{
 			{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30081},
@@ -120,6 +121,7 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 		for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
 			w[vs(p, vip, 80)] = harness.Weights(1, local, remote)
 			w[vs(p, lbIP, 80)] = harness.Weights(1, ext...)
+			w[vs(p, extIP, 80)] = harness.Weights(1, ext...)
 			w[vs(p, npAddr, nodePort)] = harness.Weights(1, ext...)
 		}
 		return w
@@ -137,7 +139,7 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 			for _, tg := range []struct {
 				what string
 				addr netip.AddrPort
-			}{{"NodePort", ap(npAddr, nodePort)}, {"LoadBalancer IP", ap(lbIP, 80)}} {
+			}{{"NodePort", ap(npAddr, nodePort)}, {"LoadBalancer IP", ap(lbIP, 80)}, {"external IP", ap(extIP, 80)}} {
 				what := phase + ": external -> " + string(p) + " " + tg.what
 				seen := map[string]int{}
 				for range 6 {
