@@ -105,7 +105,7 @@ image:
 		fi;; \
 	esac
 	$(MAKE) build
-	rm -rf $(BIN)/image && mkdir -p $(BIN)/image && cp $(BIN)/kipvs $(BIN)/image/kipvs
+	rm -rf $(BIN)/image && mkdir -p $(BIN)/image && cp $(BIN)/kipvs deploy/image/rootfs.sh $(BIN)/image/
 	$(CONTAINER_TOOL) build -f deploy/Containerfile -t $(IMAGE) $(BIN)/image
 
 vm-prepare:

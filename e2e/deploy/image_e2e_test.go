@@ -1,0 +1,158 @@
+//go:build e2e
+
+package deploy
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// imageFiles are the only files the image may hold besides directories: kipvs, the two
+// xtables multi-call binaries and the eight tool names kipvs runs (symlinks to them), the
+// iptables extension modules, shared libraries with the loader, and /etc/protocols.
+var imageFiles = regexp.MustCompile(`^(` +
+	`usr/local/bin/kipvs|` +
+	`usr/sbin/xtables-(nft|legacy)-multi|` +
+	`usr/sbin/ip6?tables-(nft|legacy)-(save|restore)|` +
+	`usr/lib/[^/]+/xtables/lib[A-Za-z0-9_]+\.so|` +
+	`lib(64)?/([^/]+/)?(ld-linux-x86-64|lib[a-z0-9_]+)\.so(\.[0-9]+)*|` +
+	`etc/protocols` +
+	`)$`)
+
+// TestImageRootfs builds the image's file system with deploy/image/rootfs.sh, as the
+// Containerfile's build stage does, and proves it is what kipvs needs and nothing more
+// (issue 6: a minimal base with iptables, nft and legacy, and nothing kipvs does not need):
+// it holds only the files listed above (no shell, no package manager, no ipvsadm or ipset);
+// kipvs run from a chroot of it programs the real kernel, iptables rules with every match
+// and target it uses included, on the nft backend and then on the legacy one (chosen by
+// kipvs because of a kubelet hint chain there, as on a legacy node); and `kipvs cleanup`
+// from the chroot removes it all again.
+func TestImageRootfs(t *testing.T) {
+	e := loadEnv(t)
+	root := filepath.Join(t.TempDir(), "rootfs")
+	if out, err := run("sh", filepath.Join(e.deployDir, "image", "rootfs.sh"), root); err != nil {
+		t.Fatalf("rootfs.sh: %v\n%s", err, out)
+	}
+	bin, err := os.ReadFile(e.kipvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "usr/local/bin/kipvs"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	var files, extra []string
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		files = append(files, rel)
+		if !imageFiles.MatchString(rel) {
+			extra = append(extra, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(extra) > 0 {
+		t.Errorf("the image holds files kipvs does not need:\n%s", strings.Join(extra, "\n"))
+	}
+	for _, want := range []string{"usr/sbin/iptables-nft-restore", "usr/sbin/ip6tables-legacy-save", "etc/protocols"} {
+		if !slices.Contains(files, want) {
+			t.Errorf("the image lacks %s", want)
+		}
+	}
+	for _, absent := range []string{"bin/sh", "usr/bin/sh", "usr/bin/apt-get", "usr/bin/dpkg", "usr/sbin/ipvsadm", "usr/sbin/ipset"} {
+		if _, err := os.Lstat(filepath.Join(root, absent)); err == nil {
+			t.Errorf("the image holds %s", absent)
+		}
+	}
+	t.Logf("image file system: %d files besides directories", len(files))
+
+	// What a container runtime provides: /dev (kipvs starts iptables with its stdin on
+	// /dev/null), /proc and /sys.
+	for _, m := range []struct{ fstype, dir string }{{"devtmpfs", "dev"}, {"proc", "proc"}, {"sysfs", "sys"}} {
+		dir := filepath.Join(root, m.dir)
+		if err := syscall.Mount(m.fstype, dir, m.fstype, 0, ""); err != nil {
+			t.Fatalf("mount %s on %s: %v", m.fstype, dir, err)
+		}
+		t.Cleanup(func() {
+			if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", dir, err)
+			}
+		})
+	}
+	services, err := os.ReadFile(filepath.Join(filepath.Dir(e.deployDir), "e2e", "demo", "services.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "tmp", "services.yaml"), services, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const vip = "10.96.0.10:80"
+	chrootKipvs := func(args ...string) []string {
+		return append([]string{root, "/usr/local/bin/kipvs"}, args...)
+	}
+
+	for _, mode := range []string{"nft", "legacy"} {
+		t.Run(mode, func(t *testing.T) {
+			other := map[string]string{"nft": "legacy", "legacy": "nft"}[mode]
+			if mode == "legacy" {
+				if out, err := run("iptables-legacy", "-t", "mangle", "-N", "KUBE-IPTABLES-HINT"); err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+				t.Cleanup(func() {
+					if out, err := run("iptables-legacy", "-t", "mangle", "-X", "KUBE-IPTABLES-HINT"); err != nil {
+						t.Errorf("%v\n%s", err, out)
+					}
+				})
+			}
+			k := startKipvs(t, "chroot", chrootKipvs("run", "--kipvs-source-file", "/tmp/services.yaml",
+				"--hostname-override", "image-node", "--cluster-cidr", "10.244.0.0/16")...)
+			k.waitFor(t, startLimit, "kipvs in the image's file system programs "+vip+" and iptables-"+mode, func() (bool, string) {
+				if last, err := lastSync(); err != nil || last.IsZero() {
+					return false, "no sync yet"
+				}
+				if _, err := realServers(vip); err != nil {
+					return false, err.Error()
+				}
+				save, err := run("iptables-" + mode + "-save")
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, want := range []string{":KUBE-SERVICES", "--match-set KUBE-CLUSTER-IP dst,dst", "-j MASQUERADE"} {
+					if !strings.Contains(save, want) {
+						return false, "iptables-" + mode + "-save lacks " + want
+					}
+				}
+				return true, ""
+			})
+			if save, err := run("iptables-" + other + "-save"); err != nil || strings.Contains(save, ":KUBE-SERVICES") {
+				t.Errorf("kipvs wrote its rules to iptables-%s too (or it cannot be read: %v)", other, err)
+			}
+			k.stop(t)
+			if k.err != nil {
+				t.Errorf("kipvs exited with %v:\n%s", k.err, k.tail(20))
+			}
+			if out, err := run("chroot", chrootKipvs("cleanup")...); err != nil {
+				t.Fatalf("kipvs cleanup in the image's file system: %v\n%s", err, out)
+			}
+			for _, save := range []string{"iptables-" + mode + "-save", "ip6tables-" + mode + "-save"} {
+				if out, err := run(save); err != nil || strings.Contains(out, ":KUBE-SERVICES") {
+					t.Errorf("%s after cleanup (%v):\n%s", save, err, out)
+				}
+			}
+			if out, err := run("ipvsadm", "-Sn"); err != nil || strings.TrimSpace(out) != "" {
+				t.Errorf("ipvsadm -Sn after cleanup (%v):\n%s", err, out)
+			}
+		})
+	}
+}
