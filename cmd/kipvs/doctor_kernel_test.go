@@ -351,6 +351,33 @@ func TestKernelDoctor(t *testing.T) {
 		sh("ipvsadm", "-a", "-t", "10.96.0.10:80", "-r", "10.244.0.11:8080", "-m", "-w", "1")
 	})
 
+	t.Run("drift: a kipvs rule deleted", func(t *testing.T) {
+		// The mark rule every masquerade path goes through: without it nothing is SNATed.
+		b, err := netfilter.Detect(context.Background(), netfilter.NewRunner(ns.Handle), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ipt := "iptables-" + string(b.Mode)
+		var rule string
+		for _, l := range strings.Split(sh(ipt+"-save", "-t", "nat"), "\n") {
+			if strings.HasPrefix(l, "-A KUBE-MARK-MASQ ") {
+				rule = l
+			}
+		}
+		if rule == "" || strings.Contains(rule, `"`) {
+			t.Fatalf("no plain KUBE-MARK-MASQ rule to delete: %q", rule)
+		}
+		sh(ipt, "-t", "nat", "-D", "KUBE-MARK-MASQ", "1")
+		wantWarn(t, ns, flags, "drift: iptables", []string{"missing", "nat: " + rule}, []string{"full sync"})
+		sh(append([]string{ipt, "-t", "nat"}, strings.Fields(rule)...)...)
+	})
+
+	t.Run("drift: stray VIP on kube-ipvs0", func(t *testing.T) {
+		sh("ip", "addr", "add", "10.96.0.99/32", "dev", "kube-ipvs0")
+		wantWarn(t, ns, flags, "drift: kube-ipvs0", []string{"kube-ipvs0 has unwanted 10.96.0.99"}, []string{"full sync"})
+		sh("ip", "addr", "del", "10.96.0.99/32", "dev", "kube-ipvs0")
+	})
+
 	t.Run("foreign virtual server on a VIP", func(t *testing.T) {
 		sh("ipvsadm", "-A", "-t", "10.96.0.10:81", "-s", "rr")
 		wantWarn(t, ns, flags, "foreign virtual servers", []string{"TCP 10.96.0.10:81 shares 10.96.0.10 with kipvs's ClusterIP of default/web"},
