@@ -59,20 +59,7 @@ func TestSessionAffinityClientIP(t *testing.T) {
 	s.api.UpdateService(t, svc.Name, func(svc *v1.Service) {
 		svc.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = ptr.To[int32](120)
 	})
-	d := k.WaitSynced(t, programLimit, "timeoutSeconds 120 programmed", func() (bool, string) {
-		for _, name := range []string{tcpVS, udpVS} {
-			e, ok, err := harness.ReadIPVSEntry(name)
-			switch {
-			case err != nil:
-				return false, err.Error()
-			case !ok:
-				return false, "no virtual server " + name
-			case e.Service.Timeout != 120 || e.Service.Flags&ipvs.FlagPersistent == 0:
-				return false, fmt.Sprintf("%s: flags %#x timeout %d", name, e.Service.Flags, e.Service.Timeout)
-			}
-		}
-		return true, ""
-	})
+	d := k.WaitSynced(t, programLimit, "timeoutSeconds 120 programmed", persistence(true, 120, tcpVS, udpVS))
 	after := ipvsEntry(t, tcpVS)
 	t.Logf("timeout 60 -> 120 programmed %.1fs after the update; %s connection counter %d -> %d",
 		d.Seconds(), tcpVS, before.Service.Stats.Conns, after.Service.Stats.Conns)
@@ -96,20 +83,7 @@ func TestSessionAffinityClientIP(t *testing.T) {
 	// persistent (the default timeout 10800 s when it comes back) without being recreated.
 	affinity := func(what string, persistent bool, timeout uint32) {
 		t.Helper()
-		k.WaitSynced(t, programLimit, what, func() (bool, string) {
-			for _, name := range []string{tcpVS, udpVS} {
-				e, ok, err := harness.ReadIPVSEntry(name)
-				switch {
-				case err != nil:
-					return false, err.Error()
-				case !ok:
-					return false, "no virtual server " + name
-				case (e.Service.Flags&ipvs.FlagPersistent != 0) != persistent || (persistent && e.Service.Timeout != timeout):
-					return false, fmt.Sprintf("%s: flags %#x timeout %d", name, e.Service.Flags, e.Service.Timeout)
-				}
-			}
-			return true, ""
-		})
+		k.WaitSynced(t, programLimit, what, persistence(persistent, timeout, tcpVS, udpVS))
 		now := ipvsEntry(t, tcpVS)
 		if now.Service.Stats.Conns < before.Service.Stats.Conns {
 			t.Errorf("%s: connection counter went from %d to %d: the virtual server was recreated, not updated in place",
@@ -132,6 +106,25 @@ func TestSessionAffinityClientIP(t *testing.T) {
 	}
 	for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
 		expectOneBackend(t, fmt.Sprintf("%s, 10 requests with affinity back", p), c, p, ap(vip, 80), 10, "")
+	}
+}
+
+// persistence checks that the named virtual servers are persistent with timeout (or, with
+// persistent false, are not persistent).
+func persistence(persistent bool, timeout uint32, names ...string) func() (bool, string) {
+	return func() (bool, string) {
+		for _, name := range names {
+			e, ok, err := harness.ReadIPVSEntry(name)
+			switch {
+			case err != nil:
+				return false, err.Error()
+			case !ok:
+				return false, "no virtual server " + name
+			case (e.Service.Flags&ipvs.FlagPersistent != 0) != persistent || (persistent && e.Service.Timeout != timeout):
+				return false, fmt.Sprintf("%s: flags %#x timeout %d", name, e.Service.Flags, e.Service.Timeout)
+			}
+		}
+		return true, ""
 	}
 }
 

@@ -3,7 +3,6 @@
 package tests
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -69,19 +68,7 @@ func TestHealthCheckPortConflict(t *testing.T) {
 	squatter.Close()
 	hc := ap(harness.NodeIP, hcPort)
 	limit, _ := fullSyncLimit(t, k)
-	var last string
-	harness.Poll(t, limit+programLimit, fmt.Sprintf("health check on %s once the port is free", hc), func() (bool, string) {
-		code, body, err := c.HealthCheck(hc)
-		if err != nil {
-			return false, err.Error()
-		}
-		var b healthBody
-		if err := json.Unmarshal(body, &b); err != nil {
-			return false, fmt.Sprintf("HTTP %d, body %q: %v", code, body, err)
-		}
-		last = fmt.Sprintf("HTTP %d %s", code, body)
-		return code == 200 && b.LocalEndpoints == 1 && b.Service.Name == svc.Name, last
-	})
+	last, _ := waitHealth(t, c, hc, svc.Name, 200, 1, limit+programLimit)
 	t.Logf("health check after the port was freed: %s", last)
 
 	// The Service goes: its health check closes.

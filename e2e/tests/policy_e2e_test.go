@@ -10,6 +10,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -73,6 +74,28 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 	if n := m.Get("kubeproxy_sync_proxy_rules_no_local_endpoints_total", `traffic_policy="internal"`, `ip_family="IPv4"`); n != 1 {
 		t.Errorf(`kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal"} = %v, want 1`, n)
 	}
+}
+
+// waitHealth polls the health check node port hc from c until it answers HTTP code with
+// localEndpoints endpoints, a healthy proxy and Service name, and returns that answer and
+// how long it took.
+func waitHealth(t *testing.T, c harness.Client, hc netip.AddrPort, name string, code, endpoints int, limit time.Duration) (string, time.Duration) {
+	t.Helper()
+	var last string
+	d := harness.Poll(t, limit, fmt.Sprintf("health check %s answers %d with %d local endpoints", hc, code, endpoints), func() (bool, string) {
+		got, body, err := c.HealthCheck(hc)
+		if err != nil {
+			return false, err.Error()
+		}
+		var b healthBody
+		if err := json.Unmarshal(body, &b); err != nil {
+			return false, fmt.Sprintf("HTTP %d, body %q: %v", got, body, err)
+		}
+		last = fmt.Sprintf("HTTP %d %s", got, body)
+		return got == code && b.LocalEndpoints == endpoints && b.ServiceProxyHealthy &&
+			b.Service.Namespace == harness.Namespace && b.Service.Name == name, last
+	})
+	return last, d
 }
 
 // healthBody is the health check node port's answer.
@@ -168,21 +191,7 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 	hc := ap(harness.NodeIP, hcPort)
 	expectHealth := func(phase string, code, endpoints int) {
 		t.Helper()
-		var last string
-		d := harness.Poll(t, programLimit, fmt.Sprintf("%s: health check %s answers %d", phase, hc, code), func() (bool, string) {
-			got, body, err := c.HealthCheck(hc)
-			if err != nil {
-				return false, err.Error()
-			}
-			var b healthBody
-			if err := json.Unmarshal(body, &b); err != nil {
-				return false, fmt.Sprintf("HTTP %d, body %q: %v", got, body, err)
-			}
-			last = fmt.Sprintf("HTTP %d %s", got, body)
-			ok := got == code && b.LocalEndpoints == endpoints && b.ServiceProxyHealthy &&
-				b.Service.Namespace == harness.Namespace && b.Service.Name == svc.Name
-			return ok, last
-		})
+		last, d := waitHealth(t, c, hc, svc.Name, code, endpoints, programLimit)
 		t.Logf("%s: health check from the external client answered %s (after %.1fs)", phase, last, d.Seconds())
 	}
 

@@ -3,8 +3,6 @@
 package tests
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/netip"
 	"testing"
 
@@ -82,20 +80,7 @@ func TestTerminatingEndpoints(t *testing.T) {
 		expectSpread(t, "etp Local, local pod terminating: external -> "+string(p)+" LoadBalancer IP", ec, p, ap(lbIP, 80), 6, harness.ExternalClientIP.Addr(), local)
 	}
 
-	hc := ap(harness.NodeIP, hcPort)
-	var last string
-	harness.Poll(t, programLimit, fmt.Sprintf("health check %s answers 503 with 0 local endpoints", hc), func() (bool, string) {
-		code, body, err := ec.HealthCheck(hc)
-		if err != nil {
-			return false, err.Error()
-		}
-		var b healthBody
-		if err := json.Unmarshal(body, &b); err != nil {
-			return false, fmt.Sprintf("HTTP %d, body %q: %v", code, body, err)
-		}
-		last = fmt.Sprintf("HTTP %d %s", code, body)
-		return code == 503 && b.LocalEndpoints == 0 && b.ServiceProxyHealthy && b.Service.Name == svcE.Name, last
-	})
+	last, _ := waitHealth(t, ec, ap(harness.NodeIP, hcPort), svcE.Name, 503, 0, programLimit)
 	t.Logf("health check with only a terminating local endpoint: %s", last)
 
 	m := k.Metrics(t)
