@@ -26,18 +26,18 @@ UNITDIR      ?= $(PREFIX)/lib/systemd/system
 IMAGE        ?= ghcr.io/kipvs/kipvs:$(VERSION)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-kernel test-e2e e2e-bins vm-prepare lint lint-quick bench clean install image
+.PHONY: all build demo test test-unit test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench clean install image
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kipvs ./cmd/kipvs
 
-test: lint-quick test-unit test-kernel test-e2e
+test: deps lint-quick test-unit test-kernel test-e2e
 
 # Boots the VM, runs kipvs on the standalone source e2e/demo/services.yaml with three
 # backends in network namespaces, and shows requests to the ClusterIP and ipvsadm -Ln.
-demo: build vm-prepare
+demo: deps build vm-prepare
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/echo ./e2e/echo
 	@$(GO) run ./e2e/vm/cmd/vmrun --cache $(VMCACHE) --timeout 10m --quiet --script e2e/demo/demo.sh
 
@@ -108,7 +108,12 @@ image:
 	rm -rf $(BIN)/image && mkdir -p $(BIN)/image && cp $(BIN)/kipvs deploy/image/rootfs.sh $(BIN)/image/
 	$(CONTAINER_TOOL) build -f deploy/Containerfile -t $(IMAGE) $(BIN)/image
 
-vm-prepare:
+# The Debian packages the VM tests and the demo need (e2e/vm/deps.sh names them): installed
+# when run as root, otherwise one line says which are missing and how to install them.
+deps:
+	@e2e/vm/deps.sh
+
+vm-prepare: deps
 	@e2e/vm/prepare.sh $(VMCACHE)
 
 lint-quick:
