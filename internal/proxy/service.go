@@ -307,7 +307,9 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto Protocol, port 
 				continue
 			}
 			p = p.Masked()
-			if b.o.Family.Matches(p.Addr()) {
+			// Not Family.Matches: an IPv4-mapped range is an IPv6 range (as upstream), and
+			// its text could not go into an IPv4 set.
+			if p.Addr().Is4() == (b.o.Family == IPv4) {
 				cidrs = append(cidrs, p)
 			}
 		}

@@ -94,6 +94,15 @@ func (b *builder) validateService() (clusterIPs []netip.Addr, ok bool) {
 		b.problem("spec.sessionAffinity", "InvalidSessionAffinity", fmt.Sprintf("session affinity %q is not None or ClientIP; the Service is not programmed", spec.SessionAffinity))
 	}
 
+	switch spec.ExternalTrafficPolicy {
+	case "", v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal:
+	default:
+		b.problem("spec.externalTrafficPolicy", "InvalidTrafficPolicy", fmt.Sprintf("%q is not Cluster or Local; the Service is not programmed", spec.ExternalTrafficPolicy))
+	}
+	if p := spec.InternalTrafficPolicy; p != nil && *p != v1.ServiceInternalTrafficPolicyCluster && *p != v1.ServiceInternalTrafficPolicyLocal {
+		b.problem("spec.internalTrafficPolicy", "InvalidTrafficPolicy", fmt.Sprintf("%q is not Cluster or Local; the Service is not programmed", *p))
+	}
+
 	type portKey struct {
 		port  int32
 		proto v1.Protocol

@@ -149,6 +149,15 @@ func badInputCases() []buildCase {
 			slices:   ep("fw2"),
 			problems: []string{"InvalidSourceRange spec.loadBalancerSourceRanges[0]", "InvalidSourceRange spec.loadBalancerSourceRanges[2]"},
 		},
+		{
+			// An IPv4-mapped IPv6 range is an IPv6 range (as upstream): never in an IPv4 set.
+			name: "source-range-v4-mapped-is-ipv6",
+			svc: svc("default", "fw3", "10.96.1.7", lbIngress("203.0.113.43"), ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30095}), func(s *v1.Service) {
+				s.Spec.LoadBalancerSourceRanges = []string{"::ffff:198.51.100.0/120", "192.168.1.0/24"}
+			}),
+			slices:   ep("fw3"),
+			problems: []string{},
+		},
 
 		// ---- input the apiserver rejects: the whole Service is skipped, never mangled ----
 		{
@@ -221,6 +230,16 @@ func badInputCases() []buildCase {
 			}),
 			slices:   ep("enum"),
 			problems: []string{"InvalidServiceType spec.type", "InvalidSessionAffinity spec.sessionAffinity"},
+			skipped:  true,
+		},
+		{
+			name: "bad-traffic-policies",
+			svc: svc("default", "tpol", "10.96.1.26", svcType(v1.ServiceTypeNodePort), ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30102}), func(s *v1.Service) {
+				s.Spec.ExternalTrafficPolicy = "local"
+				s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicy("Node"))
+			}),
+			slices:   ep("tpol"),
+			problems: []string{"InvalidTrafficPolicy spec.externalTrafficPolicy", "InvalidTrafficPolicy spec.internalTrafficPolicy"},
 			skipped:  true,
 		},
 		{
@@ -371,6 +390,12 @@ func kernelSafe(st *ServiceState) []string {
 		}
 	}
 	for _, m := range st.Members {
+		for _, part := range strings.Split(m.Entry, ",") {
+			isPort := strings.HasPrefix(part, "tcp:") || strings.HasPrefix(part, "udp:") || strings.HasPrefix(part, "sctp:")
+			if !isPort && strings.Contains(part, ":") != strings.HasPrefix(m.Set, "KUBE-6-") && strings.ContainsAny(part, ".:") {
+				bad = append(bad, "address of the wrong family: "+m.Set+" "+m.Entry)
+			}
+		}
 		if strings.Contains(m.Entry, "%") || strings.Contains(m.Entry, ":0,") || strings.HasSuffix(m.Entry, ":0") || m.Entry == "0" {
 			bad = append(bad, "member "+m.Set+" "+m.Entry)
 		}
