@@ -123,7 +123,9 @@ func (b *builder) validateService() (clusterIPs []netip.Addr, ok bool) {
 		if !validPort(sp.Port) {
 			b.problem(field+".port", "InvalidPort", fmt.Sprintf("port %d is outside 1-65535; the Service is not programmed", sp.Port))
 		}
-		if sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 && !validPort(sp.TargetPort.IntVal) {
+		// A target port equal to the port (as the file source defaults an unset one) is
+		// covered by the port's check.
+		if tp := sp.TargetPort; tp.Type == intstr.Int && tp.IntVal != 0 && tp.IntVal != sp.Port && !validPort(tp.IntVal) {
 			b.problem(field+".targetPort", "InvalidPort", fmt.Sprintf("target port %d is outside 1-65535; the Service is not programmed", sp.TargetPort.IntVal))
 		}
 		if sp.NodePort != 0 && !validPort(sp.NodePort) {

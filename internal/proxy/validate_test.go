@@ -164,7 +164,8 @@ func badInputCases() []buildCase {
 			name: "bad-port-out-of-range",
 			svc: svc("default", "p", "10.96.1.10", ports(
 				v1.ServicePort{Name: "a", Port: 65616, Protocol: tcp},
-				v1.ServicePort{Name: "b", Port: -1, Protocol: tcp},
+				// The file source defaults an unset targetPort to the port: one problem, not two.
+				v1.ServicePort{Name: "b", Port: -1, Protocol: tcp, TargetPort: intstr.FromInt32(-1)},
 				v1.ServicePort{Name: "c", Port: 0, Protocol: tcp})),
 			slices:   ep("p"),
 			problems: []string{"InvalidPort spec.ports[0].port", "InvalidPort spec.ports[1].port", "InvalidPort spec.ports[2].port"},
