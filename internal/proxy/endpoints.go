@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // endpoint is one backend of one service port, flattened from the EndpointSlices.
@@ -21,20 +20,13 @@ type endpoint struct {
 }
 
 // endpointsFor collects the endpoints of one service port (matched by port name and
-// protocol) of the given family, deduplicated by address and port (an endpoint can be in two
-// slices briefly while the controller moves it); the first occurrence wins, with slices in
-// name order.
-func endpointsFor(slicesIn []*discoveryv1.EndpointSlice, portName string, proto v1.Protocol, fam Family, nodeName string) []endpoint {
-	want := discoveryv1.AddressTypeIPv4
-	if fam == IPv6 {
-		want = discoveryv1.AddressTypeIPv6
-	}
+// protocol) from this family's checked slices, deduplicated by address and port (an
+// endpoint can be in two slices briefly while the controller moves it); the first
+// occurrence wins, with slices in name order. Endpoints checkSlices skipped are left out.
+func endpointsFor(slicesIn []checkedSlice, portName string, proto v1.Protocol, nodeName string) []endpoint {
 	var out []endpoint
 	seen := map[netip.AddrPort]bool{}
 	for _, s := range slicesIn {
-		if s == nil || s.AddressType != want {
-			continue
-		}
 		var port int32 = -1
 		for _, p := range s.Ports {
 			name := ""
@@ -50,18 +42,14 @@ func endpointsFor(slicesIn []*discoveryv1.EndpointSlice, portName string, proto 
 				break
 			}
 		}
-		if port <= 0 || port > 65535 {
+		if !validPort(port) { // no such port (checkSlices dropped slices with bad ones)
 			continue
 		}
-		for _, ep := range s.Endpoints {
-			if len(ep.Addresses) == 0 {
+		for i, ep := range s.Endpoints {
+			addr := s.addrs[i]
+			if !addr.IsValid() {
 				continue
 			}
-			addr, err := netip.ParseAddr(ep.Addresses[0])
-			if err != nil || !fam.Matches(addr) {
-				continue
-			}
-			addr = addr.Unmap()
 			key := netip.AddrPortFrom(addr, uint16(port))
 			if seen[key] {
 				continue

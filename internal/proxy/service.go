@@ -19,9 +19,12 @@ type ServiceInput struct {
 	Slices  []*discoveryv1.EndpointSlice
 }
 
-// Problem is something about a Service that the apiserver admitted but kipvs cannot program
-// as written; the daemon reports it as a Warning Event on the Service and a log line. The
-// rest of the Service (and every other Service) is still programmed.
+// Problem is something about a Service (or one of its EndpointSlices) that kipvs cannot
+// program as written: a value the apiserver admits but the kernel cannot take, or, from a
+// source file nothing validated, a value the apiserver would have rejected (validate.go).
+// The daemon reports it as a Warning Event on the Service and a log line. Every other
+// Service is still programmed, and so is the rest of this one unless the Service itself is
+// invalid (see docs/bad-input.md).
 type Problem struct {
 	Service types.NamespacedName
 	Field   string // e.g. spec.externalIPs[1]
@@ -71,7 +74,8 @@ var schedFlagsFor = map[string][]string{
 const DefaultAffinityTimeout = 10800
 
 // BuildService computes the contribution of one Service. A nil input or a Service kipvs
-// does not proxy (headless, ExternalName, no IP of this family) contributes nothing.
+// does not proxy (headless, ExternalName, no IP of this family) contributes nothing; an
+// invalid Service contributes only its Problems.
 func BuildService(in ServiceInput, o *Options) *ServiceState {
 	svc := in.Service
 	if svc == nil {
@@ -82,24 +86,26 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 		return st
 	}
 	b := builder{o: o, svc: svc, st: st, members: map[Member]struct{}{}, addrs: map[netip.Addr]struct{}{}}
+	clusterIPs, valid := b.validateService()
+	if !valid {
+		b.finish()
+		return st
+	}
 	sched, flags := b.scheduler()
-	clusterIPs := b.clusterIPs()
+	externalIPs := b.externalIPs()
+	lbIPs := b.loadBalancerIPs()
+	checked := b.checkSlices(in.Slices)
 	zone := o.NodeLabels[ZoneLabel]
 
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
-		proto, ok := protocolOf(sp.Protocol)
-		if !ok {
-			b.problem(fmt.Sprintf("spec.ports[%d].protocol", i), "UnsupportedProtocol",
-				fmt.Sprintf("protocol %q is not supported by IPVS; port skipped", sp.Protocol))
-			continue
-		}
+		proto, _ := protocolOf(sp.Protocol) // validated
 		owner := ServicePortName{NamespacedName: st.Name, Port: sp.Name}
 		apiProto := sp.Protocol
 		if apiProto == "" {
 			apiProto = v1.ProtocolTCP
 		}
-		all := endpointsFor(in.Slices, sp.Name, apiProto, o.Family, o.NodeName)
+		all := endpointsFor(checked, sp.Name, apiProto, o.NodeName)
 		// KEP-1669: within the scope of each traffic policy, ready endpoints, else serving
 		// terminating ones. The scopes are chosen apart: a node whose only pod is
 		// terminating keeps draining to it under a Local policy even while other nodes
@@ -146,12 +152,12 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 				v.Persistent = true
 				v.Timeout = DefaultAffinityTimeout
 				if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-					v.Timeout = uint32(*c.ClientIP.TimeoutSeconds)
+					v.Timeout = uint32(*c.ClientIP.TimeoutSeconds) // validated: 1..MaxAffinityTimeout
 				}
 			}
 			st.VirtualServers = append(st.VirtualServers, v)
 		}
-		port := uint16(sp.Port)
+		port := uint16(sp.Port) // validated: 1..65535
 		ipPort := func(ip netip.Addr) string { return ip.String() + "," + proto.String() + ":" + strconv.Itoa(int(port)) }
 
 		// Hairpin: a local endpoint reaching its own service through a VIP must be
@@ -168,21 +174,7 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 			vs(KindClusterIP, ip, port, clusterEps)
 		}
 
-		for j, s := range svc.Spec.ExternalIPs {
-			ip, err := netip.ParseAddr(s)
-			if err != nil {
-				b.problem(fmt.Sprintf("spec.externalIPs[%d]", j), "InvalidExternalIP", fmt.Sprintf("%q is not an IP address", s))
-				continue
-			}
-			ip = ip.Unmap()
-			if !o.Family.Matches(ip) {
-				continue
-			}
-			if slices.Contains(o.NodePortAddresses, ip) || o.isLocalAddress(ip) {
-				b.problem(fmt.Sprintf("spec.externalIPs[%d]", j), "ExternalIPIsNodeAddress",
-					fmt.Sprintf("external IP %s is an address of node %s; binding it on kube-ipvs0 would hijack the node's own traffic, so it is skipped", ip, o.NodeName))
-				continue
-			}
+		for _, ip := range externalIPs {
 			if externalLocal {
 				b.member(SetExternalIPLocal, ipPort(ip))
 			} else {
@@ -192,40 +184,21 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 			vs(KindExternalIP, ip, port, externalEps)
 		}
 
-		if svc.Spec.Type == v1.ServiceTypeLoadBalancer {
-			for j, ing := range svc.Status.LoadBalancer.Ingress {
-				if ing.IP == "" || (ing.IPMode != nil && *ing.IPMode == v1.LoadBalancerIPModeProxy) {
-					continue
-				}
-				field := fmt.Sprintf("status.loadBalancer.ingress[%d].ip", j)
-				ip, err := netip.ParseAddr(ing.IP)
-				if err != nil {
-					b.problem(field, "InvalidLoadBalancerIP", fmt.Sprintf("%q is not an IP address", ing.IP))
-					continue
-				}
-				ip = ip.Unmap()
-				if !o.Family.Matches(ip) {
-					continue
-				}
-				if slices.Contains(o.NodePortAddresses, ip) {
-					b.problem(field, "LoadBalancerIPIsNodeAddress",
-						fmt.Sprintf("load balancer IP %s is an address of node %s; it is skipped so node traffic is not hijacked", ip, o.NodeName))
-					continue
-				}
-				b.member(SetLoadBalancer, ipPort(ip))
-				if externalLocal {
-					b.member(SetLoadBalancerLocal, ipPort(ip))
-				}
-				b.sourceRanges(i, ip, proto, port)
-				if !o.isLocalAddress(ip) {
-					b.bind(ip)
-				}
-				vs(KindLoadBalancer, ip, port, externalEps)
+		for _, lb := range lbIPs {
+			ip := lb.addr
+			b.member(SetLoadBalancer, ipPort(ip))
+			if externalLocal {
+				b.member(SetLoadBalancerLocal, ipPort(ip))
 			}
+			b.sourceRanges(i, ip, proto, port)
+			if !lb.local {
+				b.bind(ip)
+			}
+			vs(KindLoadBalancer, ip, port, externalEps)
 		}
 
 		if sp.NodePort != 0 && (svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer) && len(o.NodePortAddresses) > 0 {
-			np := uint16(sp.NodePort)
+			np := uint16(sp.NodePort) // validated: 1..65535
 			set, localSet := nodePortSets(proto)
 			if proto == SCTP {
 				for _, ip := range o.NodePortAddresses {
@@ -247,7 +220,7 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 		}
 	}
 
-	if externalPolicyLocal(svc) && svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort > 0 && svc.Spec.HealthCheckNodePort <= 65535 {
+	if externalPolicyLocal(svc) && svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort != 0 { // validated: 1..65535
 		st.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
 		b.member(SetHealthCheckNodePort, strconv.Itoa(int(svc.Spec.HealthCheckNodePort)))
 	}
@@ -315,28 +288,6 @@ func (b *builder) scheduler() (string, []string) {
 	return sched, flags
 }
 
-func (b *builder) clusterIPs() []netip.Addr {
-	ips := b.svc.Spec.ClusterIPs
-	if len(ips) == 0 && b.svc.Spec.ClusterIP != "" {
-		ips = []string{b.svc.Spec.ClusterIP}
-	}
-	var out []netip.Addr
-	for j, s := range ips {
-		if s == "" || s == v1.ClusterIPNone {
-			continue
-		}
-		ip, err := netip.ParseAddr(s)
-		if err != nil {
-			b.problem(fmt.Sprintf("spec.clusterIPs[%d]", j), "InvalidClusterIP", fmt.Sprintf("%q is not an IP address", s))
-			continue
-		}
-		if ip = ip.Unmap(); b.o.Family.Matches(ip) && !slices.Contains(out, ip) {
-			out = append(out, ip)
-		}
-	}
-	return out
-}
-
 // sourceRanges records loadBalancerSourceRanges for one LB ip:port: the -FW set marks it
 // as filtered, -SOURCE-CIDR holds the allowed ranges, and -SOURCE-IP lets the node itself
 // (or a backend hairpinning through the LB IP) in when a range covers a node address.
@@ -356,7 +307,9 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto Protocol, port 
 				continue
 			}
 			p = p.Masked()
-			if b.o.Family.Matches(p.Addr()) {
+			// Not Family.Matches: an IPv4-mapped range is an IPv6 range (as upstream), and
+			// its text could not go into an IPv4 set.
+			if p.Addr().Is4() == (b.o.Family == IPv4) {
 				cidrs = append(cidrs, p)
 			}
 		}
@@ -381,6 +334,13 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto Protocol, port 
 
 func (b *builder) finish() {
 	st := b.st
+	// A problem found while programming each port (a bad source range) is reported once.
+	seen := map[Problem]bool{}
+	st.Problems = slices.DeleteFunc(st.Problems, func(p Problem) bool {
+		dup := seen[p]
+		seen[p] = true
+		return dup
+	})
 	slices.SortFunc(st.VirtualServers, func(x, y *VirtualServer) int { return x.VSKey.Compare(y.VSKey) })
 	// Two ports of one Service cannot share a key (the apiserver forbids it), but a
 	// ClusterIP equal to an externalIP could collide: keep the first.

@@ -19,6 +19,16 @@ type buildCase struct {
 	opts   func(*Options)
 	svc    *v1.Service
 	slices []*discoveryv1.EndpointSlice
+	// problems, when not nil, is the exact list of "Reason field" the build must report;
+	// skipped means the Service must contribute nothing to the kernel at all.
+	problems []string
+	skipped  bool
+}
+
+// allBuildCases adds the bad-input rows (validate_test.go) to the rows of well-formed input
+// (the rules golden files aggregate only the latter).
+func allBuildCases() []buildCase {
+	return append(buildCases(), badInputCases()...)
 }
 
 func buildCases() []buildCase {
@@ -254,7 +264,7 @@ func formatState(st *ServiceState) string {
 // Every row's whole contribution is pinned by one golden file, reviewed by hand.
 func TestBuildServiceGolden(t *testing.T) {
 	var all strings.Builder
-	for _, tc := range buildCases() {
+	for _, tc := range allBuildCases() {
 		o := testOptions()
 		if tc.opts != nil {
 			tc.opts(o)
