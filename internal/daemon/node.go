@@ -121,8 +121,8 @@ func localDetector(cfg *config.Config, f proxy.Family, node *v1.Node) proxy.Loca
 	return d
 }
 
-// nodePrimaryIPs are the Node's InternalIP addresses (first per family), or its ExternalIPs
-// when it has no internal one, as kube-proxy picks the node's primary IPs.
+// nodePrimaryIPs are the Node's InternalIP addresses (first usable per family), or its
+// ExternalIPs when it has no internal one, as kube-proxy picks the node's primary IPs.
 func nodePrimaryIPs(node *v1.Node) []netip.Addr {
 	if node == nil {
 		return nil
@@ -134,7 +134,7 @@ func nodePrimaryIPs(node *v1.Node) []netip.Addr {
 				continue
 			}
 			ip, err := netip.ParseAddr(a.Address)
-			if err != nil {
+			if err != nil || !usableNodeAddress(ip.Unmap()) {
 				continue
 			}
 			ip = ip.Unmap()
@@ -153,4 +153,11 @@ func nodePrimaryIPs(node *v1.Node) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// usableNodeAddress says whether a Node status address can carry NodePort virtual servers:
+// a global unicast address without an IPv6 zone, outside 0.0.0.0/8. A Node read from the
+// source file is not validated by an apiserver and could hold anything.
+func usableNodeAddress(a netip.Addr) bool {
+	return a.Zone() == "" && a.IsGlobalUnicast() && !(a.Is4() && a.As4()[0] == 0)
 }

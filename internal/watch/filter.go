@@ -122,7 +122,9 @@ func serviceClusterIPs(svc *v1.Service) []netip.Addr {
 	}
 	var out []netip.Addr
 	for _, s := range raw {
-		if a, err := netip.ParseAddr(s); err == nil {
+		// A zoned address (only a source file can hold one) is no cluster IP; it would also
+		// slip past the Service CIDR containment checks, which never match a zone.
+		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
 			out = append(out, a.Unmap())
 		}
 	}
