@@ -43,8 +43,7 @@ func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ips
 		return nil, nil, fmt.Errorf("list addresses of %s: %w", r.k.Dummy.Name(), err)
 	}
 	for _, p := range addrs {
-		a := p.Addr().Unmap()
-		if r.o.Family.Matches(a) && !a.IsLinkLocalUnicast() {
+		if a := p.Addr().Unmap(); r.o.Family.Matches(a) && !kernelLinkLocal(p) {
 			obs.addrs[a] = struct{}{}
 		}
 	}
@@ -74,6 +73,14 @@ func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ips
 		obs.vs[vk] = vs
 	}
 	return obs, missing, nil
+}
+
+// kernelLinkLocal reports whether p is the IPv6 link-local address the kernel gives the
+// link itself when it is up (an fe80::/64, never a VIP: kipvs binds host prefixes only).
+// Every other address on the link is read back, link-local VIPs (169.254.169.254/32,
+// fe80::1/128) included, so one kipvs no longer wants is unbound.
+func kernelLinkLocal(p netip.Prefix) bool {
+	return p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() && p.Bits() != 128
 }
 
 // owns applies the ownership rule of observe to one virtual server of family f. remembered
