@@ -42,7 +42,7 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		if err != nil {
 			return err
 		}
-		d.probeSchedulers(changes.Services)
+		d.probeSchedulers(changes.Services, false)
 		for _, f := range d.families {
 			if !f.opts.Equal(d.options(f.f, src.Node(), host)) {
 				full = true // node labels, pod CIDRs, addresses or schedulers changed: rebuild all
@@ -56,7 +56,7 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		}
 		snap = &s
 		changes = mergeChanges(changes, s.Pending)
-		d.probeSchedulers(s.Services)
+		d.probeSchedulers(s.Services, true)
 	}
 	d.m.ServiceChangesTotal.Add(float64(changes.ServiceEvents))
 	d.m.EndpointChangesTotal.Add(float64(changes.EndpointEvents))
@@ -136,25 +136,36 @@ func (d *Daemon) options(f proxy.Family, node *v1.Node, host []netip.Addr) proxy
 	return o
 }
 
-// probeSchedulers checks, once per name, that every scheduler a Service asks for by
-// annotation can be loaded, so a missing module degrades that Service to the global
-// scheduler (with a Warning Event) instead of failing its virtual servers.
-func (d *Daemon) probeSchedulers(services map[types.NamespacedName]*watch.ServiceInfo) {
+// probeSchedulers checks that every scheduler a Service asks for by annotation can be
+// loaded, so a missing module degrades that Service to the global scheduler (with a Warning
+// Event) instead of failing its virtual servers. A scheduler is probed when first asked
+// for; one found unavailable is probed again on every full sync (retry), so a module that
+// becomes loadable later is used: the options then change and the full sync rebuilds the
+// Services that asked for it.
+func (d *Daemon) probeSchedulers(services map[types.NamespacedName]*watch.ServiceInfo, retry bool) {
+	probed := map[string]bool{}
 	for _, info := range services {
 		if info == nil {
 			continue
 		}
 		s, ok := proxy.RequestedScheduler(info.Service)
-		if !ok {
+		if !ok || probed[s] {
 			continue
 		}
-		if _, done := d.schedulers[s]; done {
+		avail, known := d.schedulers[s]
+		if known && (avail || !retry) {
 			continue
 		}
+		probed[s] = true
 		err := probeScheduler(d.deps.IPVS, s)
 		d.schedulers[s] = err == nil
-		if err != nil {
+		switch {
+		case err == nil && known:
+			d.log.Info("scheduler requested by a Service is available now", zap.String("scheduler", s))
+		case err != nil && !known:
 			d.log.Warn("scheduler requested by a Service is unavailable", zap.String("scheduler", s), zap.Error(err))
+		case err != nil:
+			d.log.Debug("scheduler requested by a Service is still unavailable", zap.String("scheduler", s), zap.Error(err))
 		}
 	}
 }

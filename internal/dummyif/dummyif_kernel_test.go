@@ -280,3 +280,38 @@ func TestVIPOnDownLinkServesIPVSKernel(t *testing.T) {
 		t.Errorf("IPVS connections per virtual address %v, want %v:\n%s", perVIP, want, conns)
 	}
 }
+
+// Link-local VIPs are host prefixes like any other, and the kernel gives the link its own
+// fe80::/64 when it goes up and takes it away when it goes down: what the fake models
+// (TestLinkLocalFake).
+func TestLinkLocalKernel(t *testing.T) {
+	ns := netnstest.New(t)
+	d, err := New(testLink, ns.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	setUp := func(up bool) {
+		state := "down"
+		if up {
+			state = "up"
+		}
+		ipBatch(t, ns, "link set "+testLink+" "+state)
+		// The kernel adds the link-local address while it processes the link going up.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ps, err := d.Addresses()
+			if err != nil {
+				t.Fatal(err)
+			}
+			has := slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Addr().IsLinkLocalUnicast() && p.Bits() == 64 })
+			if has == up || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // polling the kernel with a deadline
+		}
+	}
+	if got := linkLocalTranscript(t, d, setUp); got != linkLocalWant {
+		t.Errorf("transcript:\n%s\nwant:\n%s", got, linkLocalWant)
+	}
+}

@@ -59,13 +59,26 @@ func (f *Fake) SetForeignLink(typ string) {
 	clear(f.addrs)
 }
 
+// LinkLocal is the link-local address the fake's link gets when it goes up: the kernel
+// gives a dummy link (addrgenmode eui64, the default) an fe80::/64 address derived from its
+// random MAC address; the fake uses this fixed one.
+func (f *Fake) LinkLocal() netip.Prefix { return netip.MustParsePrefix("fe80::8c4f:a1ff:fe2b:7c10/64") }
+
 // SetUp sets the link's administrative state, as `ip link set NAME up|down` would. It is a
-// no-op without a link. Unlike the kernel, the fake adds no link-local address on up.
+// no-op without a link. Like the kernel, going up adds the link's own IPv6 link-local
+// address (LinkLocal) and going down removes it. Not modelled: the kernel also removes
+// the link's other IPv6 addresses when it goes down (net.ipv6.conf.*.keep_addr_on_down=0).
 func (f *Fake) SetUp(up bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.typ != "" {
-		f.up = up
+	if f.typ == "" || f.up == up {
+		return
+	}
+	f.up = up
+	if up {
+		f.addrs[f.LinkLocal()] = true
+	} else {
+		delete(f.addrs, f.LinkLocal())
 	}
 }
 

@@ -27,7 +27,7 @@ func TestFakeDefaultsAndState(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.SetUp(true)
-	if d, _ := f.Dump(); d != "link kube-ipvs0 type dummy state UP\n" {
+	if d, _ := f.Dump(); d != "link kube-ipvs0 type dummy state UP\naddr "+f.LinkLocal().String()+"\n" {
 		t.Fatalf("Dump() after SetUp = %q", d)
 	}
 	// EnsureLink leaves an existing link's state alone.

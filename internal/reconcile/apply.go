@@ -32,7 +32,7 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 			r.count("ipset", "add", 1)
 		}
 	}
-	fail(r.applyIPVS(p.IPVS))
+	fail(r.applyIPVS(p.IPVS, nil))
 	for _, a := range p.AddAddrs {
 		if _, err := r.k.Dummy.EnsureAddress(a); err != nil {
 			fail(fmt.Errorf("bind %s on %s: %w", a, r.k.Dummy.Name(), err))
@@ -61,9 +61,29 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 			}
 		}
 	}
-	fail(r.applyMembers(p.DelMembers, false))
-	fail(r.applyIPVS(p.IPVSDelete))
+	// A virtual server whose delete failed keeps what makes it kipvs's (its VIP and set
+	// members), so the next sync, even after a restart, does not take it for a foreign one
+	// and retries the delete.
+	keepAddrs := map[netip.Addr]bool{}
+	keepMembers := map[proxy.Member]bool{}
+	fail(r.applyIPVS(p.IPVSDelete, func(k proxy.VSKey) {
+		a, ms := vouchers(r.o.Family, k)
+		keepAddrs[a] = true
+		for _, m := range ms {
+			keepMembers[m] = true
+		}
+	}))
+	delMembers := make([]proxy.Member, 0, len(p.DelMembers))
+	for _, m := range p.DelMembers {
+		if !keepMembers[m] {
+			delMembers = append(delMembers, m)
+		}
+	}
+	fail(r.applyMembers(delMembers, false))
 	for _, a := range p.DelAddrs {
+		if keepAddrs[a] {
+			continue
+		}
 		if _, err := r.k.Dummy.RemoveAddress(a); err != nil {
 			fail(fmt.Errorf("unbind %s from %s: %w", a, r.k.Dummy.Name(), err))
 		} else {
@@ -103,38 +123,51 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 	return nil
 }
 
-func (r *Reconciler) applyIPVS(ops []ipvs.Op) error {
+// applyIPVS applies ops as one batch. It keeps r.owned up to date with the services added
+// and deleted, and calls failedDelete (if not nil) for each service whose delete failed
+// (every one, when the whole batch failed).
+func (r *Reconciler) applyIPVS(ops []ipvs.Op, failedDelete func(proxy.VSKey)) error {
 	if len(ops) == 0 {
 		return nil
 	}
 	err := r.k.IPVS.Apply(ops)
 	failed := map[int]bool{}
 	var be *ipvs.BatchError
+	whole := false
 	if errors.As(err, &be) {
 		for _, oe := range be.Errors {
 			failed[oe.Index] = true
 		}
 	} else if err != nil {
-		return fmt.Errorf("apply %d IPVS changes: %w", len(ops), err)
+		whole = true
 	}
 	for i, op := range ops {
-		if failed[i] {
+		k := fromIPVSKey(op.Service.ServiceKey)
+		if whole || failed[i] {
+			if op.Kind == ipvs.OpDeleteService && failedDelete != nil {
+				failedDelete(k)
+			}
 			continue
 		}
 		kind, verb := "real_server", "add"
 		switch op.Kind {
 		case ipvs.OpAddService:
 			kind = "virtual_server"
+			r.owned[k] = struct{}{}
 		case ipvs.OpUpdateService:
 			kind, verb = "virtual_server", "update"
 		case ipvs.OpDeleteService:
 			kind, verb = "virtual_server", "delete"
+			delete(r.owned, k)
 		case ipvs.OpUpdateDestination:
 			verb = "update"
 		case ipvs.OpDeleteDestination:
 			verb = "delete"
 		}
 		r.count(kind, verb, 1)
+	}
+	if whole {
+		return fmt.Errorf("apply %d IPVS changes: %w", len(ops), err)
 	}
 	if err != nil {
 		return fmt.Errorf("apply IPVS changes: %w", err)

@@ -139,7 +139,7 @@ func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 			if k.FWMark != 0 || !f.Matches(k.Addr) {
 				continue
 			}
-			if owns(f, in.ExcludeCIDRs, empty, obs, fromIPVSKey(k), in.NodeAddrs) {
+			if owns(f, in.ExcludeCIDRs, empty, obs, fromIPVSKey(k), in.NodeAddrs, nil) {
 				p.VirtualServers = append(p.VirtualServers, k)
 			}
 		}

@@ -43,8 +43,7 @@ func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ips
 		return nil, nil, fmt.Errorf("list addresses of %s: %w", r.k.Dummy.Name(), err)
 	}
 	for _, p := range addrs {
-		a := p.Addr().Unmap()
-		if r.o.Family.Matches(a) && !a.IsLinkLocalUnicast() {
+		if a := p.Addr().Unmap(); r.o.Family.Matches(a) && !kernelLinkLocal(p) {
 			obs.addrs[a] = struct{}{}
 		}
 	}
@@ -63,7 +62,7 @@ func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ips
 			continue
 		}
 		vk := fromIPVSKey(k)
-		if !owns(r.o.Family, r.o.ExcludeCIDRs, d, obs, vk, nodeAddrs) {
+		if !owns(r.o.Family, r.o.ExcludeCIDRs, d, obs, vk, nodeAddrs, r.owned) {
 			continue
 		}
 		vs := &vsState{svc: e.Service, dests: make(map[netip.AddrPort]destState, len(e.Destinations))}
@@ -76,8 +75,19 @@ func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ips
 	return obs, missing, nil
 }
 
-// owns applies the ownership rule of observe to one virtual server of family f.
-func owns(f proxy.Family, exclude []netip.Prefix, d *proxy.Desired, obs *state, k proxy.VSKey, nodeAddrs []netip.Addr) bool {
+// kernelLinkLocal reports whether p is the IPv6 link-local address the kernel gives the
+// link itself when it is up (an fe80::/64, never a VIP: kipvs binds host prefixes only).
+// Every other address on the link is read back, link-local VIPs (169.254.169.254/32,
+// fe80::1/128) included, so one kipvs no longer wants is unbound.
+func kernelLinkLocal(p netip.Prefix) bool {
+	return p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() && p.Bits() != 128
+}
+
+// owns applies the ownership rule of observe to one virtual server of family f. remembered
+// holds the virtual servers this process created or adopted and has not seen deleted: they
+// stay kipvs's even when nothing in the kernel vouches for them any more (a node port on an
+// address the node lost).
+func owns(f proxy.Family, exclude []netip.Prefix, d *proxy.Desired, obs *state, k proxy.VSKey, nodeAddrs []netip.Addr, remembered map[proxy.VSKey]struct{}) bool {
 	if d.VirtualServer(k) != nil {
 		return true
 	}
@@ -86,29 +96,54 @@ func owns(f proxy.Family, exclude []netip.Prefix, d *proxy.Desired, obs *state, 
 			return false
 		}
 	}
+	if _, ok := remembered[k]; ok {
+		return true
+	}
 	if _, ok := obs.addrs[k.Address]; ok {
 		return true
 	}
-	ipPort := k.Address.String() + "," + k.Protocol.String() + ":" + strconv.Itoa(int(k.Port))
-	for _, base := range []string{proxy.SetClusterIP, proxy.SetExternalIP, proxy.SetExternalIPLocal, proxy.SetLoadBalancer} {
-		if _, ok := obs.members[proxy.Member{Set: proxy.SetName(f, base), Entry: ipPort}]; ok {
+	for _, m := range vipMembers(f, k) {
+		if _, ok := obs.members[m]; ok {
 			return true
 		}
 	}
 	if !slices.Contains(nodeAddrs, k.Address) {
 		return false
 	}
-	var member proxy.Member
+	_, ok := obs.members[nodePortMember(f, k)]
+	return ok
+}
+
+// vipMembers are the members of the VIP sets that make virtual server k kipvs's.
+func vipMembers(f proxy.Family, k proxy.VSKey) []proxy.Member {
+	ipPort := k.Address.String() + "," + k.Protocol.String() + ":" + strconv.Itoa(int(k.Port))
+	bases := []string{proxy.SetClusterIP, proxy.SetExternalIP, proxy.SetExternalIPLocal, proxy.SetLoadBalancer}
+	out := make([]proxy.Member, 0, len(bases))
+	for _, base := range bases {
+		out = append(out, proxy.Member{Set: proxy.SetName(f, base), Entry: ipPort})
+	}
+	return out
+}
+
+// nodePortMember is the member of a node-port set that makes virtual server k kipvs's when
+// it listens on a node address.
+func nodePortMember(f proxy.Family, k proxy.VSKey) proxy.Member {
 	switch k.Protocol {
 	case proxy.TCP:
-		member = proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortTCP), Entry: strconv.Itoa(int(k.Port))}
+		return proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortTCP), Entry: strconv.Itoa(int(k.Port))}
 	case proxy.UDP:
-		member = proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortUDP), Entry: strconv.Itoa(int(k.Port))}
+		return proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortUDP), Entry: strconv.Itoa(int(k.Port))}
 	default:
-		member = proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortSCTP), Entry: ipPort}
+		ipPort := k.Address.String() + "," + k.Protocol.String() + ":" + strconv.Itoa(int(k.Port))
+		return proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortSCTP), Entry: ipPort}
 	}
-	_, ok := obs.members[member]
-	return ok
+}
+
+// vouchers is everything in the kernel whose presence makes virtual server k kipvs's by
+// the ownership rule: its address on the dummy link and its set members. apply keeps them
+// while k's delete has not succeeded.
+func vouchers(f proxy.Family, k proxy.VSKey) (netip.Addr, []proxy.Member) {
+	return k.Address, append(vipMembers(f, k), nodePortMember(f, k))
 }
 
 // drift counts the differences between what kipvs applied and what the kernel holds now.

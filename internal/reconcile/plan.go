@@ -17,7 +17,9 @@ import (
 // Plan is an ordered set of kernel changes. Apply runs the groups in field order, which is
 // the order the kernel needs: sets exist before members and rules use them, virtual servers
 // exist before their VIPs attract traffic, rules change before the members they stop using
-// go away, and real servers go before their virtual servers.
+// go away, and real servers go before their virtual servers. A virtual server's VIP and the
+// set members that mark it as kipvs's go only after it is gone: when its delete fails they
+// stay (see apply), so the next sync still knows it as kipvs's and retries.
 type Plan struct {
 	CreateSets []ipset.Set
 	// IPVS holds service adds and updates (each service before its destinations), then
@@ -26,10 +28,10 @@ type Plan struct {
 	AddAddrs   []netip.Addr
 	AddMembers []proxy.Member
 	// Rules is the ruleset to apply, or nil when it is unchanged.
-	Rules      *netfilter.Ruleset
-	DelMembers []proxy.Member
+	Rules *netfilter.Ruleset
 	// IPVSDelete holds destination deletes, then service deletes.
 	IPVSDelete []ipvs.Op
+	DelMembers []proxy.Member
 	DelAddrs   []netip.Addr
 	// Conntrack lists UDP flows to remove once the IPVS changes are in.
 	Conntrack []conntrack.Filter
@@ -76,11 +78,11 @@ func (p *Plan) String() string {
 	if p.Rules != nil {
 		b.WriteString("apply iptables rules\n")
 	}
-	for _, m := range p.DelMembers {
-		fmt.Fprintf(&b, "del member %s %s\n", m.Set, m.Entry)
-	}
 	for _, op := range p.IPVSDelete {
 		b.WriteString(formatOp(op))
+	}
+	for _, m := range p.DelMembers {
+		fmt.Fprintf(&b, "del member %s %s\n", m.Set, m.Entry)
 	}
 	for _, a := range p.DelAddrs {
 		fmt.Fprintf(&b, "unbind %s\n", a)

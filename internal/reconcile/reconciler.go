@@ -56,7 +56,10 @@ type Reconciler struct {
 	rules string
 	// draining maps real servers at weight 0 to when their drain started.
 	draining map[DrainKey]time.Time
-	adopted  bool
+	// owned holds the virtual servers kipvs created or adopted and has not seen go: they
+	// stay its own for observe until a delete succeeds or the kernel no longer has them.
+	owned   map[proxy.VSKey]struct{}
+	adopted bool
 }
 
 // New returns a Reconciler over k.
@@ -67,7 +70,8 @@ func New(k Kernel, o Options) *Reconciler {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return &Reconciler{k: k, o: o, specs: setSpecs(o.Family), draining: map[DrainKey]time.Time{}}
+	return &Reconciler{k: k, o: o, specs: setSpecs(o.Family), draining: map[DrainKey]time.Time{},
+		owned: map[proxy.VSKey]struct{}{}}
 }
 
 // Result describes one sync.
@@ -100,6 +104,10 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 	if err != nil {
 		r.applied = nil
 		return res, err
+	}
+	clear(r.owned)
+	for k := range obs.vs {
+		r.owned[k] = struct{}{}
 	}
 	observedRules, err := r.k.Netfilter.Observe(ctx)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,8 @@ type APISourceOptions struct {
 	Logger *zap.Logger
 	// Clock stamps the source's start, before which trigger times are ignored. Default: real.
 	Clock clock.PassiveClock
+	// RetryClock times the retries of ServiceCIDR discovery after it failed. Default: real.
+	RetryClock clock.Clock
 }
 
 // APISource watches Services, EndpointSlices, this node's Node and, where the API serves
@@ -70,6 +73,9 @@ func NewAPISource(opts APISourceOptions) (*APISource, error) {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.RetryClock == nil {
+		opts.RetryClock = clock.RealClock{}
 	}
 	log := opts.Logger.With(zap.String("source", "api"))
 	return &APISource{
@@ -115,10 +121,18 @@ func serviceCIDRServed(d discovery.DiscoveryInterface) (bool, error) {
 	return false, nil
 }
 
+// Backoff of the ServiceCIDR discovery retries: the first after discoveryRetryFirst, each
+// next one twice as late, at most discoveryRetryMax apart.
+const (
+	discoveryRetryFirst = time.Second
+	discoveryRetryMax   = 2 * time.Minute
+)
+
 // Start creates and starts the informers. It returns after starting them; sync completes in
 // the background (see WaitForSync). When ServiceCIDR discovery fails for another reason
-// than "not served", the source logs a warning and learns service CIDRs from
-// default/kubernetes only, for its whole lifetime.
+// than "not served" (the apiserver is not reachable yet), the source learns service CIDRs
+// from default/kubernetes and retries discovery with backoff until it answers; if the API
+// is served, it then watches the ServiceCIDR objects and takes its ranges from them.
 func (s *APISource) Start(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("watch: APISource started twice")
@@ -129,9 +143,10 @@ func (s *APISource) Start(ctx context.Context) error {
 		return err
 	}
 	served, err := serviceCIDRServed(s.opts.Client.Discovery())
+	retryDiscovery := err != nil
 	switch {
 	case err != nil:
-		s.log.Warn("cannot tell whether the ServiceCIDR API is served; learning service CIDRs from default/kubernetes only", zap.Error(err))
+		s.log.Warn("cannot tell whether the ServiceCIDR API is served; learning service CIDRs from default/kubernetes until discovery answers", zap.Error(err))
 	case !served:
 		s.log.Info("networking.k8s.io/v1 ServiceCIDR is not served; learning service CIDRs from default/kubernetes only")
 	default:
@@ -176,6 +191,10 @@ func (s *APISource) Start(ctx context.Context) error {
 	for _, f := range factories {
 		f.Start(ctx.Done())
 	}
+	var retry sync.WaitGroup
+	if retryDiscovery {
+		retry.Go(func() { s.rediscoverServiceCIDRs(ctx, resync, sel) })
+	}
 	go func() {
 		defer close(s.done)
 		if cache.WaitForCacheSync(ctx.Done(), regs...) {
@@ -186,8 +205,49 @@ func (s *APISource) Start(ctx context.Context) error {
 		for _, f := range factories {
 			f.Shutdown()
 		}
+		retry.Wait()
 	}()
 	return nil
+}
+
+// rediscoverServiceCIDRs retries ServiceCIDR discovery with backoff until it answers or
+// ctx ends. If the API is served, it starts the ServiceCIDR informer and, once it has
+// listed the objects, makes them the authority for the service ranges. It returns after
+// the informer has stopped.
+func (s *APISource) rediscoverServiceCIDRs(ctx context.Context, resync time.Duration, sel string) {
+	delay := discoveryRetryFirst
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.opts.RetryClock.After(delay):
+		}
+		served, err := serviceCIDRServed(s.opts.Client.Discovery())
+		if err != nil {
+			delay = min(2*delay, discoveryRetryMax)
+			s.log.Info("ServiceCIDR discovery failed again; retrying", zap.Duration("in", delay), zap.Error(err))
+			continue
+		}
+		if !served {
+			s.log.Info("networking.k8s.io/v1 ServiceCIDR is not served; learning service CIDRs from default/kubernetes only")
+			return
+		}
+		break
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+	defer factory.Shutdown()
+	reg, err := factory.Networking().V1().ServiceCIDRs().Informer().AddEventHandler(s.serviceCIDRHandler())
+	if err != nil {
+		s.log.Error("cannot watch ServiceCIDRs; learning service CIDRs from default/kubernetes only", zap.Error(err))
+		return
+	}
+	factory.Start(ctx.Done())
+	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		s.store.useServiceCIDRAPI()
+		s.log.Info("networking.k8s.io/v1 ServiceCIDR is served; learning service CIDRs from ServiceCIDR objects")
+	}
+	<-ctx.Done()
 }
 
 // tombstone unwraps the object of a delete event.

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -67,10 +68,20 @@ func (f *fakeAPI) waitWatching(t *testing.T, resources ...string) {
 
 func startAPISource(t *testing.T, f *fakeAPI) *APISource {
 	t.Helper()
-	src, err := NewAPISource(APISourceOptions{
+	return startAPISourceWith(t, f, nil)
+}
+
+// startAPISourceWith is startAPISource with options changed by mod (if not nil).
+func startAPISourceWith(t *testing.T, f *fakeAPI, mod func(*APISourceOptions)) *APISource {
+	t.Helper()
+	opts := APISourceOptions{
 		Client: f.client, NodeName: "n1", ResyncPeriod: time.Hour,
 		Logger: zaptest.NewLogger(t), Clock: clocktesting.NewFakePassiveClock(t0),
-	})
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	src, err := NewAPISource(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,6 +450,81 @@ func TestAPISourceServiceCIDRs(t *testing.T) {
 			acc := collectUntil(t, src, nil, func(a *accumulated) bool { return len(a.cidrs.CIDRs) == 2 })
 			want := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")}
 			if !reflect.DeepEqual(acc.cidrs.CIDRs, want) {
+				t.Errorf("CIDRs = %v, want %v", acc.cidrs.CIDRs, want)
+			}
+		})
+	}
+}
+
+// Discovery that fails at start (the apiserver is not reachable yet) is retried with
+// backoff until it answers. When the answer is "served", the source switches to the
+// ServiceCIDR objects and watches them; when it is "not served", it stops asking.
+func TestAPISourceServiceCIDRDiscoveryRetried(t *testing.T) {
+	kube := mkService("default", "kubernetes", "10.96.0.1")
+	cidr := func(name string, cidrs ...string) *networkingv1.ServiceCIDR {
+		return &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: cidrs}}
+	}
+	fallback := ServiceCIDRs{Origin: ServiceCIDRsFromKubernetesService, KubernetesServiceIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}}
+	for _, served := range []bool{true, false} {
+		t.Run(fmt.Sprintf("served=%t", served), func(t *testing.T) {
+			f := newFakeAPI(kube, cidr("kubernetes", "10.96.0.0/12"))
+			if served {
+				f.serveServiceCIDRs()
+			}
+			var mu sync.Mutex
+			calls := 0 // the discovery at start and the first retry fail
+			f.client.PrependReactor("get", "resource", func(k8stesting.Action) (bool, runtime.Object, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				if calls <= 2 {
+					return true, nil, errors.New("connection refused")
+				}
+				return false, nil, nil
+			})
+			clk := clocktesting.NewFakeClock(t0)
+			src := startAPISourceWith(t, f, func(o *APISourceOptions) { o.RetryClock = clk })
+			if got := src.ServiceCIDRs(); !reflect.DeepEqual(got, fallback) {
+				t.Fatalf("ServiceCIDRs() while discovery fails = %+v, want %+v", got, fallback)
+			}
+			if _, err := src.All(); err != nil { // check out the initial state
+				t.Fatal(err)
+			}
+			// Backoff: 1 s before the first retry (which fails), 2 s before the second.
+			for _, d := range []time.Duration{time.Second, 2 * time.Second} {
+				waitFor(t, "a discovery retry timer", clk.HasWaiters)
+				clk.Step(d - time.Millisecond)
+				if !clk.HasWaiters() {
+					t.Fatalf("retried before %v", d)
+				}
+				clk.Step(time.Millisecond)
+			}
+			if !served {
+				waitFor(t, "the discovery that answers", func() bool {
+					mu.Lock()
+					defer mu.Unlock()
+					return calls == 3
+				})
+				if got := src.ServiceCIDRs(); !reflect.DeepEqual(got, fallback) {
+					t.Fatalf("ServiceCIDRs() = %+v, want %+v", got, fallback)
+				}
+				return
+			}
+			want := ServiceCIDRs{
+				Origin:               ServiceCIDRsFromAPI,
+				CIDRs:                []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")},
+				KubernetesServiceIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+			}
+			acc := collectUntil(t, src, nil, func(a *accumulated) bool { return reflect.DeepEqual(a.cidrs, want) })
+			if !reflect.DeepEqual(acc.cidrs, want) {
+				t.Fatalf("ServiceCIDRs after discovery answered = %+v, want %+v", acc.cidrs, want)
+			}
+			f.waitWatching(t, "servicecidrs")
+			if _, err := f.client.NetworkingV1().ServiceCIDRs().Create(context.Background(), cidr("extra", "fd00:96::/108"), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			acc = collectUntil(t, src, nil, func(a *accumulated) bool { return len(a.cidrs.CIDRs) == 2 })
+			if want := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")}; !reflect.DeepEqual(acc.cidrs.CIDRs, want) {
 				t.Errorf("CIDRs = %v, want %v", acc.cidrs.CIDRs, want)
 			}
 		})
