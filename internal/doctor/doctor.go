@@ -23,6 +23,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/daemon"
+	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/server"
 )
@@ -267,7 +268,7 @@ func (c *checkup) dummyAddrs() []netip.Addr {
 	}
 	var out []netip.Addr
 	for _, p := range c.dummy.Addrs {
-		if a := p.Addr().Unmap(); !a.IsLinkLocalUnicast() {
+		if a := p.Addr().Unmap(); !dummyif.KernelLinkLocal(p) {
 			out = append(out, a)
 		}
 	}

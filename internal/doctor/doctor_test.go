@@ -351,6 +351,18 @@ func TestBrokenNode(t *testing.T) {
 			},
 		},
 		{
+			// The metadata address left bound by an older kipvs is a VIP like any other;
+			// the link's own fe80::/64 (the kernel's, when the link is up) is not.
+			name: "link-local VIP left on kube-ipvs0",
+			breaK: func(f *fixture) {
+				d := f.net.link("kube-ipvs0")
+				d.Addrs = append(d.Addrs, netip.MustParsePrefix("169.254.169.254/32"), netip.MustParsePrefix("fe80::8c4f:a1ff:fe2b:7c10/64"))
+			},
+			want: []expect{
+				{check: "drift: kube-ipvs0", status: Warn, finding: []string{"unwanted 169.254.169.254"}},
+			},
+		},
+		{
 			name: "route sends the Service CIDR off the node",
 			breaK: func(f *fixture) {
 				f.net.routes = append(f.net.routes, Route{Table: TableMain, Type: "unicast", Dst: netip.MustParsePrefix("10.96.0.0/12"),

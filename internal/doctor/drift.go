@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kipvs/kipvs/internal/daemon"
+	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -67,7 +68,7 @@ func (c *checkup) readKernel(st *server.State) *kernelSnap {
 		}
 		k.dummyOK = true
 		for _, p := range l.Addrs {
-			if a := p.Addr().Unmap(); !a.IsLinkLocalUnicast() {
+			if a := p.Addr().Unmap(); !dummyif.KernelLinkLocal(p) {
 				k.dummy = append(k.dummy, a)
 			}
 		}

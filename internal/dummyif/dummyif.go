@@ -79,6 +79,14 @@ func HostPrefix(addr netip.Addr) (netip.Prefix, error) {
 	return netip.PrefixFrom(addr, addr.BitLen()), nil
 }
 
+// KernelLinkLocal reports whether p is the IPv6 link-local address the kernel gives the
+// link itself when it is up (an fe80::/64; never a VIP, since VIPs are host prefixes).
+// Every other address on the link, link-local VIPs (169.254.169.254/32, fe80::1/128)
+// included, is a VIP someone bound and must be read back.
+func KernelLinkLocal(p netip.Prefix) bool {
+	return p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() && p.Bits() != 128
+}
+
 // ValidName checks a link name the way the kernel does (dev_valid_name): 1 to 15 bytes,
 // not "." or "..", no '/', ':' or whitespace. It returns kerr.ErrInvalid otherwise.
 func ValidName(name string) error {

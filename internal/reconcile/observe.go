@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -43,7 +44,7 @@ func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ips
 		return nil, nil, fmt.Errorf("list addresses of %s: %w", r.k.Dummy.Name(), err)
 	}
 	for _, p := range addrs {
-		if a := p.Addr().Unmap(); r.o.Family.Matches(a) && !kernelLinkLocal(p) {
+		if a := p.Addr().Unmap(); r.o.Family.Matches(a) && !dummyif.KernelLinkLocal(p) {
 			obs.addrs[a] = struct{}{}
 		}
 	}
@@ -73,14 +74,6 @@ func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ips
 		obs.vs[vk] = vs
 	}
 	return obs, missing, nil
-}
-
-// kernelLinkLocal reports whether p is the IPv6 link-local address the kernel gives the
-// link itself when it is up (an fe80::/64, never a VIP: kipvs binds host prefixes only).
-// Every other address on the link is read back, link-local VIPs (169.254.169.254/32,
-// fe80::1/128) included, so one kipvs no longer wants is unbound.
-func kernelLinkLocal(p netip.Prefix) bool {
-	return p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() && p.Bits() != 128
 }
 
 // owns applies the ownership rule of observe to one virtual server of family f. remembered
