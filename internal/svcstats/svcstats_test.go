@@ -331,3 +331,28 @@ func TestLint(t *testing.T) {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
 }
+
+// A label value that is not UTF-8 fails that label set only (the registry reports it),
+// never the scrape's other series and never a panic.
+func TestInvalidLabelValue(t *testing.T) {
+	b := newBed(t)
+	good := b.vs("default", "web", "http", "ClusterIP", "TCP", "10.96.0.10:80", "10.244.1.5:8080")
+	bad := b.vs("default", "bad\xff", "http", "ClusterIP", "TCP", "10.96.0.11:80", "10.244.1.6:8080")
+	b.stats(good, 3)
+	b.stats(bad, 4)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b.collector(Options{}))
+	mfs, err := reg.Gather()
+	if err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+		t.Errorf("Gather error %v, want one naming the invalid label value", err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "kipvs_service_") && mf.GetName() != "kipvs_service_stats_scrape_errors_total" {
+			n += len(mf.Metric)
+		}
+	}
+	if n != 7 {
+		t.Errorf("%d service series gathered, want web's 7", n)
+	}
+}
