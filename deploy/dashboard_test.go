@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kipvs/kipvs/internal/metrics"
+	"github.com/kipvs/kipvs/internal/svcstats"
 )
 
 // metricInfo is what the dashboard test knows of one exported metric family.
@@ -23,7 +24,7 @@ type metricInfo struct {
 	summary   bool
 }
 
-// descRecorder is a prometheus.Registerer that records what metrics.New registers: every
+// descRecorder is a prometheus.Registerer that records what kipvs registers: every
 // collector's descriptors, with their label names, and whether it is a histogram or summary
 // (whose series carry the _bucket, _sum and _count suffixes).
 type descRecorder struct {
@@ -73,16 +74,21 @@ func (r *descRecorder) MustRegister(cs ...prometheus.Collector) {
 
 func (r *descRecorder) Unregister(prometheus.Collector) bool { return false }
 
-// exportedMetrics returns every metric family kipvs's registry exports.
+// exportedMetrics returns every metric family kipvs's registry exports: what daemon.New
+// registers, metrics.New's metrics and the Service traffic collector (whose Describe lists
+// the endpoint families too, exported only with --kipvs-endpoint-metrics).
 func exportedMetrics(t *testing.T) map[string]metricInfo {
 	t.Helper()
 	r := &descRecorder{metrics: map[string]metricInfo{}}
 	metrics.New(r)
+	r.MustRegister(svcstats.New(svcstats.Options{}))
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if _, ok := r.metrics["kubeproxy_sync_proxy_rules_duration_seconds"]; !ok || len(r.metrics) < 20 {
-		t.Fatalf("reading metrics.New's registrations found only %d metrics", len(r.metrics))
+	for _, m := range []string{"kubeproxy_sync_proxy_rules_duration_seconds", "kipvs_service_connections_total", "kipvs_endpoint_bytes_total"} {
+		if _, ok := r.metrics[m]; !ok || len(r.metrics) < 30 {
+			t.Fatalf("reading kipvs's registrations found only %d metrics, not %s", len(r.metrics), m)
+		}
 	}
 	return r.metrics
 }
@@ -310,6 +316,11 @@ func TestCheckExprCatchesMistakes(t *testing.T) {
 		{`histogram_quantile(0.9, rate(kubeproxy_network_programming_duration_seconds_bucket[5m]))`, true},
 		{`sum(rate(x[5m]) `, true},
 		{`{__name__="kipvs_sync_full_total"}`, true},
+		{`topk(10, sum by (namespace, service, direction) (rate(kipvs_service_bytes_total{vip_kind="node_port"}[5m])))`, false},
+		{`sum by (endpoint) (kipvs_endpoint_active_connections{ip_family="IPv6"})`, false},
+		{`sum by (endpoint) (kipvs_service_active_connections)`, true}, // endpoint is on kipvs_endpoint_* only
+		{`rate(kipvs_service_connections_total{direction="in"}[5m])`, true},
+		{`rate(kipvs_service_bytes_in_total[5m])`, true},
 	} {
 		problems, _ := checkExpr(tc.expr, known)
 		if (len(problems) > 0) != tc.bad {
@@ -428,7 +439,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	walk(dash.Panels)
 
 	// What the dashboard is for: sync duration quantiles, network programming latency,
-	// pending changes, drift repairs, restore failures.
+	// pending changes, drift repairs, restore failures, Service traffic.
 	for _, m := range []string{
 		"kubeproxy_sync_proxy_rules_duration_seconds",
 		"kubeproxy_network_programming_duration_seconds",
@@ -436,6 +447,11 @@ func TestGrafanaDashboard(t *testing.T) {
 		"kubeproxy_sync_proxy_rules_service_changes_pending",
 		"kipvs_kernel_drift_repaired_total",
 		"kubeproxy_sync_proxy_rules_iptables_restore_failures_total",
+		"kipvs_service_connections_total",
+		"kipvs_service_bytes_total",
+		"kipvs_service_active_connections",
+		"kipvs_endpoint_connections_total",
+		"kipvs_service_stats_scrape_errors_total",
 	} {
 		if !used[m] {
 			t.Errorf("the dashboard has no panel over %s", m)

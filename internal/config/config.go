@@ -235,6 +235,9 @@ type Kipvs struct {
 	// GracefulPeriod is how long a removed TCP or SCTP real server drains at weight 0 before
 	// it is deleted; 0 deletes at once (--kipvs-graceful-period).
 	GracefulPeriod time.Duration
+	// EndpointMetrics adds per-endpoint traffic series (kipvs_endpoint_*, at most 10000
+	// endpoints per scrape) to the per-Service ones (--kipvs-endpoint-metrics).
+	EndpointMetrics bool
 }
 
 // Defaults returns the configuration kube-proxy v1.34 runs with in IPVS mode when it is

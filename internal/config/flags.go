@@ -57,6 +57,7 @@ type Flags struct {
 
 	sourceFile, serviceCIDR, logFormat string
 	gracefulPeriod                     time.Duration
+	endpointMetrics                    bool
 }
 
 // ignoredFlags are kube-proxy flags kipvs accepts, so that existing command lines keep
@@ -220,6 +221,9 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.DurationVar(&f.gracefulPeriod, "kipvs-graceful-period", d.Kipvs.GracefulPeriod,
 		"How long a removed TCP or SCTP endpoint keeps its IPVS real server at weight 0 so open connections can finish, before it is deleted. "+
 			"UDP real servers are deleted at once. 0 deletes at once.")
+	fs.BoolVar(&f.endpointMetrics, "kipvs-endpoint-metrics", false,
+		"Export IPVS traffic counters per endpoint (kipvs_endpoint_*, labelled with the endpoint's ip:port) as well as per Service port. "+
+			"At most 10000 endpoints per scrape; the rest are dropped and counted in kipvs_endpoint_stats_dropped_total.")
 	fs.StringVar(&f.logFormat, "kipvs-log-format", string(d.LogFormat),
 		`Log format: "console" (human-readable) or "json" (one object per line). Takes precedence over --logging-format and logging.format.`)
 	return f
@@ -379,6 +383,9 @@ func (f *Flags) apply(c *Config) ([]error, []notice) {
 		c.Kipvs.ServiceCIDRs = ps
 	}
 	setDuration("kipvs-graceful-period", &c.Kipvs.GracefulPeriod, f.gracefulPeriod)
+	if set("kipvs-endpoint-metrics") {
+		c.Kipvs.EndpointMetrics = f.endpointMetrics
+	}
 
 	var notices []notice
 	for _, n := range ignoredFlags() {

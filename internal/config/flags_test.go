@@ -62,9 +62,9 @@ func TestFlagParsing(t *testing.T) {
 		{"long -v form", []string{"--v=2"}, func(c *Config) { c.Verbosity = 2 }},
 		{"kipvs log format wins", []string{"--logging-format=json", "--kipvs-log-format=console"}, func(c *Config) {}},
 		{"kipvs flags", []string{"--kipvs-source-file=/srv/services.yaml", "--kipvs-service-cidr=10.96.0.0/12,fd00:96::/108",
-			"--kipvs-graceful-period=0", "--kipvs-log-format=json"},
+			"--kipvs-graceful-period=0", "--kipvs-log-format=json", "--kipvs-endpoint-metrics"},
 			func(c *Config) {
-				c.Kipvs = Kipvs{SourceFile: "/srv/services.yaml", GracefulPeriod: 0,
+				c.Kipvs = Kipvs{SourceFile: "/srv/services.yaml", GracefulPeriod: 0, EndpointMetrics: true,
 					ServiceCIDRs: []netip.Prefix{mustPrefix("10.96.0.0/12"), mustPrefix("fd00:96::/108")}}
 				c.LogFormat = LogFormatJSON
 			}},

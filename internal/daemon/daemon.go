@@ -30,6 +30,7 @@ import (
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/runner"
 	"github.com/kipvs/kipvs/internal/server"
+	"github.com/kipvs/kipvs/internal/svcstats"
 	"github.com/kipvs/kipvs/internal/sysctl"
 	"github.com/kipvs/kipvs/internal/watch"
 )
@@ -41,7 +42,10 @@ type Deps struct {
 	// adapter set.
 	IPVS   ipvs.Interface
 	Kernel func(proxy.Family) (reconcile.Kernel, error)
-	Sysctl sysctl.Interface
+	// StatsIPVS is what the Service traffic metrics read at scrape time: best a client
+	// of its own, so scrapes and syncs never wait for each other (nil: IPVS).
+	StatsIPVS ipvs.Interface
+	Sysctl    sysctl.Interface
 	// SysfsRoot is normally /sys (conntrack hashsize); "" skips it.
 	SysfsRoot     string
 	HostAddrs     func() ([]netip.Addr, error)
@@ -113,6 +117,12 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	d := &Daemon{cfg: cfg, deps: deps, log: log, nodeName: nodeName, problems: map[problemKey][]proxy.Problem{},
 		schedulers: map[string]bool{cfg.IPVS.Scheduler: true}, hcWant: map[types.NamespacedName]healthcheck.Service{}}
 	d.m = metrics.New(deps.Registry)
+	stats := deps.StatsIPVS
+	if stats == nil {
+		stats = deps.IPVS
+	}
+	deps.Registry.MustRegister(svcstats.New(svcstats.Options{IPVS: stats, VirtualServers: d.VirtualServers,
+		Endpoints: cfg.Kipvs.EndpointMetrics, Logger: log.Named("svcstats")}))
 	d.health = server.NewHealth(deps.Clock, 2*cfg.IPVS.SyncPeriod, d.nodeForHealth, d.m)
 
 	host, err := deps.HostAddrs()

@@ -22,6 +22,7 @@ import (
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
+	"github.com/kipvs/kipvs/internal/svcstats"
 	"github.com/kipvs/kipvs/internal/sysctl"
 	"github.com/kipvs/kipvs/internal/watch"
 )
@@ -61,6 +62,13 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		return fail(fmt.Errorf("open IPVS netlink (is the ip_vs kernel module loaded? modprobe ip_vs): %w", err))
 	}
 	closers = append(closers, v.Close)
+	// The traffic metrics read the counters on a socket of their own, each round trip
+	// bounded by the scrape timeout.
+	stats, err := ipvs.New(ns, ipvs.WithTimeout(svcstats.DefaultTimeout))
+	if err != nil {
+		return fail(fmt.Errorf("open IPVS netlink for the traffic metrics: %w", err))
+	}
+	closers = append(closers, stats.Close)
 	sets, err := ipset.New(ns)
 	if err != nil {
 		return fail(fmt.Errorf("open ipset netlink (modprobe ip_set): %w", err))
@@ -97,9 +105,10 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		sink = NewAPIEvents(ctx, client, nodeName)
 	}
 	deps := Deps{
-		Source: src,
-		Events: sink,
-		IPVS:   v,
+		Source:    src,
+		Events:    sink,
+		IPVS:      v,
+		StatsIPVS: stats,
 		Kernel: func(f proxy.Family) (reconcile.Kernel, error) {
 			nf := netfilter.IPv4
 			if f == proxy.IPv6 {

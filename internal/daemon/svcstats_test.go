@@ -1,0 +1,104 @@
+package daemon
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/kipvs/kipvs/internal/ipvs"
+)
+
+// The daemon registers the Service traffic metrics on its registry, attributing the
+// counters of the virtual servers it programmed to their Service port; endpoint series
+// only with --kipvs-endpoint-metrics.
+func TestDaemonServiceTrafficMetrics(t *testing.T) {
+	for _, endpoints := range []bool{false, true} {
+		t.Run("endpoints="+strconv.FormatBool(endpoints), func(t *testing.T) { testTrafficMetrics(t, endpoints) })
+	}
+}
+
+func testTrafficMetrics(t *testing.T, endpoints bool) {
+	log := zaptest.NewLogger(t)
+	path := filepath.Join(t.TempDir(), "services.yaml")
+	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node := newFakeNode()
+	ready := make(chan struct{})
+	cfg := testConfig(t)
+	cfg.Kipvs.SourceFile = path
+	cfg.Kipvs.EndpointMetrics = endpoints
+	d, err := New(cfg, "node-a", log, node.deps(startFileSource(t, ctx, path, log), prometheus.NewRegistry(), ready))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run ended before the first sync: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first sync")
+	}
+	k := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
+	if err := node.ipvs.SetServiceStats(k, ipvs.Stats{Conns: 42, InBytes: 4200}); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.ipvs.SetDestinationConns(k, netip.MustParseAddrPort("10.244.1.5:8080"), 3, 4, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := series(t, d.deps.Registry, "kipvs_service_connections_total", "kipvs_service_active_connections", "kipvs_endpoint_inactive_connections")
+	want := []string{
+		`kipvs_service_active_connections{ip_family="IPv4",namespace="default",port="http",protocol="TCP",service="web",vip_kind="cluster_ip"} 3`,
+		`kipvs_service_connections_total{ip_family="IPv4",namespace="default",port="http",protocol="TCP",service="web",vip_kind="cluster_ip"} 42`,
+	}
+	if endpoints {
+		want = append([]string{`kipvs_endpoint_inactive_connections{endpoint="10.244.1.5:8080",ip_family="IPv4",namespace="default",port="http",protocol="TCP",service="web",vip_kind="cluster_ip"} 4`}, want...)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n    %s\nwant\n    %s", strings.Join(got, "\n    "), strings.Join(want, "\n    "))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// series gathers reg and renders the series of the named families, sorted.
+func series(t *testing.T, reg prometheus.Gatherer, names ...string) []string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if !slices.Contains(names, mf.GetName()) {
+			continue
+		}
+		for _, m := range mf.Metric {
+			var ls []string
+			for _, l := range m.Label {
+				ls = append(ls, l.GetName()+`="`+l.GetValue()+`"`)
+			}
+			out = append(out, mf.GetName()+"{"+strings.Join(ls, ",")+"} "+strconv.FormatFloat(metricValue(m), 'g', -1, 64))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,55 @@
+package svcstats
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/server"
+)
+
+// benchBed is n Services, each one ClusterIP port with two real servers, in the fake.
+func benchBed(b *testing.B, n int) *bed {
+	bd := newBed(b)
+	var ops []ipvs.Op
+	for i := range n {
+		vip := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
+		k := ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: vip, Port: 80}
+		ops = append(ops, ipvs.AddServiceOp(ipvs.Service{ServiceKey: k, Scheduler: "rr"}))
+		for j := range 2 {
+			ep := netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})
+			ops = append(ops, ipvs.AddDestinationOp(k, ipvs.Destination{Addr: ep, Port: uint16(8080 + j), Weight: 1}))
+		}
+		bd.vss = append(bd.vss, server.VirtualServer{Protocol: "TCP", Address: vip.String(), Port: 80, Kind: "ClusterIP",
+			Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), PortName: "http", Destinations: 2})
+	}
+	if err := bd.fake.Apply(ops); err != nil {
+		b.Fatal(err)
+	}
+	return bd
+}
+
+// One scrape (registry Gather, as /metrics does) at 10,000 Services.
+func BenchmarkScrape10kServices(b *testing.B) {
+	for _, endpoints := range []bool{false, true} {
+		b.Run(fmt.Sprintf("endpoints=%v", endpoints), func(b *testing.B) {
+			bd := benchBed(b, 10000)
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(bd.collector(Options{Endpoints: endpoints, MaxEndpoints: 20000}))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				mfs, err := reg.Gather()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(mfs) < 5 {
+					b.Fatalf("%d families", len(mfs))
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,477 @@
+// Package svcstats exports IPVS's traffic counters per Service port: a prometheus.Collector
+// that, at scrape time, reads the counters of every virtual server kipvs programs (and of
+// their real servers) and attributes them to the Service port, IP family and VIP kind the
+// daemon programmed each virtual server for.
+//
+// Nothing here runs on the sync path. A scrape makes one service dump (both families) and
+// one destination dump per kipvs virtual server (IPVS keeps active and inactive connection
+// counts per real server only, and has no dump of all real servers at once), all bounded by
+// a timeout. On timeout or error the scrape exposes no per-Service series at all (a partial
+// sum would look like a counter reset) and kipvs_service_stats_scrape_errors_total counts
+// the failure.
+//
+// Metrics (labels namespace, service, port, protocol, ip_family, vip_kind):
+//
+//	kipvs_service_connections_total             connections IPVS scheduled
+//	kipvs_service_packets_total{direction}      packets, direction "in" (client to endpoint) or "out"
+//	kipvs_service_bytes_total{direction}        bytes, likewise
+//	kipvs_service_active_connections            established connections (sum over real servers)
+//	kipvs_service_inactive_connections          other connections IPVS still tracks
+//
+// The counters are the virtual servers' own (they keep counting traffic to real servers
+// since removed) summed over the virtual servers of one (Service port, family, VIP kind),
+// e.g. every node address of a NodePort. A virtual server that goes away (a node address
+// removed, a Service port recreated) takes its counts with it, which Prometheus sees as a
+// counter reset.
+//
+// With Options.Endpoints, the same five families are exported per real server as
+// kipvs_endpoint_* with an extra endpoint label (ip:port), summed over the virtual servers
+// of the Service port, family and kind. At most Options.MaxEndpoints endpoint label sets
+// (default 10000, so at most 70000 series) are exported per scrape, the first in the order
+// of the virtual servers (address, port, protocol) and real servers; the rest are dropped
+// and counted in kipvs_endpoint_stats_dropped_total.
+package svcstats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/server"
+)
+
+// DefaultTimeout bounds one scrape's kernel reads.
+const DefaultTimeout = 2 * time.Second
+
+// DefaultMaxEndpoints is the default bound on endpoint label sets per scrape.
+const DefaultMaxEndpoints = 10000
+
+// Options configure New.
+type Options struct {
+	// IPVS is read at scrape time. Best a client of its own (its own socket and lock), so
+	// a scrape never waits for a sync's batch nor delays it.
+	IPVS ipvs.Interface
+	// VirtualServers returns the virtual servers kipvs programs with the Service port each
+	// belongs to (the daemon's VirtualServers, also served on /debug/kipvs/virtualservers).
+	VirtualServers func() []server.VirtualServer
+	// Timeout bounds a scrape's reads (default DefaultTimeout).
+	Timeout time.Duration
+	// Endpoints enables the kipvs_endpoint_* series (--kipvs-endpoint-metrics).
+	Endpoints bool
+	// MaxEndpoints bounds the endpoint label sets per scrape (default DefaultMaxEndpoints).
+	MaxEndpoints int
+	// Logger, if set, logs failed scrapes (the first of a run of failures at Info).
+	Logger *zap.Logger
+}
+
+// Label names.
+var (
+	serviceLabels  = []string{"namespace", "service", "port", "protocol", "ip_family", "vip_kind"}
+	endpointLabels = append(append([]string(nil), serviceLabels...), "endpoint")
+)
+
+// descs are the descriptors of one family set (service or endpoint).
+type descs struct {
+	conns, packets, bytes, active, inactive *prometheus.Desc
+}
+
+func newDescs(scope, what string, labels []string) descs {
+	withDir := append(append([]string(nil), labels...), "direction")
+	name := func(n string) string { return "kipvs_" + scope + "_" + n }
+	return descs{
+		conns: prometheus.NewDesc(name("connections_total"),
+			"Connections IPVS scheduled to "+what+" (IPVS counters at scrape time).", labels, nil),
+		packets: prometheus.NewDesc(name("packets_total"),
+			"Packets IPVS forwarded for "+what+"; direction in is client to endpoint, out is endpoint to client.", withDir, nil),
+		bytes: prometheus.NewDesc(name("bytes_total"),
+			"Bytes IPVS forwarded for "+what+"; direction in is client to endpoint, out is endpoint to client.", withDir, nil),
+		active: prometheus.NewDesc(name("active_connections"),
+			"Established connections IPVS tracks for "+what+".", labels, nil),
+		inactive: prometheus.NewDesc(name("inactive_connections"),
+			"Connections in any other state IPVS tracks for "+what+".", labels, nil),
+	}
+}
+
+// Collector is the scrape-time collector. Register it on the daemon's registry.
+type Collector struct {
+	o       Options
+	svc, ep descs
+	// svcLayout and epLayout order the label pairs of the service and endpoint series.
+	svcLayout, epLayout layouts
+	errors              prometheus.Counter
+	dropped             prometheus.Counter
+	mu                  sync.Mutex
+	inflight            *call // the read in progress; concurrent scrapes share it
+	failing             bool  // the last scrape failed (for logging only)
+}
+
+// call is one read of the kernel, shared by the scrapes that wait for it.
+type call struct {
+	done chan struct{}
+	snap *snapshot
+	err  error
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// New returns a collector; it reads nothing until it is collected.
+func New(o Options) *Collector {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxEndpoints <= 0 {
+		o.MaxEndpoints = DefaultMaxEndpoints
+	}
+	return &Collector{
+		o:         o,
+		svc:       newDescs("service", "the Service port's virtual servers", serviceLabels),
+		ep:        newDescs("endpoint", "the endpoint as a real server of the Service port's virtual servers", endpointLabels),
+		svcLayout: newLayouts(serviceLabels),
+		epLayout:  newLayouts(endpointLabels),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kipvs_service_stats_scrape_errors_total",
+			Help: "Scrapes that exposed no kipvs_service_* series because reading the IPVS counters failed or took longer than the timeout."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "kipvs_endpoint_stats_dropped_total",
+			Help: fmt.Sprintf("Endpoint label sets left out of scrapes because of the limit of %d per scrape (summed over scrapes).", o.MaxEndpoints)}),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []descs{c.svc, c.ep} {
+		ch <- d.conns
+		ch <- d.packets
+		ch <- d.bytes
+		ch <- d.active
+		ch <- d.inactive
+	}
+	c.errors.Describe(ch)
+	c.dropped.Describe(ch)
+}
+
+// Collect implements prometheus.Collector: it reads the kernel (or waits for a read in
+// progress), at most Timeout.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	snap, err := c.read()
+	if err != nil {
+		c.errors.Inc()
+		c.logFailure(err)
+	} else {
+		c.logSuccess()
+		c.emit(ch, snap)
+	}
+	c.errors.Collect(ch)
+	c.dropped.Collect(ch)
+}
+
+func (c *Collector) logFailure(err error) {
+	c.mu.Lock()
+	first := !c.failing
+	c.failing = true
+	c.mu.Unlock()
+	if c.o.Logger == nil {
+		return
+	}
+	if first {
+		c.o.Logger.Info("could not read the IPVS counters for the Service traffic metrics; this scrape has none", zap.Error(err))
+	} else {
+		c.o.Logger.Debug("could not read the IPVS counters for the Service traffic metrics", zap.Error(err))
+	}
+}
+
+func (c *Collector) logSuccess() {
+	c.mu.Lock()
+	c.failing = false
+	c.mu.Unlock()
+}
+
+// errTimeout is the error of a scrape that waited Timeout for the kernel.
+var errTimeout = errors.New("timed out")
+
+// read returns a snapshot: it starts a read, or joins the one in progress, and waits for
+// it at most Timeout. A read left behind finishes in the background (each kernel round
+// trip is bounded by the client's own timeout) and is given to the scrapes waiting then.
+func (c *Collector) read() (*snapshot, error) {
+	c.mu.Lock()
+	cl := c.inflight
+	if cl == nil {
+		cl = &call{done: make(chan struct{})}
+		c.inflight = cl
+		ctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
+		go func() {
+			defer cancel()
+			cl.snap, cl.err = c.gather(ctx)
+			c.mu.Lock()
+			c.inflight = nil
+			c.mu.Unlock()
+			close(cl.done)
+		}()
+	}
+	c.mu.Unlock()
+	t := time.NewTimer(c.o.Timeout)
+	defer t.Stop()
+	select {
+	case <-cl.done:
+		return cl.snap, cl.err
+	case <-t.C:
+		return nil, fmt.Errorf("read IPVS counters: %w after %v", errTimeout, c.o.Timeout)
+	}
+}
+
+// group is one (Service port, family, VIP kind) and its sums.
+type group struct {
+	labels           []string // serviceLabels' values
+	stats            ipvs.Stats
+	active, inactive uint64
+	seen             bool // a virtual server of the group exists in the kernel
+}
+
+// endpoint is one real server of a group, summed over the group's virtual servers.
+type endpoint struct {
+	group            int
+	addr             netip.AddrPort
+	stats            ipvs.Stats
+	active, inactive uint64
+}
+
+type epKey struct {
+	group int
+	addr  netip.AddrPort
+}
+
+// snapshot is what one read found.
+type snapshot struct {
+	groups    []group
+	endpoints []endpoint
+	dropped   int
+}
+
+// protocols maps the virtual server list's protocol names to IPVS protocols.
+var protocols = map[string]ipvs.Protocol{"TCP": ipvs.TCP, "UDP": ipvs.UDP, "SCTP": ipvs.SCTP}
+
+// vipKind is the vip_kind label value of a virtual server kind.
+func vipKind(k string) string {
+	switch k {
+	case "ClusterIP":
+		return "cluster_ip"
+	case "NodePort":
+		return "node_port"
+	case "ExternalIP":
+		return "external_ip"
+	case "LoadBalancer":
+		return "load_balancer"
+	}
+	return k
+}
+
+type groupKey struct {
+	namespace, name, port, protocol, kind string
+	family                                ipvs.Family
+}
+
+// gather reads the mapping and the kernel and sums the counters.
+func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
+	vss := c.o.VirtualServers()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("read the virtual servers kipvs programs: %w", err)
+	}
+	snap := &snapshot{}
+	byKey := make(map[ipvs.ServiceKey]int, len(vss))
+	groups := map[groupKey]int{}
+	for _, v := range vss {
+		proto, ok := protocols[v.Protocol]
+		if !ok {
+			continue
+		}
+		addr, err := netip.ParseAddr(v.Address)
+		if err != nil {
+			continue
+		}
+		addr = addr.Unmap()
+		k := ipvs.ServiceKey{Family: ipvs.FamilyOf(addr), Protocol: proto, Addr: addr, Port: v.Port}
+		gk := groupKey{namespace: v.Namespace, name: v.Name, port: v.PortName, protocol: v.Protocol, kind: v.Kind, family: k.Family}
+		gi, ok := groups[gk]
+		if !ok {
+			gi = len(snap.groups)
+			groups[gk] = gi
+			snap.groups = append(snap.groups, group{labels: []string{
+				v.Namespace, v.Name, v.PortName, v.Protocol, k.Family.String(), vipKind(v.Kind)}})
+		}
+		byKey[k] = gi
+	}
+	svcs, err := c.o.IPVS.Services()
+	if err != nil {
+		return nil, fmt.Errorf("list IPVS virtual servers: %w", err)
+	}
+	var eps map[epKey]int
+	if c.o.Endpoints {
+		eps = map[epKey]int{}
+	}
+	for _, s := range svcs {
+		gi, ok := byKey[s.ServiceKey]
+		if !ok {
+			continue // not kipvs's, or not yet in its desired state
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("read IPVS counters: %w", err)
+		}
+		dests, err := c.o.IPVS.Destinations(s.ServiceKey)
+		if kerr.IsNotFound(err) {
+			continue // deleted since the service dump
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list real servers of %s: %w", s.ServiceKey, err)
+		}
+		g := &snap.groups[gi]
+		g.seen = true
+		addStats(&g.stats, &s.Stats)
+		for i := range dests {
+			d := &dests[i]
+			g.active += uint64(d.ActiveConns)
+			g.inactive += uint64(d.InactiveConns)
+			if eps == nil {
+				continue
+			}
+			ek := epKey{group: gi, addr: d.AddrPort()}
+			ei, ok := eps[ek]
+			if !ok {
+				if len(snap.endpoints) >= c.o.MaxEndpoints {
+					snap.dropped++
+					eps[ek] = -1
+					continue
+				}
+				ei = len(snap.endpoints)
+				eps[ek] = ei
+				snap.endpoints = append(snap.endpoints, endpoint{group: gi, addr: ek.addr})
+			}
+			if ei < 0 {
+				continue
+			}
+			e := &snap.endpoints[ei]
+			addStats(&e.stats, &d.Stats)
+			e.active += uint64(d.ActiveConns)
+			e.inactive += uint64(d.InactiveConns)
+		}
+	}
+	return snap, nil
+}
+
+func addStats(dst, src *ipvs.Stats) {
+	dst.Conns += src.Conns
+	dst.InPkts += src.InPkts
+	dst.OutPkts += src.OutPkts
+	dst.InBytes += src.InBytes
+	dst.OutBytes += src.OutBytes
+}
+
+// emit sends a snapshot's series.
+func (c *Collector) emit(ch chan<- prometheus.Metric, snap *snapshot) {
+	for i := range snap.groups {
+		g := &snap.groups[i]
+		if g.seen {
+			c.send(ch, &c.svc, &c.svcLayout, g.labels, &g.stats, g.active, g.inactive)
+		}
+	}
+	if snap.dropped > 0 {
+		c.dropped.Add(float64(snap.dropped))
+	}
+	for i := range snap.endpoints {
+		e := &snap.endpoints[i]
+		labels := append(append(make([]string, 0, len(endpointLabels)+1), snap.groups[e.group].labels...), e.addr.String())
+		c.send(ch, &c.ep, &c.epLayout, labels, &e.stats, e.active, e.inactive)
+	}
+}
+
+// send emits one label set's five families (seven series). The series share their label
+// pairs: building them is most of a scrape's cost at 10,000 Services.
+func (c *Collector) send(ch chan<- prometheus.Metric, d *descs, l *layouts, labels []string, st *ipvs.Stats, active, inactive uint64) {
+	for _, v := range labels {
+		if !utf8.ValidString(v) {
+			ch <- prometheus.NewInvalidMetric(d.conns, fmt.Errorf("label value %q is not valid UTF-8", v))
+			return
+		}
+	}
+	n := len(labels)
+	plain := l.plain.pairs(labels)
+	in := l.dir.pairs(append(labels[:n:n], "in"))
+	out := l.dir.pairs(append(labels[:n:n], "out"))
+	ss := make([]series, 7)
+	ss[0] = series{desc: d.conns, labels: plain, counter: true, value: float64(st.Conns)}
+	ss[1] = series{desc: d.packets, labels: in, counter: true, value: float64(st.InPkts)}
+	ss[2] = series{desc: d.packets, labels: out, counter: true, value: float64(st.OutPkts)}
+	ss[3] = series{desc: d.bytes, labels: in, counter: true, value: float64(st.InBytes)}
+	ss[4] = series{desc: d.bytes, labels: out, counter: true, value: float64(st.OutBytes)}
+	ss[5] = series{desc: d.active, labels: plain, value: float64(active)}
+	ss[6] = series{desc: d.inactive, labels: plain, value: float64(inactive)}
+	for i := range ss {
+		ch <- &ss[i]
+	}
+}
+
+// series is one constant sample (what prometheus.NewConstMetric makes, with label pairs
+// shared between series).
+type series struct {
+	desc    *prometheus.Desc
+	labels  []*dto.LabelPair
+	counter bool
+	value   float64
+}
+
+func (s *series) Desc() *prometheus.Desc { return s.desc }
+
+func (s *series) Write(m *dto.Metric) error {
+	m.Label = s.labels
+	v := s.value
+	if s.counter {
+		m.Counter = &dto.Counter{Value: &v}
+	} else {
+		m.Gauge = &dto.Gauge{Value: &v}
+	}
+	return nil
+}
+
+// layout turns label values (in a descriptor's order) into label pairs sorted by name,
+// as the registry wants them.
+type layout struct {
+	names []*string // in descriptor order
+	order []int     // descriptor positions in name order
+}
+
+func newLayout(names []string) layout {
+	l := layout{order: make([]int, len(names))}
+	for i := range names {
+		l.names = append(l.names, &names[i])
+		l.order[i] = i
+	}
+	slices.SortFunc(l.order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
+	return l
+}
+
+// pairs returns values' label pairs; they point into values.
+func (l *layout) pairs(values []string) []*dto.LabelPair {
+	lp := make([]dto.LabelPair, len(values))
+	out := make([]*dto.LabelPair, len(values))
+	for i, j := range l.order {
+		lp[i].Name, lp[i].Value = l.names[j], &values[j]
+		out[i] = &lp[i]
+	}
+	return out
+}
+
+// layouts are one scope's label layouts, without and with direction.
+type layouts struct{ plain, dir layout }
+
+func newLayouts(labels []string) layouts {
+	return layouts{plain: newLayout(labels), dir: newLayout(append(append([]string(nil), labels...), "direction"))}
+}
