@@ -113,6 +113,10 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	d := &Daemon{cfg: cfg, deps: deps, log: log, nodeName: nodeName, problems: map[problemKey][]proxy.Problem{},
 		schedulers: map[string]bool{cfg.IPVS.Scheduler: true}, hcWant: map[types.NamespacedName]healthcheck.Service{}}
 	d.m = metrics.New(deps.Registry)
+	if fs, ok := deps.Source.(*watch.FileSource); ok {
+		fs.SetMetrics(watch.FileSourceMetrics{ReloadErrors: d.m.SourceFileReloadErrors,
+			LastGood: d.m.SourceFileLastGood, SkippedObjects: d.m.SourceErrors.WithLabelValues("file")})
+	}
 	d.health = server.NewHealth(deps.Clock, 2*cfg.IPVS.SyncPeriod, d.nodeForHealth, d.m)
 
 	host, err := deps.HostAddrs()
