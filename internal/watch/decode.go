@@ -203,6 +203,15 @@ type docSyntaxError struct {
 	err  error
 }
 
+// yamlSyntaxError is the YAML parser's error with its line made absolute.
+type yamlSyntaxError struct {
+	msg string
+	err error
+}
+
+func (e *yamlSyntaxError) Error() string { return e.msg }
+func (e *yamlSyntaxError) Unwrap() error { return e.err }
+
 // yamlErrLine finds the document-relative line in a YAML parser error ("yaml: line 3: ...")
 // and returns the message with that line made absolute (the document starts at docLine).
 func yamlErrLine(msg string, docLine int) (string, int) {
@@ -234,7 +243,7 @@ func objectJSON(doc document, isJSON bool) ([]byte, *docSyntaxError) {
 		js, err = sigsyaml.YAMLToJSON(doc.data)
 		if err != nil {
 			msg, line := yamlErrLine(strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "), doc.line)
-			return nil, &docSyntaxError{line: line, err: fmt.Errorf("invalid YAML: %s", msg)}
+			return nil, &docSyntaxError{line: line, err: &yamlSyntaxError{msg: "invalid YAML: " + msg, err: err}}
 		}
 	}
 	if t := bytes.TrimLeft(js, " \t\r\n"); len(t) == 0 || t[0] != '{' {
@@ -245,7 +254,7 @@ func objectJSON(doc document, isJSON bool) ([]byte, *docSyntaxError) {
 		case bytes.Equal(t, []byte("null")):
 			what = "null"
 		}
-		return nil, &docSyntaxError{line: doc.line, err: fmt.Errorf("the document is %s, not an object (line %d)", what, doc.line)}
+		return nil, &docSyntaxError{line: doc.line, err: fmt.Errorf("the document is %s, not an object", what)}
 	}
 	return js, nil
 }
