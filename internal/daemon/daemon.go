@@ -123,6 +123,10 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	}
 	deps.Registry.MustRegister(svcstats.New(svcstats.Options{IPVS: stats, VirtualServers: d.VirtualServers,
 		Endpoints: cfg.Kipvs.EndpointMetrics, Logger: log.Named("svcstats")}))
+	if fs, ok := deps.Source.(*watch.FileSource); ok {
+		fs.SetMetrics(watch.FileSourceMetrics{ReloadErrors: d.m.SourceFileReloadErrors,
+			LastGood: d.m.SourceFileLastGood, SkippedObjects: d.m.SourceErrors.WithLabelValues("file")})
+	}
 	d.health = server.NewHealth(deps.Clock, 2*cfg.IPVS.SyncPeriod, d.nodeForHealth, d.m)
 
 	host, err := deps.HostAddrs()

@@ -202,6 +202,9 @@ func TestDaemonFileSourceEndToEnd(t *testing.T) {
 	if got := counter(t, reg, "kubeproxy_sync_proxy_rules_endpoint_changes_total"); got < 1 {
 		t.Errorf("endpoint changes total = %v", got)
 	}
+	if got := counter(t, reg, "kipvs_source_file_last_good_timestamp_seconds"); got < 1 {
+		t.Errorf("source file last good timestamp = %v, want the time of the revision in effect", got)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)

@@ -39,6 +39,9 @@ type Metrics struct {
 	SyncIncr       *prometheus.CounterVec // kipvs_sync_incremental_total{ip_family}
 	SyncErrors     *prometheus.CounterVec // kipvs_sync_errors_total{ip_family}
 	SourceErrors   *prometheus.CounterVec // kipvs_source_errors_total{source}
+
+	SourceFileReloadErrors prometheus.Counter // kipvs_source_file_reload_errors_total
+	SourceFileLastGood     prometheus.Gauge   // kipvs_source_file_last_good_timestamp_seconds
 }
 
 // networkProgrammingBuckets are kube-proxy's: a 0 bucket, 0.25 s and 0.5 s, every second to
@@ -126,6 +129,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		SourceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: kipvs, Name: "source_errors_total",
 			Help: "Objects from the standalone source file that could not be decoded and were skipped"}, []string{"source"}),
+		SourceFileReloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: kipvs, Name: "source_file_reload_errors_total",
+			Help: "Revisions of the source file rejected whole (empty, unparseable, too big, not a regular file) and failures to read it; the last good revision stays in effect"}),
+		SourceFileLastGood: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: kipvs, Name: "source_file_last_good_timestamp_seconds",
+			Help: "When the source file revision in effect was applied"}),
 	}
 	reg.MustRegister(
 		m.SyncProxyRulesLatency, m.SyncFullProxyRulesLatency, m.SyncPartialProxyRulesLatency,
@@ -134,6 +143,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.IPTablesRestoreFailuresTotal, m.IPTablesRulesTotal, m.IPTablesRulesLastSync, m.NoLocalEndpointsTotal,
 		m.ProxyHealthzTotal, m.ProxyLivezTotal,
 		m.ObjectsChanged, m.DriftRepaired, m.SyncFull, m.SyncIncr, m.SyncErrors, m.SourceErrors,
+		m.SourceFileReloadErrors, m.SourceFileLastGood,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

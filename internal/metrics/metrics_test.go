@@ -33,6 +33,8 @@ func TestNamesAndLabels(t *testing.T) {
 	m.SyncIncr.WithLabelValues("IPv4").Inc()
 	m.SyncErrors.WithLabelValues("IPv4").Inc()
 	m.SourceErrors.WithLabelValues("file").Inc()
+	m.SourceFileReloadErrors.Inc()
+	m.SourceFileLastGood.SetToCurrentTime()
 
 	families, err := reg.Gather() // the pedantic registry checks consistency
 	if err != nil {
@@ -68,6 +70,9 @@ func TestNamesAndLabels(t *testing.T) {
 		"kipvs_kernel_drift_repaired_total":                          "COUNTER{ip_family,kind}",
 		"kipvs_sync_full_total":                                      "COUNTER{ip_family}",
 		"kipvs_sync_incremental_total":                               "COUNTER{ip_family}",
+		"kipvs_source_errors_total":                                  "COUNTER{source}",
+		"kipvs_source_file_reload_errors_total":                      "COUNTER{}",
+		"kipvs_source_file_last_good_timestamp_seconds":              "GAUGE{}",
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %q, want %q", name, got[name], want)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // DecodeIssue describes one object of a source file that was skipped (or, for duplicates,
@@ -85,26 +87,91 @@ type position struct {
 type decodeResult struct {
 	state  fileState
 	issues []DecodeIssue
+	// syntax is set when the stream does not parse (YAML or JSON syntax error, or a document
+	// that is not an object): the whole revision must be rejected, nothing of it is usable.
+	syntax *DecodeIssue
+	// content is set when the file holds something: a non-blank YAML document or any JSON
+	// (an explicit empty list, "[]" or a List with no items, is content: "no objects").
+	content bool
+	// usable counts the objects that were decoded and kept or deliberately ignored (another
+	// node's Node).
+	usable int
 }
 
+// revisionError returns why the revision must not be applied at all, or nil. A file with no
+// content is a revision not yet written (a file truncated by an in-place rewrite looks like
+// that), not "no Services"; a revision of which not one object is usable is rejected too,
+// since applying it would remove every Service over what is most likely a mistake.
+func (r *decodeResult) revisionError(file string) error {
+	switch {
+	case r.syntax != nil:
+		return fmt.Errorf("%w: %w", errSyntax, *r.syntax)
+	case !r.content:
+		return fmt.Errorf("%w: %s has no documents (an explicit empty list, e.g. \"kind: List\" with \"items: []\", or [] in JSON, means no Services)", errEmptyRevision, file)
+	case r.usable == 0 && len(r.issues) > 0:
+		return fmt.Errorf("%w: %s: none of its objects is usable, first: %w", errNothingUsable, file, r.issues[0])
+	}
+	return nil
+}
+
+// Reasons a revision is rejected whole.
+var (
+	errSyntax        = errors.New("source file does not parse")
+	errEmptyRevision = errors.New("source file is empty")
+	errNothingUsable = errors.New("source file has no usable object")
+)
+
 // decode parses a whole file. nodeName selects the Node object to keep (others are ignored).
+//
+// Syntax errors are fatal to the revision (decodeResult.syntax): a stream that does not
+// parse is most likely being written or broken, and none of it is applied. An object that
+// parses but is wrong (unknown kind or field, missing name, wrong apiVersion...) is only
+// skipped, with an issue naming it; the rest of the revision applies.
 func (d *decoder) decode(file string, data []byte, nodeName string) decodeResult {
 	var res decodeResult
 	issue := func(p position, object string, err error) {
 		res.issues = append(res.issues, DecodeIssue{File: file, Document: p.doc, Line: p.line, Item: p.item, Object: object, Err: err})
 	}
-	docs, splitErr := splitDocuments(data)
+	docs, isJSON, splitErr := splitDocuments(data)
+	if splitErr != nil {
+		var se *streamError
+		if errors.As(splitErr, &se) {
+			res.syntax = &DecodeIssue{File: file, Document: se.doc, Line: se.line, Err: se.err}
+		} else {
+			res.syntax = &DecodeIssue{File: file, Document: 1, Line: 1, Err: splitErr}
+		}
+		return res
+	}
+	res.content = isJSON
 
 	c := collector{nodeName: nodeName, seen: make(map[string]position), issue: issue}
 	for _, doc := range docs {
-		p := position{doc: doc.index, line: doc.line}
-		obj, err := d.decodeOne(doc.data)
-		if err != nil {
-			issue(p, "", err)
+		if !isJSON && isBlankDocument(doc.data) {
 			continue
 		}
-		if obj == nil {
-			continue // empty document
+		res.content = true
+		p := position{doc: doc.index, line: doc.line}
+		js, serr := objectJSON(doc, isJSON)
+		if serr != nil {
+			res.syntax = &DecodeIssue{File: file, Document: doc.index, Line: serr.line, Err: serr.err}
+			return res
+		}
+		if items, isList := d.typedListItems(js); isList {
+			for i, it := range items {
+				ip := p
+				ip.item = i + 1
+				if it.err != nil {
+					issue(ip, it.name, it.err)
+					continue
+				}
+				c.add(ip, it.obj)
+			}
+			continue
+		}
+		obj, err := d.decodeOne(doc.data, nil)
+		if err != nil {
+			issue(p, nameOf(js, nil), err)
+			continue
 		}
 		items, isList := d.listItems(obj)
 		if !isList {
@@ -115,34 +182,87 @@ func (d *decoder) decode(file string, data []byte, nodeName string) decodeResult
 			ip := p
 			ip.item = i + 1
 			if it.err != nil {
-				issue(ip, "", it.err)
+				issue(ip, it.name, it.err)
 				continue
 			}
-			if _, nested := d.listItemsShallow(it.obj); nested {
+			if isListObject(it.obj) {
 				issue(ip, "", errors.New("lists inside lists are not supported"))
 				continue
 			}
 			c.add(ip, it.obj)
 		}
 	}
-	if splitErr != nil { // it ends the stream: report it last, in document order
-		var se *streamError
-		if errors.As(splitErr, &se) {
-			issue(position{doc: se.doc, line: se.line}, "", se.err)
-		} else {
-			issue(position{doc: 1, line: 1}, "", splitErr)
-		}
-	}
 	res.state = c.state()
+	res.usable = c.usable
 	return res
 }
 
-// decodeOne decodes one document; (nil, nil) means the document is empty.
-func (d *decoder) decodeOne(data []byte) (runtime.Object, error) {
-	if isBlankDocument(data) {
-		return nil, nil
+// docSyntaxError is a document that does not parse, at an absolute line of the file.
+type docSyntaxError struct {
+	line int
+	err  error
+}
+
+// yamlSyntaxError is the YAML parser's error with its line made absolute.
+type yamlSyntaxError struct {
+	msg string
+	err error
+}
+
+func (e *yamlSyntaxError) Error() string { return e.msg }
+func (e *yamlSyntaxError) Unwrap() error { return e.err }
+
+// yamlErrLine finds the document-relative line in a YAML parser error ("yaml: line 3: ...")
+// and returns the message with that line made absolute (the document starts at docLine).
+func yamlErrLine(msg string, docLine int) (string, int) {
+	const key = "line "
+	i := strings.Index(msg, key)
+	if i < 0 {
+		return msg, docLine
 	}
-	obj, gvk, err := d.deser.Decode(data, nil, nil)
+	rest := msg[i+len(key):]
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	n, err := strconv.Atoi(rest[:j])
+	if err != nil || n < 1 || !strings.HasPrefix(rest[j:], ":") {
+		return msg, docLine
+	}
+	line := docLine + n - 1
+	return msg[:i] + key + strconv.Itoa(line) + rest[j:], line
+}
+
+// objectJSON checks that a non-blank document parses and is an object (a mapping), and
+// returns it as JSON. Anything else is a syntax error: a scalar or a sequence at the top of a
+// document is what a truncated file or a stray paste looks like, not an object to skip.
+func objectJSON(doc document, isJSON bool) ([]byte, *docSyntaxError) {
+	js := doc.data
+	if !isJSON {
+		var err error
+		js, err = sigsyaml.YAMLToJSON(doc.data)
+		if err != nil {
+			msg, line := yamlErrLine(strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "), doc.line)
+			return nil, &docSyntaxError{line: line, err: &yamlSyntaxError{msg: "invalid YAML: " + msg, err: err}}
+		}
+	}
+	if t := bytes.TrimLeft(js, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		what := "a scalar"
+		switch {
+		case len(t) > 0 && t[0] == '[':
+			what = "a list"
+		case bytes.Equal(t, []byte("null")):
+			what = "null"
+		}
+		return nil, &docSyntaxError{line: doc.line, err: fmt.Errorf("the document is %s, not an object", what)}
+	}
+	return js, nil
+}
+
+// decodeOne decodes one non-blank document or list item. defaults fills a missing
+// apiVersion or kind (items of typed lists usually omit them).
+func (d *decoder) decodeOne(data []byte, defaults *schema.GroupVersionKind) (runtime.Object, error) {
+	obj, gvk, err := d.deser.Decode(data, defaults, nil)
 	switch {
 	case err == nil:
 		return obj, nil
@@ -167,55 +287,124 @@ func (d *decoder) decodeOne(data []byte) (runtime.Object, error) {
 }
 
 type listItem struct {
-	obj runtime.Object
-	err error
+	obj  runtime.Object
+	err  error
+	name string // of an item that could not be decoded, when its metadata tells
 }
 
-// listItems returns the items of a list object (v1 List or a typed list of a supported
-// kind); isList is false for anything else.
-func (d *decoder) listItems(obj runtime.Object) (items []listItem, isList bool) {
-	if l, ok := obj.(*v1.List); ok {
-		for _, raw := range l.Items {
-			if raw.Object != nil {
-				items = append(items, listItem{obj: raw.Object})
-				continue
-			}
-			o, err := d.decodeOne(raw.Raw)
-			if err == nil && o == nil {
-				err = errors.New("empty list item")
-			}
-			items = append(items, listItem{obj: o, err: err})
-		}
-		return items, true
+// nameOf names an object that could not be decoded ("Service ns/name"), from its kind (or
+// the default one) and metadata, or returns "" when those cannot be read either.
+func nameOf(js []byte, defaults *schema.GroupVersionKind) string {
+	var o struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
 	}
-	return d.listItemsShallow(obj)
+	if json.Unmarshal(js, &o) != nil {
+		return ""
+	}
+	kind, name, ns := o.Kind, o.Metadata.Name, o.Metadata.Namespace
+	if kind == "" && defaults != nil {
+		kind = defaults.Kind
+	}
+	if kind == "" || name == "" {
+		return ""
+	}
+	if ns == "" && (kind == "Service" || kind == "EndpointSlice") {
+		ns = metav1.NamespaceDefault
+	}
+	if ns == "" {
+		return kind + " " + name
+	}
+	return kind + " " + ns + "/" + name
 }
 
-// listItemsShallow handles the typed lists of the supported kinds.
-func (d *decoder) listItemsShallow(obj runtime.Object) (items []listItem, isList bool) {
-	switch l := obj.(type) {
-	case *v1.List:
-		return nil, true
-	case *v1.ServiceList:
-		for i := range l.Items {
-			items = append(items, listItem{obj: &l.Items[i]})
-		}
-	case *discoveryv1.EndpointSliceList:
-		for i := range l.Items {
-			items = append(items, listItem{obj: &l.Items[i]})
-		}
-	case *v1.NodeList:
-		for i := range l.Items {
-			items = append(items, listItem{obj: &l.Items[i]})
-		}
-	case *networkingv1.ServiceCIDRList:
-		for i := range l.Items {
-			items = append(items, listItem{obj: &l.Items[i]})
-		}
-	default:
+// listItems returns the items of a v1 List; isList is false for anything else.
+func (d *decoder) listItems(obj runtime.Object) (items []listItem, isList bool) {
+	l, ok := obj.(*v1.List)
+	if !ok {
 		return nil, false
 	}
+	for _, raw := range l.Items {
+		if raw.Object != nil {
+			items = append(items, listItem{obj: raw.Object})
+			continue
+		}
+		if isBlankDocument(raw.Raw) || bytes.Equal(bytes.TrimSpace(raw.Raw), []byte("null")) {
+			items = append(items, listItem{err: errors.New("empty list item")})
+			continue
+		}
+		o, err := d.decodeOne(raw.Raw, nil)
+		it := listItem{obj: o, err: err}
+		if err != nil {
+			it.name = nameOf(raw.Raw, nil)
+		}
+		items = append(items, it)
+	}
 	return items, true
+}
+
+// typedListItemKind returns the item kind of a typed list of a supported kind.
+func typedListItemKind(list schema.GroupVersionKind) (schema.GroupVersionKind, bool) {
+	switch list {
+	case v1.SchemeGroupVersion.WithKind("ServiceList"):
+		return v1.SchemeGroupVersion.WithKind("Service"), true
+	case v1.SchemeGroupVersion.WithKind("NodeList"):
+		return v1.SchemeGroupVersion.WithKind("Node"), true
+	case discoveryv1.SchemeGroupVersion.WithKind("EndpointSliceList"):
+		return discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"), true
+	case networkingv1.SchemeGroupVersion.WithKind("ServiceCIDRList"):
+		return networkingv1.SchemeGroupVersion.WithKind("ServiceCIDR"), true
+	}
+	return schema.GroupVersionKind{}, false
+}
+
+// typedListItems decodes the items of a typed list (ServiceList...) one by one, so that one
+// bad item is skipped alone instead of failing the whole list. isList is false when js is
+// not a typed list of a supported kind.
+func (d *decoder) typedListItems(js []byte) (items []listItem, isList bool) {
+	var tm metav1.TypeMeta
+	if json.Unmarshal(js, &tm) != nil {
+		return nil, false // let the deserializer report it
+	}
+	listGVK := tm.GroupVersionKind()
+	itemGVK, ok := typedListItemKind(listGVK)
+	if !ok {
+		return nil, false
+	}
+	var l struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(js, &l); err != nil {
+		return []listItem{{err: fmt.Errorf("%s: items: %w", describeGVK(&listGVK), err)}}, true
+	}
+	for _, raw := range l.Items {
+		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			items = append(items, listItem{err: errors.New("empty list item")})
+			continue
+		}
+		o, err := d.decodeOne(raw, &itemGVK)
+		if err == nil && isListObject(o) {
+			err = errors.New("lists inside lists are not supported")
+		}
+		it := listItem{obj: o, err: err}
+		if err != nil {
+			it.name = nameOf(raw, &itemGVK)
+		}
+		items = append(items, it)
+	}
+	return items, true
+}
+
+// isListObject reports whether obj is a list of any supported kind.
+func isListObject(obj runtime.Object) bool {
+	switch obj.(type) {
+	case *v1.List, *v1.ServiceList, *discoveryv1.EndpointSliceList, *v1.NodeList, *networkingv1.ServiceCIDRList:
+		return true
+	}
+	return false
 }
 
 // collector validates, defaults and de-duplicates decoded objects.
@@ -229,6 +418,7 @@ type collector struct {
 	cidrs    map[string]*networkingv1.ServiceCIDR
 	node     *v1.Node
 	order    []string // first-seen order of the keys above, for a stable result
+	usable   int      // objects accepted (or deliberately ignored: another node's Node)
 }
 
 func (c *collector) add(p position, obj runtime.Object) {
@@ -244,6 +434,7 @@ func (c *collector) add(p position, obj runtime.Object) {
 			return
 		}
 		defaultService(o)
+		c.usable++
 		c.dedup(p, name)
 		if c.services == nil {
 			c.services = make(map[string]*v1.Service)
@@ -267,6 +458,7 @@ func (c *collector) add(p position, obj runtime.Object) {
 			return
 		}
 		defaultSlice(o)
+		c.usable++
 		c.dedup(p, name)
 		if c.slices == nil {
 			c.slices = make(map[string]*discoveryv1.EndpointSlice)
@@ -277,6 +469,7 @@ func (c *collector) add(p position, obj runtime.Object) {
 			c.issue(p, "Node", errors.New("metadata.name is required"))
 			return
 		}
+		c.usable++
 		if c.nodeName == "" || o.Name != c.nodeName {
 			return // another node's object: not ours to use
 		}
@@ -294,6 +487,7 @@ func (c *collector) add(p position, obj runtime.Object) {
 				return
 			}
 		}
+		c.usable++
 		c.dedup(p, name)
 		if c.cidrs == nil {
 			c.cidrs = make(map[string]*networkingv1.ServiceCIDR)
@@ -457,15 +651,16 @@ func (e *streamError) Error() string {
 func (e *streamError) Unwrap() error { return e.err }
 
 // splitDocuments cuts data into documents: a JSON stream when the first significant byte
-// is '{' or '[', else YAML documents separated by "---" lines. The documents before a
-// JSON syntax error are returned along with a *streamError.
-func splitDocuments(data []byte) ([]document, error) {
+// is '{' or '[' (isJSON), else YAML documents separated by "---" lines. A JSON syntax error
+// is returned as a *streamError.
+func splitDocuments(data []byte) (docs []document, isJSON bool, err error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // UTF-8 BOM
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
 	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
-		return splitJSON(data)
+		docs, err := splitJSON(data)
+		return docs, true, err
 	}
-	return splitYAML(data), nil
+	return splitYAML(data), false, nil
 }
 
 func splitYAML(data []byte) []document {
@@ -549,7 +744,7 @@ func splitJSON(data []byte) ([]document, error) {
 			return docs, nil
 		}
 		if err != nil {
-			return docs, &streamError{doc: index, line: lineAt(off), err: fmt.Errorf("invalid JSON, the rest of the stream is skipped: %w", err)}
+			return docs, &streamError{doc: index, line: lineAt(off), err: fmt.Errorf("invalid JSON: %w", err)}
 		}
 		if len(raw) > 0 && raw[0] == '[' {
 			// A top-level array: every element is a document.
@@ -561,7 +756,7 @@ func splitJSON(data []byte) ([]document, error) {
 				eoff := off + skipSpace(raw, sd.InputOffset())
 				var e json.RawMessage
 				if err := sd.Decode(&e); err != nil {
-					return docs, &streamError{doc: index, line: lineAt(eoff), err: fmt.Errorf("invalid JSON, the rest of the stream is skipped: %w", err)}
+					return docs, &streamError{doc: index, line: lineAt(eoff), err: fmt.Errorf("invalid JSON: %w", err)}
 				}
 				docs = append(docs, document{index: index, line: lineAt(eoff), data: e})
 				index++

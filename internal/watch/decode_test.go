@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -97,11 +98,14 @@ func TestDecodeMalformed(t *testing.T) {
 		"doc 6 line 39 item 0: missing kind",
 	})
 	assertLines(t, "objects", objectsOf(res.state), []string{"Service default/good", "EndpointSlice default/good-abc"})
-	if got := res.issues[0].Error(); !strings.HasPrefix(got, "malformed.yaml: document 2 (line 10): unsupported kind") {
+	if got := res.issues[0].Error(); !strings.HasPrefix(got, "malformed.yaml: document 2 (line 10): Deployment nope: unsupported kind") {
 		t.Errorf("issue text = %q", got)
 	}
-	if got := res.issues[3].Error(); !strings.Contains(got, "EndpointSlice default/orphan") {
-		t.Errorf("issue does not name the object: %q", got)
+	// Objects are named whenever their metadata can be read.
+	for i, want := range []string{"Deployment nope", "", "Service default/typo", "EndpointSlice default/orphan", ""} {
+		if res.issues[i].Object != want {
+			t.Errorf("issue %d names %q, want %q", i, res.issues[i].Object, want)
+		}
 	}
 }
 
@@ -127,21 +131,6 @@ func TestDecodeFormats(t *testing.T) {
 			name:     "JSON top-level array",
 			in:       "[\n" + svcA + ",\n" + sliceA + "\n]",
 			wantObjs: []string{"Service ns/a", "EndpointSlice ns/a-1"},
-		},
-		{
-			name:       "JSON syntax error keeps the documents before it",
-			in:         svcA + "\n" + `{"apiVersion": "v1", "kind":` + "\n" + svcB,
-			wantObjs:   []string{"Service ns/a"},
-			wantIssues: []string{"doc 2 line 2 item 0: invalid JSON, the rest of the stream is skipped"},
-		},
-		{
-			name:     "issues come in document order, the syntax error last",
-			in:       `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}` + "\n" + svcA + "\n{oops",
-			wantObjs: []string{"Service ns/a"},
-			wantIssues: []string{
-				"doc 1 line 1 item 0: unsupported kind v1 Pod",
-				"doc 3 line 3 item 0: invalid JSON",
-			},
 		},
 		{
 			name:     "v1 List in JSON",
@@ -323,4 +312,90 @@ func TestSplitYAMLLines(t *testing.T) {
 		got = append(got, fmt.Sprintf("%d@%d:%q", d.index, d.line, d.data))
 	}
 	assertLines(t, "docs", got, []string{`1@1:"a: 1\n"`, `2@3:"\n\nb: 2\n"`, `3@6:"c: 3\n"`})
+}
+
+// Revisions that must not be applied at all, and the borderline ones that must.
+func TestDecodeRevisionErrors(t *testing.T) {
+	const svcA = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"ns"},"spec":{"clusterIP":"10.96.0.1","ports":[{"port":80}]}}`
+	const yamlSvc = "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {clusterIP: 10.96.0.1}\n"
+	tests := []struct {
+		name     string
+		in       string
+		want     error  // nil: the revision is applied
+		wantText string // in the error
+		wantObjs []string
+	}{
+		{"0 bytes", "", errEmptyRevision, "f has no documents", nil},
+		{"blank lines", "\n \t\n", errEmptyRevision, "", nil},
+		{"comments and separators only", "# x\n---\n# y\n...\n", errEmptyRevision, "", nil},
+		{"BOM only", "\xef\xbb\xbf", errEmptyRevision, "", nil},
+		{"JSON empty array: deliberate", "[]", nil, "", nil},
+		{"JSON empty List: deliberate", `{"apiVersion":"v1","kind":"List","items":[]}`, nil, "", nil},
+		{"YAML empty List: deliberate", "apiVersion: v1\nkind: List\nitems: []\n", nil, "", nil},
+		{"YAML empty ServiceList: deliberate", "apiVersion: v1\nkind: ServiceList\nitems: []\n", nil, "", nil},
+		{"JSON syntax error after a good object", svcA + "\n" + `{"apiVersion": "v1", "kind":`, errSyntax, "f: document 2 (line 2): invalid JSON", nil},
+		{"JSON truncated array", "[\n" + svcA + ",\n{\"apiVersion\"", errSyntax, "document 1 (line 1): invalid JSON: unexpected EOF", nil},
+		{"JSON scalar", svcA + "\n42\n", errSyntax, "document 2 (line 2): the document is a scalar, not an object", nil},
+		{"YAML syntax error: absolute line", yamlSvc + "---\n\napiVersion: v1\nkind: Service\nmetadata: {name: b\n", errSyntax, "document 2 (line 9): invalid YAML: yaml: line 9:", nil},
+		{"YAML bad indentation", yamlSvc + "---\napiVersion: v1\n kind: Service\n", errSyntax, "document 2 (line 7): invalid YAML: yaml: line 7: mapping values", nil},
+		{"YAML scalar document (a truncated key)", yamlSvc + "---\napiVers", errSyntax, "document 2 (line 6): the document is a scalar, not an object", nil},
+		{"YAML sequence document", yamlSvc + "---\n- a\n- b\n", errSyntax, "the document is a list, not an object", nil},
+		{"nothing usable", strings.Replace(yamlSvc, "Service", "Servce", 1), errNothingUsable, "unsupported kind v1 Servce", nil},
+		{"one usable object is enough", yamlSvc + "---\n" + strings.Replace(yamlSvc, "Service", "Servce", 1), nil, "", []string{"Service default/a"}},
+		{"another node's Node is usable", `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}`, nil, "", nil},
+		{
+			"typed list: items decoded one by one, apiVersion and kind defaulted",
+			`{"apiVersion":"v1","kind":"ServiceList","items":[` +
+				`{"metadata":{"name":"a"},"spec":{"clusterIP":"10.96.0.1"}},` +
+				`{"metadata":{"name":"b"},"spec":{"clusterIP":"10.96.0.2","bogus":1}},` +
+				`{"apiVersion":"v1","kind":"List","items":[]},` +
+				`null,` +
+				`{"metadata":{"name":"c"},"spec":{"clusterIP":"10.96.0.3"}}]}`,
+			nil, "", []string{"Service default/a", "Service default/c"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := mustDecoder(t).decode("f", []byte(tc.in), "")
+			err := res.revisionError("f")
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("revisionError() = %v, want %v", err, tc.want)
+			}
+			if err != nil && !strings.Contains(err.Error(), tc.wantText) {
+				t.Errorf("revisionError() = %q, want it to contain %q", err, tc.wantText)
+			}
+			if err == nil {
+				assertLines(t, "objects", objectsOf(res.state), tc.wantObjs)
+			}
+		})
+	}
+}
+
+// Each bad item of a typed list is reported with its position and field.
+func TestDecodeTypedListIssues(t *testing.T) {
+	res := mustDecoder(t).decode("f", []byte(`apiVersion: discovery.k8s.io/v1
+kind: EndpointSliceList
+items:
+- metadata: {name: s1, labels: {kubernetes.io/service-name: a}}
+  addressType: IPv4
+- metadata: {name: s2, labels: {kubernetes.io/service-name: a}}
+  addressType: IPv4
+  endpoints: [{adresses: [10.0.0.1]}]
+- metadata: {name: s3}
+  addressType: IPv4
+- apiVersion: v1
+  kind: ServiceList
+  items: []
+`), "")
+	matchIssues(t, res.issues, []string{
+		`doc 1 line 1 item 2: unknown field "endpoints[0].adresses"`,
+		"doc 1 line 1 item 3: label kubernetes.io/service-name is required",
+		"doc 1 line 1 item 4: lists inside lists are not supported",
+	})
+	assertLines(t, "objects", objectsOf(res.state), []string{"EndpointSlice default/s1"})
+	for i, want := range []string{"EndpointSlice default/s2", "EndpointSlice default/s3", ""} {
+		if res.issues[i].Object != want {
+			t.Errorf("issue %d names %q, want %q", i, res.issues[i].Object, want)
+		}
+	}
 }

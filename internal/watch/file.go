@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sync"
@@ -12,12 +13,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 )
 
 // DefaultPollInterval is how often FileSource checks its file when no interval is given.
 const DefaultPollInterval = time.Second
+
+// DefaultSettleInterval is how long a changed file must stay unchanged before it is read,
+// when no interval is given.
+const DefaultSettleInterval = time.Second
+
+// DefaultMaxFileSize bounds the source file when no bound is given.
+const DefaultMaxFileSize int64 = 64 << 20
 
 // racyWindow: a file modified within this long of our read may change again without its
 // mtime moving (coarse filesystem timestamps), so it is re-read until it is older.
@@ -32,10 +41,31 @@ type FileSourceOptions struct {
 	NodeName string
 	// PollInterval between checks of the file's metadata. Default DefaultPollInterval.
 	PollInterval time.Duration
-	// Clock drives polling and timestamps. Default: real.
+	// SettleInterval: a changed file is read only once its identity, size, mtime and ctime
+	// have been seen unchanged for this long, so that a file being rewritten in place is not
+	// read half-written. Checked at each poll, so the delay is at least one PollInterval.
+	// Default DefaultSettleInterval.
+	SettleInterval time.Duration
+	// MaxFileSize: a larger file is refused (the last good revision stays). Default
+	// DefaultMaxFileSize.
+	MaxFileSize int64
+	// Clock drives polling, settling and timestamps. Default: real.
 	Clock clock.WithTicker
 	// Logger is required.
 	Logger *zap.Logger
+}
+
+// FileSourceMetrics are the metrics a FileSource keeps up to date; any may be nil.
+type FileSourceMetrics struct {
+	// ReloadErrors counts rejected revisions and failures to read the file
+	// (kipvs_source_file_reload_errors_total).
+	ReloadErrors prometheus.Counter
+	// LastGood is set to the time the latest good revision was applied
+	// (kipvs_source_file_last_good_timestamp_seconds).
+	LastGood prometheus.Gauge
+	// SkippedObjects counts the objects of applied revisions that were skipped
+	// (kipvs_source_errors_total{source="file"}).
+	SkippedObjects prometheus.Counter
 }
 
 // LoadResult describes the latest read of the source file.
@@ -45,12 +75,18 @@ type LoadResult struct {
 	Time time.Time
 	// Generation counts the reads whose content was applied (the first successful read is 1).
 	Generation uint64
+	// LastGood is when the revision in effect was applied (zero before the first one).
+	LastGood time.Time
+	// ReloadErrors counts the failures to read the file and the rejected revisions (each
+	// distinct failure once).
+	ReloadErrors uint64
 	// Counts of objects applied by the latest applied read.
 	Services, EndpointSlices, ServiceCIDRs int
 	Node                                   bool
 	// Issues of the latest applied read: objects skipped or replaced, with document index.
 	Issues []DecodeIssue
-	// Err is set while the file cannot be read; the last good content stays in effect.
+	// Err is set while the file cannot be read or its latest revision is rejected; the last
+	// good revision stays in effect.
 	Err error
 }
 
@@ -58,12 +94,24 @@ type LoadResult struct {
 // from a YAML or JSON stream in a file, and re-reads the file when it changes.
 //
 // Change detection polls the file's metadata (device, inode, size, mtime, ctime) every
-// PollInterval; a file modified less than two seconds before it was read is re-read at the
-// next poll as well, since a second write within the filesystem's timestamp granularity would
-// leave the metadata unchanged. Re-read content is compared by SHA-256, so an unchanged file
-// causes no reload. Objects are defaulted as the apiserver would (service type, protocols,
-// target ports, clusterIPs/ipFamilies, traffic policies, namespace "default"...), since
-// hand-written files rarely spell those out.
+// PollInterval. A changed file is read once that metadata has stayed the same for
+// SettleInterval, and the read is discarded if the metadata moved while it ran: a file
+// rewritten in place (truncated, then written) is not read half-written. A file modified
+// less than two seconds before it was read is re-read at the next poll as well, since a
+// second write within the filesystem's timestamp granularity would leave the metadata
+// unchanged. Re-read content is compared by SHA-256, so an unchanged file causes no reload.
+// Objects are defaulted as the apiserver would (service type, protocols, target ports,
+// clusterIPs/ipFamilies, traffic policies, namespace "default"...), since hand-written files
+// rarely spell those out.
+//
+// A revision is applied whole or not at all. It is rejected, and the last good one stays in
+// effect, when it does not parse, when it is empty (0 bytes, or only blank lines and
+// comments: what a file truncated by an in-place rewrite looks like; an explicit empty list
+// means "no Services"), when none of its objects is usable, or when the file is larger than
+// MaxFileSize or not a regular file. An object that parses but is wrong is skipped alone.
+// Until a first revision has been applied the source is not synced, so the consumer touches
+// nothing. The supported way to update the file is an atomic rename: write a temporary file
+// in the same directory, then rename it over the path.
 type FileSource struct {
 	*store
 	opts    FileSourceOptions
@@ -75,11 +123,19 @@ type FileSource struct {
 	afterPoll func()
 
 	mu      sync.Mutex // serialises reads and guards the fields below
-	sig     fileSig
+	sig     fileSig    // of the latest content read
 	haveSig bool
 	racy    bool
-	hash    [sha256.Size]byte
-	last    LoadResult
+	hash    [sha256.Size]byte // of the latest content read
+	hashErr error             // why that content was rejected, nil if it was applied
+	// candidate is the metadata last seen, since candidateSince: the file is read once it
+	// has stayed the same for SettleInterval.
+	candidate      fileSig
+	haveCandidate  bool
+	candidateSince time.Time
+	last           LoadResult
+	skipped        uint64 // objects skipped by applied revisions, for SetMetrics
+	metrics        FileSourceMetrics
 }
 
 var _ Source = (*FileSource)(nil)
@@ -110,6 +166,12 @@ func NewFileSource(opts FileSourceOptions) (*FileSource, error) {
 	if opts.PollInterval < 0 {
 		errs = append(errs, fmt.Errorf("watch: FileSourceOptions.PollInterval %v is negative", opts.PollInterval))
 	}
+	if opts.SettleInterval < 0 {
+		errs = append(errs, fmt.Errorf("watch: FileSourceOptions.SettleInterval %v is negative", opts.SettleInterval))
+	}
+	if opts.MaxFileSize < 0 {
+		errs = append(errs, fmt.Errorf("watch: FileSourceOptions.MaxFileSize %d is negative", opts.MaxFileSize))
+	}
 	if opts.Logger == nil {
 		errs = append(errs, errors.New("watch: FileSourceOptions.Logger is required"))
 	}
@@ -118,6 +180,12 @@ func NewFileSource(opts FileSourceOptions) (*FileSource, error) {
 	}
 	if opts.PollInterval == 0 {
 		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.SettleInterval == 0 {
+		opts.SettleInterval = DefaultSettleInterval
+	}
+	if opts.MaxFileSize == 0 {
+		opts.MaxFileSize = DefaultMaxFileSize
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -136,17 +204,37 @@ func NewFileSource(opts FileSourceOptions) (*FileSource, error) {
 	}, nil
 }
 
-// Start reads the file (an error if it is missing or unreadable; malformed objects are only
-// reported), marks the source synced, and polls the file until ctx is cancelled.
+// SetMetrics makes the source keep m up to date, starting with what happened before the
+// call (the source may be started before the metrics exist). Safe to call at any time.
+func (s *FileSource) SetMetrics(m FileSourceMetrics) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.metrics = m
+	if m.ReloadErrors != nil {
+		m.ReloadErrors.Add(float64(s.last.ReloadErrors))
+	}
+	if m.LastGood != nil && !s.last.LastGood.IsZero() {
+		m.LastGood.Set(unixSeconds(s.last.LastGood))
+	}
+	if m.SkippedObjects != nil {
+		m.SkippedObjects.Add(float64(s.skipped))
+	}
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// Start checks the file (an error if it is missing, unreadable, not a regular file or over
+// MaxFileSize) and polls it until ctx is cancelled. The source becomes synced when the first
+// good revision has settled and been applied, one SettleInterval after Start at the
+// earliest; an empty or broken file keeps it unsynced (logged, and retried at every change).
 func (s *FileSource) Start(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("watch: FileSource started twice")
 	}
-	if _, err := s.reload(true); err != nil {
+	if err := s.check(); err != nil {
 		close(s.done)
 		return err
 	}
-	s.store.markSynced()
 	go func() {
 		defer close(s.done)
 		t := s.opts.Clock.NewTicker(s.opts.PollInterval)
@@ -166,6 +254,28 @@ func (s *FileSource) Start(ctx context.Context) error {
 	return nil
 }
 
+// check makes sure, before anything is started, that the path is a regular file that can be
+// opened and is not too big, and starts its settle interval.
+func (s *FileSource) check() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opts.Clock.Now()
+	fi, err := s.statLocked()
+	if err == nil {
+		var f *os.File
+		if f, fi, err = s.openLocked(); err == nil {
+			_ = f.Close()
+		}
+	}
+	if err != nil {
+		s.last.Err, s.last.Time = err, now // Start fails: the caller reports it
+		return err
+	}
+	s.settledLocked(sigOf(fi), now)
+	s.log.Info("waiting for the source file to settle before reading it", zap.Duration("settle", s.opts.SettleInterval))
+	return nil
+}
+
 // Done is closed once the polling goroutine has exited after ctx was cancelled.
 func (s *FileSource) Done() <-chan struct{} { return s.done }
 
@@ -178,57 +288,87 @@ func (s *FileSource) LastResult() LoadResult {
 	return r
 }
 
-// reload reads the file if its metadata changed (or force), and applies it if its content
-// changed (or force). It reports whether new content was applied. A read failure keeps the
-// current content and is returned (and, when it starts, logged).
+// reload reads the file if its metadata changed (or force) and has settled, and applies it
+// if its content changed (or force) and is a good revision. It reports whether new content
+// was applied. A failure keeps the last good revision and is returned (and logged once).
 func (s *FileSource) reload(force bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.opts.Clock.Now()
 
-	fi, err := os.Stat(s.opts.Path)
-	if err == nil && fi.IsDir() {
-		err = fmt.Errorf("%s is a directory", s.opts.Path)
-	}
+	fi, err := s.statLocked()
 	if err != nil {
-		return false, s.readFailedLocked(fmt.Errorf("source file: %w", err))
+		s.haveSig = false
+		return false, s.failLocked(now, err)
 	}
 	sig := sigOf(fi)
 	if !force && s.haveSig && sig == s.sig && !s.racy {
+		s.settledLocked(sig, now)
 		return false, nil
 	}
-	data, err := os.ReadFile(s.opts.Path)
-	if err != nil {
-		return false, s.readFailedLocked(fmt.Errorf("source file: %w", err))
+	if !s.settledLocked(sig, now) {
+		s.log.Debug("source file changed; waiting for it to settle", zap.Int64("size", sig.size), zap.Time("mtime", sig.mtime))
+		return false, nil
 	}
-	now := s.opts.Clock.Now()
+	data, after, err := s.readLocked(sig)
+	if err != nil {
+		s.haveSig = false
+		return false, s.failLocked(now, err)
+	}
+	if after != sig { // written while we opened or read it: wait for it to settle again
+		s.candidate, s.candidateSince = after, now
+		s.log.Debug("source file changed while being read; waiting for it to settle")
+		return false, nil
+	}
 	s.sig, s.haveSig = sig, true
 	s.racy = now.Sub(sig.mtime) < racyWindow
-	if s.last.Err != nil {
-		s.log.Info("source file is readable again")
-		s.last.Err = nil
-	}
 	h := sha256.Sum256(data)
 	if !force && h == s.hash {
+		if s.hashErr != nil {
+			return false, s.failLocked(now, s.hashErr)
+		}
+		if s.last.Err != nil {
+			s.log.Info("source file is usable again; its content is unchanged")
+			s.last.Err = nil
+		}
 		return false, nil
 	}
 	s.hash = h
 
 	res := s.dec.decode(s.opts.Path, data, s.opts.NodeName)
+	if err := res.revisionError(s.opts.Path); err != nil {
+		s.hashErr = err
+		return false, s.failLocked(now, err)
+	}
+	s.hashErr = nil
 	for _, is := range res.issues {
 		s.log.Warn("skipping object of source file",
 			zap.Int("document", is.Document), zap.Int("line", is.Line), zap.Int("item", is.Item),
 			zap.String("object", is.Object), zap.Error(is.Err))
 	}
+	if s.last.Err != nil {
+		s.log.Info("source file is usable again", zap.NamedError("previousError", s.last.Err))
+	}
 	s.store.replaceAll(res.state)
+	s.store.markSynced() // no-op after the first revision
+	s.skipped += uint64(len(res.issues))
 	s.last = LoadResult{
 		Path:           s.opts.Path,
 		Time:           now,
 		Generation:     s.last.Generation + 1,
+		LastGood:       now,
+		ReloadErrors:   s.last.ReloadErrors,
 		Services:       len(res.state.services),
 		EndpointSlices: len(res.state.slices),
 		ServiceCIDRs:   len(res.state.serviceCIDRs),
 		Node:           res.state.node != nil,
 		Issues:         res.issues,
+	}
+	if m := s.metrics.LastGood; m != nil {
+		m.Set(unixSeconds(now))
+	}
+	if m := s.metrics.SkippedObjects; m != nil && len(res.issues) > 0 {
+		m.Add(float64(len(res.issues)))
 	}
 	s.log.Info("loaded source file",
 		zap.Uint64("generation", s.last.Generation), zap.Int("services", s.last.Services),
@@ -237,16 +377,116 @@ func (s *FileSource) reload(force bool) (bool, error) {
 	return true, nil
 }
 
-func (s *FileSource) readFailedLocked(err error) error {
-	if s.last.Generation > 0 {
-		if s.last.Err == nil {
-			s.log.Error("cannot read source file; keeping its last good content", zap.Error(err))
-		} else {
-			s.log.Debug("source file still unreadable", zap.Error(err))
-		}
+// settledLocked records sig as the metadata seen now and reports whether it has been the
+// same for SettleInterval.
+func (s *FileSource) settledLocked(sig fileSig, now time.Time) bool {
+	if !s.haveCandidate || sig != s.candidate {
+		s.candidate, s.candidateSince, s.haveCandidate = sig, now, true
 	}
-	s.haveSig = false
+	return now.Sub(s.candidateSince) >= s.opts.SettleInterval
+}
+
+// statLocked stats the path (following symlinks, as a ConfigMap volume's files are) and
+// refuses anything but a regular file of at most MaxFileSize bytes, without opening it.
+func (s *FileSource) statLocked() (os.FileInfo, error) {
+	fi, err := os.Stat(s.opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("source file: %w", err)
+	}
+	return fi, s.checkFileInfo(fi)
+}
+
+func (s *FileSource) checkFileInfo(fi os.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("source file %s is %s, not a regular file", s.opts.Path, describeFileType(fi.Mode()))
+	}
+	if fi.Size() > s.opts.MaxFileSize {
+		return fmt.Errorf("source file %s is %d bytes, over the %d-byte limit", s.opts.Path, fi.Size(), s.opts.MaxFileSize)
+	}
+	return nil
+}
+
+func describeFileType(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	default:
+		return fmt.Sprintf("of type %v", m.Type())
+	}
+}
+
+// openLocked opens the file without blocking (a FIFO swapped in after the stat would
+// otherwise block the open until a writer appears) and checks what it opened.
+func (s *FileSource) openLocked() (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(s.opts.Path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("source file: %w", err)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = s.checkFileInfo(fi)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// readLocked reads the file, bounded by MaxFileSize. want is the metadata the caller found
+// settled; after is the metadata of the file read, after the read: the content is a
+// consistent revision only when they are equal.
+func (s *FileSource) readLocked(want fileSig) (data []byte, after fileSig, err error) {
+	f, fi, err := s.openLocked()
+	if err != nil {
+		return nil, fileSig{}, err
+	}
+	defer f.Close()
+	if got := sigOf(fi); got != want {
+		return nil, got, nil // replaced or rewritten since the stat
+	}
+	data, err = io.ReadAll(io.LimitReader(f, s.opts.MaxFileSize+1))
+	if err != nil {
+		return nil, fileSig{}, fmt.Errorf("source file %s: %w", s.opts.Path, err)
+	}
+	if int64(len(data)) > s.opts.MaxFileSize {
+		return nil, fileSig{}, fmt.Errorf("source file %s grew over the %d-byte limit while being read", s.opts.Path, s.opts.MaxFileSize)
+	}
+	fi, err = f.Stat()
+	if err != nil {
+		return nil, fileSig{}, fmt.Errorf("source file %s: %w", s.opts.Path, err)
+	}
+	after = sigOf(fi)
+	if int64(len(data)) != after.size {
+		after.size = -1 // read a different length than the file has: not consistent
+	}
+	return data, after, nil
+}
+
+// failLocked records err as the current failure; the last good revision stays in effect.
+// Each distinct failure is logged and counted once.
+func (s *FileSource) failLocked(now time.Time, err error) error {
+	if s.last.Err == nil || s.last.Err.Error() != err.Error() {
+		s.last.ReloadErrors++
+		if m := s.metrics.ReloadErrors; m != nil {
+			m.Inc()
+		}
+		if s.last.Generation > 0 {
+			s.log.Warn("source file not applied; keeping its last good revision", zap.Error(err),
+				zap.Uint64("generation", s.last.Generation), zap.Time("lastGood", s.last.LastGood))
+		} else {
+			s.log.Warn("source file not usable; Services are not programmed until it is", zap.Error(err))
+		}
+	} else {
+		s.log.Debug("source file still not usable", zap.Error(err))
+	}
 	s.last.Err = err
-	s.last.Time = s.opts.Clock.Now()
+	s.last.Time = now
 	return err
 }

@@ -26,7 +26,7 @@ func startFileSourceEvery(t *testing.T, path, nodeName string, hook func(), inte
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Now())
 	src, err := NewFileSource(FileSourceOptions{
-		Path: path, NodeName: nodeName, PollInterval: interval, Clock: clk, Logger: zaptest.NewLogger(t),
+		Path: path, NodeName: nodeName, PollInterval: interval, SettleInterval: testSettle, Clock: clk, Logger: zaptest.NewLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,25 @@ func startFileSourceEvery(t *testing.T, path, nodeName string, hook func(), inte
 		cancel()
 		<-src.Done()
 	})
+	if err == nil {
+		// The first revision is read once it has settled (the poll interval is longer).
+		clk.Step(testSettle)
+		_, _ = src.reload(false)
+	}
 	return src, clk, err
+}
+
+// testSettle is the settle interval of the tests' sources: shorter than every poll interval
+// they use, so that settling does not fire the poll ticker.
+const testSettle = 100 * time.Millisecond
+
+// settle re-reads the file as the poll loop does over a settle interval: a first look at its
+// metadata, then, once the clock has moved past the settle interval, the read.
+func settle(t *testing.T, src *FileSource, clk *clocktesting.FakeClock) (bool, error) {
+	t.Helper()
+	_, _ = src.reload(false)
+	clk.Step(src.opts.SettleInterval)
+	return src.reload(false)
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -123,8 +141,8 @@ func TestFileSourceStartErrors(t *testing.T) {
 }
 
 func TestNewFileSourceValidates(t *testing.T) {
-	_, err := NewFileSource(FileSourceOptions{PollInterval: -time.Second})
-	for _, want := range []string{"Path is required", "PollInterval -1s is negative", "Logger is required"} {
+	_, err := NewFileSource(FileSourceOptions{PollInterval: -time.Second, SettleInterval: -time.Second, MaxFileSize: -1})
+	for _, want := range []string{"Path is required", "PollInterval -1s is negative", "SettleInterval -1s is negative", "MaxFileSize -1 is negative", "Logger is required"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("NewFileSource error %v does not mention %q", err, want)
 		}
@@ -172,11 +190,11 @@ const (
 	fileSvcB   = "apiVersion: v1\nkind: Service\nmetadata: {name: b, namespace: ns}\nspec: {clusterIP: 10.96.0.2, ports: [{port: 80}]}\n"
 )
 
-// TestFileSourceReload drives reload directly: deterministic, no clock involved.
+// TestFileSourceReload drives reload directly (through settle), deterministically.
 func TestFileSourceReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "src.yaml")
 	writeFile(t, path, fileSvcA+"---\n"+fileSliceA)
-	src, _, err := startFileSource(t, path, "", nil)
+	src, clk, err := startFileSource(t, path, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +259,7 @@ func TestFileSourceReload(t *testing.T) {
 	gen := src.LastResult().Generation
 	for _, st := range steps {
 		st.do()
-		applied, err := src.reload(false)
+		applied, err := settle(t, src, clk)
 		if applied != st.wantApplied || (err != nil) != st.wantErr {
 			t.Fatalf("%s: reload() = %v, %v; want applied=%v, error=%v", st.name, applied, err, st.wantApplied, st.wantErr)
 		}
@@ -284,6 +302,12 @@ func TestFileSourcePollLoop(t *testing.T) {
 	writeFile(t, path, `{"apiVersion":"v1","kind":"List","items":[`+
 		`{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"ns"},"spec":{"clusterIP":"10.96.0.1","ports":[{"port":80}]}},`+
 		`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}]}`)
+	// The first poll sees the change, the next one (a settle interval later) reads it.
+	clk.Step(time.Second)
+	recv(t, "poll", polled)
+	if len(src.Changed()) != 0 {
+		t.Fatal("Changed() fired before the file settled")
+	}
 	clk.Step(time.Second)
 	recv(t, "poll", polled)
 	recv(t, "Changed()", src.Changed())
@@ -346,6 +370,8 @@ func TestFileSourceRacyReRead(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// Decide racy-ness from the clock at read time, as a real read would.
+			clk.SetTime(tc.now.Add(-testSettle))
+			_, _ = src.reload(true)
 			clk.SetTime(tc.now)
 			if _, err := src.reload(true); err != nil {
 				t.Fatal(err)
@@ -358,7 +384,7 @@ func TestFileSourceRacyReRead(t *testing.T) {
 			}
 			// Pretend the rewrite left every piece of metadata as it was.
 			src.mu.Lock()
-			src.sig = sigOf(fi)
+			src.sig, src.candidate = sigOf(fi), sigOf(fi)
 			src.mu.Unlock()
 
 			applied, err := src.reload(false)
