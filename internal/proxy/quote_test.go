@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net/netip"
 	"testing"
 
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -50,88 +49,4 @@ func TestSetCommentsAreUpstreams(t *testing.T) {
 			t.Errorf("set %s comment %q, want upstream's %q", s.Name, s.Comment, w)
 		}
 	}
-}
-
-// Every rule BuildRules renders, for every option variant and both families, is in the form
-// iptables-save prints (netfilter.Canonical, which Apply's validation runs), so the whole
-// ruleset is accepted and a read-back compares equal.
-func TestRulesAreCanonical(t *testing.T) {
-	for _, tc := range ruleVariants() {
-		t.Run(tc.name, func(t *testing.T) {
-			o := tc.opts
-			nf := netfilter.IPv4
-			if o.Family == IPv6 {
-				nf = netfilter.IPv6
-			}
-			r := BuildRules(o, tc.desired)
-			n := 0
-			for _, tr := range r.Tables {
-				for _, j := range tr.Jumps {
-					n++
-					if err := netfilter.Canonical(nf, j.Rule()); err != nil {
-						t.Errorf("table %s jump from %s: %v", tr.Table, j.From, err)
-					}
-				}
-				for _, c := range tr.Chains {
-					for _, rule := range c.Rules {
-						n++
-						if err := netfilter.Canonical(nf, rule); err != nil {
-							t.Errorf("table %s chain %s: %v", tr.Table, c.Name, err)
-						}
-					}
-				}
-			}
-			if n == 0 {
-				t.Fatal("no rules rendered")
-			}
-		})
-	}
-}
-
-type ruleVariant struct {
-	name    string
-	opts    *Options
-	desired *Desired
-}
-
-// ruleVariants is a corpus of nodes that together render every rule BuildRules can produce:
-// every build case (SCTP node ports, ETP Local, source ranges, external IPs, health checks,
-// ...) under each local-traffic detector, masqueradeAll, no node addresses, and IPv6.
-func ruleVariants() []ruleVariant {
-	cidr := LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
-	var out []ruleVariant
-	for _, v := range []struct {
-		name string
-		mod  func(*Options)
-	}{
-		{"cluster-cidr", func(o *Options) { o.LocalDetector = cidr }},
-		{"node-cidr", func(o *Options) {
-			o.LocalDetector = LocalDetector{Mode: LocalNodeCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}}
-		}},
-		{"bridge", func(o *Options) { o.LocalDetector = LocalDetector{Mode: LocalBridgeInterface, Interface: "cni0"} }},
-		{"interface-prefix", func(o *Options) {
-			o.LocalDetector = LocalDetector{Mode: LocalInterfaceNamePrefix, Interface: "veth"}
-			o.MasqueradeBit = 15
-		}},
-		{"no-detector", func(o *Options) { o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR} }},
-		{"masquerade-all", func(o *Options) { o.MasqueradeAll = true }},
-		{"no-node-port-addresses", func(o *Options) { o.NodePortAddresses = nil }},
-	} {
-		o := testOptions()
-		v.mod(o)
-		out = append(out, ruleVariant{v.name, o, fullDesired(o)})
-	}
-	o := testOptions()
-	out = append(out, ruleVariant{"empty-node", o, NewDesired(IPv4)})
-	for _, tc := range buildCases() {
-		if tc.opts == nil {
-			continue
-		}
-		o := testOptions()
-		tc.opts(o)
-		d := NewDesired(o.Family)
-		d.Update(nn(tc.name), BuildService(ServiceInput{Service: tc.svc, Slices: tc.slices}, o), nil)
-		out = append(out, ruleVariant{tc.name, o, d})
-	}
-	return out
 }
