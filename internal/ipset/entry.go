@@ -2,6 +2,7 @@ package ipset
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -300,17 +301,31 @@ func presence(what string, want bool, t Type) string {
 	return what + "; " + string(t) + " members have none"
 }
 
-// prepare normalizes and checks a batch of members for a normalized set.
+// prepare normalizes and checks a batch of members for a normalized set; one bad member fails
+// the whole batch (Test, Replace: the set's content is all or nothing).
 func prepare(s Set, entries []Entry) ([]Entry, error) {
-	out := make([]Entry, len(entries))
-	for i, e := range entries {
+	out, err := sift(s, entries)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sift normalizes and checks a batch of members for a normalized set and returns the good
+// ones, in order, and an error (kerr.ErrInvalid) naming every bad one. Add and Del send the
+// good ones anyway, so one bad member never keeps the others out of (or in) the set.
+func sift(s Set, entries []Entry) ([]Entry, error) {
+	out := make([]Entry, 0, len(entries))
+	var errs []error
+	for _, e := range entries {
 		if e.Net.IsValid() {
 			e.Net = e.Net.Masked()
 		}
 		if err := checkEntry(s, e); err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
-		out[i] = e
+		out = append(out, e)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }

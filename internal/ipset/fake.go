@@ -42,7 +42,7 @@ func NewFake() *Fake {
 // FailNth makes the nth kernel mutation from now (1 = the next) fail with err, changing
 // nothing. Mutations are the requests Create, Destroy, Flush and Swap send, and one per member
 // for Add and Del, including those Replace makes; a request rejected by the up-front checks
-// (bad name, wrong member type) sends nothing and does not count.
+// (bad name, or a member of the wrong type, which is not sent) does not count.
 func (f *Fake) FailNth(n int, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -235,10 +235,11 @@ func (f *Fake) Add(set string, entries ...Entry) error {
 	if err != nil {
 		return err
 	}
-	if entries, err = prepare(hdr, entries); err != nil {
-		return err
+	entries, bad := sift(hdr, entries)
+	if err := f.add(hdr, entries); err != nil {
+		return errors.Join(err, bad)
 	}
-	return f.add(hdr, entries)
+	return bad
 }
 
 func (f *Fake) add(hdr Set, entries []Entry) error {
@@ -273,16 +274,14 @@ func (f *Fake) Del(set string, entries ...Entry) error {
 	if err != nil {
 		return err
 	}
-	if entries, err = prepare(hdr, entries); err != nil {
-		return err
-	}
+	entries, bad := sift(hdr, entries)
 	for _, e := range entries {
 		if err := f.mutate(fmt.Sprintf("delete %s from %s", e, set)); err != nil {
-			return err
+			return errors.Join(err, bad)
 		}
 		delete(f.sets[set].members, e.key())
 	}
-	return nil
+	return bad
 }
 
 // Test implements Interface.

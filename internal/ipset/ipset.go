@@ -9,7 +9,7 @@
 // checks both, and NormalizeSave makes `ipset save` output comparable with it.
 //
 // Kernel behaviour worth knowing (checked in the kernel tests, Debian 6.1):
-//   - Members are checked against the set's type and family before anything is sent. The
+//   - Each member is checked against the set's type and family before it is sent. The
 //     kernel itself refuses most mismatches (IPSET_ERR_PROTOCOL), but a prefix length of 0
 //     cannot even be encoded by vishvananda/netlink, which would add the host address instead.
 //   - Testing a host address against hash:net or hash:ip,port,net matches a member net
@@ -249,9 +249,14 @@ type Interface interface {
 	// either set.
 	Swap(a, b string) error
 	// Add adds members; a member already present is not an error (its comment is updated).
-	// Every member is checked against the set's type and family before any is added.
+	// Every member is checked against the set's type and family before any is sent; a
+	// member that fails the checks (wrong shape or family, a net of length 0, ...) is not
+	// sent and is named in the error (kerr.ErrInvalid), and the other members are still
+	// added: one bad member never keeps the rest of a batch out of the set. A kernel error
+	// stops the batch there.
 	Add(set string, entries ...Entry) error
-	// Del removes members; an absent member is not an error.
+	// Del removes members; an absent member is not an error. Bad members are handled as in
+	// Add: reported, the others still removed.
 	Del(set string, entries ...Entry) error
 	// Test reports whether the set matches e. As in the kernel, testing a host address (a
 	// net of full length) against a hash:net or hash:ip,port,net set matches any member net

@@ -466,10 +466,11 @@ func (r *Real) Add(set string, entries ...Entry) error {
 	if err != nil {
 		return err
 	}
-	if entries, err = prepare(hdr, entries); err != nil {
-		return err
+	entries, bad := sift(hdr, entries)
+	if err := r.add(hdr, entries); err != nil {
+		return errors.Join(err, bad)
 	}
-	return r.add(hdr, entries)
+	return bad
 }
 
 func (r *Real) add(hdr Set, entries []Entry) error {
@@ -494,15 +495,13 @@ func (r *Real) Del(set string, entries ...Entry) error {
 	if err != nil {
 		return err
 	}
-	if entries, err = prepare(hdr, entries); err != nil {
-		return err
-	}
+	entries, bad := sift(hdr, entries)
 	for _, e := range entries {
 		if _, err := r.member(nl.IPSET_CMD_DEL, hdr, e); err != nil {
-			return err
+			return errors.Join(err, bad)
 		}
 	}
-	return nil
+	return bad
 }
 
 // Test implements Interface.

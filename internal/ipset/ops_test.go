@@ -131,10 +131,17 @@ func opTable() []op {
 		call("add several at once", nil, func(i ipset.Interface) error {
 			return i.Add(clusterIP, ents(H, "10.96.0.30,tcp:80", "10.96.0.31,udp:8053")...)
 		}),
-		call("add several with one bad member adds none", kerr.ErrInvalid, func(i ipset.Interface) error {
-			return i.Add(clusterIP, ent(H, "10.96.0.40,tcp:80"), ent(H, "fd00::40,tcp:80"))
+		// One bad member is rejected on its own: the others in the batch are still added.
+		call("add several with one bad member adds the others", kerr.ErrInvalid, func(i ipset.Interface) error {
+			return i.Add(clusterIP, ent(H, "10.96.0.40,tcp:80"), ent(H, "fd00::40,tcp:80"), ent(H, "10.96.0.41,tcp:80"))
+		}),
+		test(clusterIP, H, "10.96.0.40,tcp:80", true),
+		test(clusterIP, H, "10.96.0.41,tcp:80", true),
+		call("delete several with one bad member deletes the others", kerr.ErrInvalid, func(i ipset.Interface) error {
+			return i.Del(clusterIP, ent(H, "10.96.0.40,tcp:80"), ent(H, "fd00::40,tcp:80"), ent(H, "10.96.0.41,tcp:80"))
 		}),
 		test(clusterIP, H, "10.96.0.40,tcp:80", false),
+		test(clusterIP, H, "10.96.0.41,tcp:80", false),
 
 		// hash:ip,port,ip
 		create(hashSet(loopBack, ipset.HashIPPortIP, ipset.Inet), nil),
@@ -153,6 +160,16 @@ func opTable() []op {
 		add(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,198.51.100.8/32", nil),
 		add(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,10.1.2.3/16", nil), // stored as 10.1.0.0/16
 		add(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,0.0.0.0/0", kerr.ErrInvalid),
+		call("a /0 in a batch is rejected alone", kerr.ErrInvalid, func(i ipset.Interface) error {
+			return i.Add(lbCIDR, ents(ipset.HashIPPortNet, "203.0.113.11,tcp:80,192.0.2.0/24", "203.0.113.11,tcp:80,0.0.0.0/0", "203.0.113.11,tcp:80,198.51.100.9/32")...)
+		}),
+		test(lbCIDR, ipset.HashIPPortNet, "203.0.113.11,tcp:80,192.0.2.0/24", true),
+		test(lbCIDR, ipset.HashIPPortNet, "203.0.113.11,tcp:80,198.51.100.9", true),
+		// The kernel lists a host net without its length, and Entry.String prints it so:
+		// that text is what reconcile compares desired members with.
+		call("a host net lists as its bare address", nil, func(i ipset.Interface) error {
+			return listsAs(i, lbCIDR, "203.0.113.10,tcp:80,198.51.100.8", "203.0.113.11,tcp:80,198.51.100.9")
+		}),
 		test(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,192.0.2.77", true), // host inside a member net
 		test(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:81,192.0.2.77", false),
 		test(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,192.0.2.0/25", false), // a net is tested exactly
@@ -213,6 +230,12 @@ func opTable() []op {
 		add(v6CIDR, ipset.HashIPPortNet, "2001:db8::10,tcp:80,2001:db8:1::/48", nil),
 		add(v6CIDR, ipset.HashIPPortNet, "2001:db8::10,tcp:80,2001:db8:2::5", nil),
 		test(v6CIDR, ipset.HashIPPortNet, "2001:db8::10,tcp:80,2001:db8:1:ffff::1", true),
+		call("a ::/0 in a batch is rejected alone", kerr.ErrInvalid, func(i ipset.Interface) error {
+			return i.Add(v6CIDR, ents(ipset.HashIPPortNet, "2001:db8::11,tcp:80,::/0", "2001:db8::11,tcp:80,2001:db8:3::7/128")...)
+		}),
+		call("an IPv6 host net lists as its bare address", nil, func(i ipset.Interface) error {
+			return listsAs(i, v6CIDR, "2001:db8::10,tcp:80,2001:db8:2::5", "2001:db8::11,tcp:80,2001:db8:3::7")
+		}),
 
 		// Comments.
 		create(ipset.Set{Name: comments, Type: H, Comment: true}, nil),
@@ -295,6 +318,25 @@ func opTable() []op {
 			return nil
 		}),
 	}
+}
+
+// listsAs checks that List reports each of the members, printed by Entry.String, exactly as
+// given (ipset notation, as the kernel lists them).
+func listsAs(i ipset.Interface, set string, members ...string) error {
+	info, err := i.List(set)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, e := range info.Entries {
+		have[e.String()] = true
+	}
+	for _, m := range members {
+		if !have[m] {
+			return fmt.Errorf("list %s: no member printed as %q in %q: %w", set, m, info.Entries, errWrongAnswer)
+		}
+	}
+	return nil
 }
 
 func withComment(e ipset.Entry, c string) ipset.Entry {

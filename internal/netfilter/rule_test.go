@@ -43,6 +43,8 @@ func TestQuote(t *testing.T) {
 		"ns/svc:port":                `"ns/svc:port"`,
 		`it's "q" \ x`:               `"it\'s \"q\" \\ x"`,
 		"":                           `""`,
+		// Upstream's SCTP set comment, as iptables-save 1.8.9 (nft and legacy) prints it.
+		"Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'": `"Kubernetes nodeport SCTP port for masquerade purpose with type \'hash ip:port\'"`,
 	}
 	for in, want := range cases {
 		if got := Quote(in); got != want {
@@ -76,6 +78,8 @@ func TestCanonical(t *testing.T) {
 		{IPv4, ``},
 		{IPv6, `! -s fd00::/8 -j RETURN`},
 		{IPv6, `-p udp -m udp --sport 53 -j ACCEPT`},
+		{IPv4, `-p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type \'hash ip:port\'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`},
+		{IPv4, `-m comment --comment "back\\slash" -j RETURN`},
 	}
 	for _, c := range ok {
 		if err := Canonical(c.f, c.rule); err != nil {
@@ -110,6 +114,10 @@ func TestCanonical(t *testing.T) {
 		{IPv4, `-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT`},
 		{IPv4, `-j REJECT`},
 		{IPv4, `-m comment --comment 'a b' -j RETURN`},
+		// iptables-save escapes a single quote inside the double quotes.
+		{IPv4, `-p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`},
+		{IPv4, `-m comment --comment "back\slash" -j RETURN`},
+		{IPv4, `-m comment --comment a.b -j RETURN`},
 		{IPv4, `-m comment --comment "simple" -j RETURN`},
 		{IPv4, `-j  RETURN`},
 		{IPv4, ` -j RETURN`},

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -96,19 +95,4 @@ func TestRulesIPv6(t *testing.T) {
 		t.Errorf("IPv6 rules reference an IPv4 set:\n%s", r)
 	}
 	golden.Check(t, "rules-ipv6.golden", r)
-}
-
-func TestQuoteComment(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain":       "plain",
-		"has space":   `"has space"`,
-		`say "hi" x`:  `"say \"hi\" x"`,
-		"":            `""`,
-		"a+b=c,d/e:f": "a+b=c,d/e:f",
-	} {
-		if got := quoteComment(in); got != want {
-			t.Errorf("quoteComment(%q) = %s, want %s", in, got, want)
-		}
-	}
-	_ = fmt.Sprint()
 }

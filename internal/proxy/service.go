@@ -314,11 +314,14 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto Protocol, port 
 			}
 		}
 	}
+	if allowsEverySource(cidrs) {
+		return
+	}
 	// With ranges of the other family only, nothing of this family may reach the LB IP.
 	b.member(SetLoadBalancerFW, ipPort)
 	allowNode := false
 	for _, p := range cidrs {
-		b.member(SetLoadBalancerSourceNet, ipPort+","+p.String())
+		b.member(SetLoadBalancerSourceNet, ipPort+","+netEntry(p))
 		for _, a := range b.o.NodePortAddresses {
 			if p.Contains(a) {
 				allowNode = true

@@ -1,5 +1,7 @@
 package proxy
 
+import "net/netip"
+
 // SetType is an ipset type name as the kernel and the ipset tool spell it.
 type SetType string
 
@@ -90,4 +92,31 @@ func Sets(f Family) []SetSpec {
 		out = append(out, SetSpec{Name: SetName(f, s.base), Base: s.base, Type: s.typ, Family: f, Comment: s.comment})
 	}
 	return out
+}
+
+// netEntry renders a net as the last part of a hash:ip,port,net member, in the form the
+// kernel lists it back (and ipset.Entry.String prints it): a host net (/32, /128) as its bare
+// address. Desired members are compared with listed ones as text, so "…,198.51.100.7/32"
+// would never match the listed "…,198.51.100.7" and every full sync would delete and re-add it.
+func netEntry(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return p.Addr().String()
+	}
+	return p.String()
+}
+
+// allowsEverySource reports whether the source ranges of one family hold a range of length 0
+// (0.0.0.0/0 or ::/0). Such a range means "allow every source": the LoadBalancer address then
+// gets no source filtering in that family at all (no KUBE-LOAD-BALANCER-FW member, no
+// -SOURCE-CIDR or -SOURCE-IP members, no KUBE-IPVS-OUT-FILTER rule), as upstream's iptables
+// and nftables modes behave. A hash:ip,port,net set cannot hold a /0 (the kernel takes prefix
+// lengths from 1), so upstream's IPVS mode fails to add that member and ends up dropping
+// every source instead; kipvs does not copy that.
+func allowsEverySource(ranges []netip.Prefix) bool {
+	for _, p := range ranges {
+		if p.Bits() == 0 {
+			return true
+		}
+	}
+	return false
 }
