@@ -28,14 +28,15 @@ import (
 // under pressure. EBUSY also matches kerr.ErrBusy.
 var Transient = []syscall.Errno{syscall.ENOMEM, syscall.EBUSY, syscall.EAGAIN, syscall.ENOBUFS, syscall.EINTR}
 
-// Error is an injected failure. It wraps the chosen error, so errors.Is matches it (and, for
+// Error is an injected failure of the request Op; its text is "injected fault: " and the
+// chosen error (the fake adds the request). It wraps the chosen error, so errors.Is matches it (and, for
 // an errno, the kerr type kerr.Errno maps it to), and IsInjected tells it from a real one.
 type Error struct {
 	Op  string
 	Err error
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("injected fault: %v", e.Err) }
+func (e *Error) Error() string { return e.Err.Error() }
 
 func (e *Error) Unwrap() error { return e.Err }
 
@@ -121,9 +122,9 @@ func (in *Injector) decide(op string, read bool) error {
 	err := in.errs[rng.IntN(len(in.errs))]
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
-		err = kerr.Errno(op, err)
+		err = kerr.Errno("injected fault", err)
 	} else {
-		err = fmt.Errorf("%s: %w", op, err)
+		err = fmt.Errorf("injected fault: %w", err)
 	}
 	in.log = append(in.log, op+": "+err.Error())
 	return &Error{Op: op, Err: err}

@@ -65,7 +65,7 @@ func TestInjectorErrors(t *testing.T) {
 		t.Errorf("read = %v, want an injected fault", err)
 	}
 	mine := errors.New("xtables lock held")
-	if err := New(1, 1, mine).Mutation("restore"); !errors.Is(err, mine) || err.Error() != "injected fault: restore: xtables lock held" {
+	if err := New(1, 1, mine).Mutation("restore"); !errors.Is(err, mine) || err.Error() != "injected fault: xtables lock held" {
 		t.Errorf("custom error = %v", err)
 	}
 	if got := in.Injected(); len(got) != 2 {
