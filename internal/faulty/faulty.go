@@ -52,6 +52,7 @@ type Injector struct {
 	seed        uint64
 	write, read float64
 	errs        []error
+	only        func(op string) bool
 	seen        map[string]uint64
 	log         []string
 }
@@ -79,6 +80,19 @@ func (in *Injector) SetProbability(write, read float64) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.write, in.read = clamp(write), clamp(read)
+}
+
+// SetFilter limits the faults to the requests whose description only accepts (nil: all), to
+// leave a class of faults out, e.g. `func(op string) bool { return !strings.HasPrefix(op,
+// "ipvs delete service ") }`. The descriptions start with the adapter's name ("ipvs",
+// "ipset", "iptables-save", "iptables-restore", "dummyif", "sysctl", "conntrack").
+func (in *Injector) SetFilter(only func(op string) bool) {
+	if in == nil {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.only = only
 }
 
 // Mutation is asked by a fake before a request that changes kernel state; a non-nil result
@@ -110,7 +124,7 @@ func (in *Injector) decide(op string, read bool) error {
 	}
 	n := in.seen[op]
 	in.seen[op] = n + 1
-	if p == 0 {
+	if p == 0 || (in.only != nil && !in.only(op)) {
 		return nil
 	}
 	h := fnv.New64a()

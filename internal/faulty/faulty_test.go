@@ -68,8 +68,16 @@ func TestInjectorErrors(t *testing.T) {
 	if err := New(1, 1, mine).Mutation("restore"); !errors.Is(err, mine) || err.Error() != "injected fault: xtables lock held" {
 		t.Errorf("custom error = %v", err)
 	}
-	if got := in.Injected(); len(got) != 2 {
-		t.Errorf("Injected = %q, want the two faults", got)
+	in.SetProbability(1, 1)
+	in.SetFilter(func(op string) bool { return op != "spared" })
+	if err := in.Mutation("spared"); err != nil {
+		t.Errorf("a request the filter leaves out failed: %v", err)
+	}
+	if err := in.Mutation("other"); !IsInjected(err) {
+		t.Errorf("a request the filter keeps = %v", err)
+	}
+	if got := in.Injected(); len(got) != 3 {
+		t.Errorf("Injected = %q, want the three faults", got)
 	}
 	var none *Injector
 	if none.Mutation("x") != nil || none.Read("x") != nil || none.Injected() != nil {

@@ -248,7 +248,7 @@ func (f *Fake) swap(a, b string) error {
 
 // header returns a set's header for the up-front member checks. f.mu is held.
 func (f *Fake) header(what, name string) (Set, error) {
-	if err := f.faultyRead("list " + name); err != nil {
+	if err := f.faultyRead(what + " " + name + " (list header)"); err != nil {
 		return Set{}, err
 	}
 	s, err := f.get(what, name)
