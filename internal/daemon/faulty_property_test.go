@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -51,33 +52,40 @@ const (
 )
 
 // Fault classes the test leaves out until the defects they expose are fixed. Set one to true
-// to reproduce its defect (the failing seeds print a minimal case).
+// to reproduce its defect: the failing seeds print a minimal case (the seeds below are with
+// only that constant flipped; the generator depends on faultySCTPNodePort).
 const (
 	// faultyVSDelete: a failed IPVS virtual-server delete leaves the virtual server orphaned:
 	// its VIP and ipset members are removed in the same sync, so no later full sync owns it.
+	// Seed 10: LoadBalancer svc-1 with externalIP 192.0.2.11, TCP 80; full sync; change
+	// port 80 to UDP; incremental sync (fault: delete service TCP 192.0.2.11:80) -> the clean
+	// full sync leaves "-A -t 192.0.2.11:80 -s rr" for good.
 	// TODO(reconcile): re-enable once a virtual server keeps its claims until its delete succeeds.
 	faultyVSDelete = false
-	// faultyClaims: a virtual server whose claims failed to be made (its VIP on kube-ipvs0, its
-	// ip,proto:port in KUBE-CLUSTER-IP & co., its port in a node-port set, because the add or
-	// the set's create failed) is orphaned once its Service goes away or changes: the next
-	// full sync does not want it and the ownership rule does not recognise it. Seed 2:
-	//   set service default/svc-2 LoadBalancer ... p1:UDP/81 ...; sync (faults: add address
-	//   10.96.0.12, add 10.96.0.12,udp:81 to KUBE-CLUSTER-IP); delete service default/svc-2
-	//   -> "-A -u 10.96.0.12:81 -s rr" stays for good.
-	// TODO(reconcile): re-enable once a virtual server's claims are made before it, or kipvs
-	// recognises the virtual servers it made otherwise.
+	// faultyClaims: a virtual server whose claims were not made (its VIP on kube-ipvs0, its
+	// ip,proto:port in KUBE-CLUSTER-IP & co., its port in a node-port set: the add, the set's
+	// create or the set header read before the add failed) is orphaned once its Service goes
+	// away or changes: the next full sync does not want it and the ownership rule does not
+	// recognise it. Seed 2: LoadBalancer svc-2 TCP 80 nodePort 30020; sync (faults: add
+	// address 10.96.0.12, add 30020 to KUBE-NODE-PORT-TCP); port 80 becomes UDP -> the
+	// clean full sync leaves "-A -t 192.168.1.10:30020 -s rr" for good.
+	// TODO(reconcile): re-enable once the claims are made before the virtual server, or
+	// kipvs recognises the virtual servers it made otherwise.
 	faultyClaims = false
 	// faultyProbe: a transient failure of the scheduler probe (add or delete of the throwaway
 	// virtual server 198.51.100.200:9) marks the scheduler unavailable for good, so the
-	// Services asking for it run with rr until kipvs restarts; a failed delete of the probe
-	// virtual server also leaves it behind. Seed 12: set service with kipvs.io/scheduler=wrr;
-	// sync -> "-s rr" where a fresh kipvs has "-s wrr".
+	// Services asking for it run with the global scheduler until kipvs restarts (and get a
+	// SchedulerUnavailable Warning); a failed delete of the probe virtual server also leaves
+	// it behind. Seed 46: svc-4 with kipvs.io/scheduler=wrr; sync (fault: add service TCP
+	// 198.51.100.200:9) -> "-A -t 10.96.0.14:80 -s rr" where a fresh kipvs has "-s wrr".
 	// TODO(daemon): re-enable once probeSchedulers retries a probe that failed transiently.
 	faultyProbe = false
 	// faultySCTPNodePort: an SCTP port of a NodePort or LoadBalancer Service makes every
 	// sync fail, faults or not: proxy.quoteComment does not escape the single quotes of the
 	// KUBE-NODE-PORT-SCTP-HASH comment ("... with type 'hash ip:port'"), which iptables-save
-	// prints as \', so netfilter refuses the rule as not canonical.
+	// prints as \', so netfilter refuses the rule as not canonical. Seed 3: one NodePort
+	// Service with an SCTP port, no fault -> "the full sync after the faults failed: ...
+	// is not in iptables-save canonical form".
 	// TODO(proxy): re-enable once quoteComment escapes ' and \ as iptables-save does.
 	faultySCTPNodePort = false
 )
@@ -120,8 +128,8 @@ func TestFaultyKernelProperty(t *testing.T) {
 	verbose := len(seeds) == 1
 	failures := 0
 	for _, seed := range seeds {
-		sc := genFaultyScenario(seed)
-		r := runFaultyScenario(t, sc)
+		sc := faultyGenScenario(seed)
+		r := faultyRun(t, sc)
 		if verbose {
 			t.Logf("%s: %d injected faults\nsteps:\n%s\nfaults:\n%s", sc.params(), len(r.injected),
 				strings.Join(r.trace, "\n"), strings.Join(r.injected, "\n"))
@@ -131,19 +139,19 @@ func TestFaultyKernelProperty(t *testing.T) {
 		}
 		failures++
 		if failures > 3 {
-			t.Errorf("seed %d fails too (not shrunk): %s", seed, firstLine(r.problem))
+			t.Errorf("seed %d fails too (not shrunk): %s", seed, faultyFirstLine(r.problem))
 			continue
 		}
-		min := shrinkFaultyScenario(t, sc)
-		mr := runFaultyScenario(t, min)
+		small := faultyShrink(t, sc)
+		mr := faultyRun(t, small)
 		t.Errorf("seed %d (reproduce: KIPVS_FAULTY_SEED=%d go test ./internal/daemon -run TestFaultyKernelProperty -v):\n%s\n"+
 			"minimal failing case, %d of %d steps (%s):\n%s\nits injected faults:\n%s\nits failure:\n%s",
-			seed, seed, r.problem, len(min.steps), len(sc.steps), min.params(), strings.Join(mr.trace, "\n"),
+			seed, seed, r.problem, len(small.steps), len(sc.steps), small.params(), strings.Join(mr.trace, "\n"),
 			strings.Join(mr.injected, "\n"), mr.problem)
 	}
 }
 
-func firstLine(s string) string {
+func faultyFirstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
 }
@@ -160,24 +168,16 @@ func (sc faultyScenario) params() string {
 	return fmt.Sprintf("seed %d, mutation faults p=%.2f, read faults p=%.2f, graceful period %s", sc.seed, sc.write, sc.read, sc.graceful)
 }
 
-func (sc faultyScenario) describe() string {
-	var b strings.Builder
-	for i, s := range sc.steps {
-		fmt.Fprintf(&b, "%3d %s\n", i+1, s)
-	}
-	return b.String()
-}
-
 type faultyStepKind int
 
 const (
-	stepSetService faultyStepKind = iota
-	stepDeleteService
-	stepSetSlice
-	stepDeleteSlice
-	stepSync
-	stepFullSync
-	stepDrain
+	faultySetService faultyStepKind = iota
+	faultyDeleteService
+	faultySetSlice
+	faultyDeleteSlice
+	faultySync
+	faultyFullSync
+	faultyDrain
 )
 
 type faultyStep struct {
@@ -189,24 +189,24 @@ type faultyStep struct {
 
 func (s faultyStep) String() string {
 	switch s.kind {
-	case stepSetService:
-		return "set service " + describeService(s.svc)
-	case stepDeleteService:
+	case faultySetService:
+		return "set service " + faultyDescribeService(s.svc)
+	case faultyDeleteService:
 		return "delete service " + s.name.String()
-	case stepSetSlice:
-		return "set slice " + describeSlice(s.slice)
-	case stepDeleteSlice:
+	case faultySetSlice:
+		return "set slice " + faultyDescribeSlice(s.slice)
+	case faultyDeleteSlice:
 		return "delete slice " + s.name.String()
-	case stepSync:
+	case faultySync:
 		return "sync (incremental unless a full one is due)"
-	case stepFullSync:
+	case faultyFullSync:
 		return "full sync"
 	default:
 		return "drain"
 	}
 }
 
-func describeService(s *v1.Service) string {
+func faultyDescribeService(s *v1.Service) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s/%s %s clusterIP=%s", s.Namespace, s.Name, s.Spec.Type, s.Spec.ClusterIP)
 	for _, p := range s.Spec.Ports {
@@ -239,7 +239,7 @@ func describeService(s *v1.Service) string {
 	return b.String()
 }
 
-func describeSlice(s *discoveryv1.EndpointSlice) string {
+func faultyDescribeSlice(s *discoveryv1.EndpointSlice) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s/%s", s.Namespace, s.Name)
 	for _, p := range s.Ports {
@@ -260,16 +260,16 @@ const faultyServices = 5
 var (
 	faultyNodeIP = netip.MustParseAddr("192.168.1.10") // the fake node's address (newFakeNode's HostAddrs)
 	// Foreign objects planted on every node before kipvs starts.
-	foreignVS      = ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr("172.16.0.1"), Port: 8080}, Scheduler: "wlc"}
-	foreignNodeVS  = ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: faultyNodeIP, Port: 9999}, Scheduler: "rr"}
-	foreignDest    = ipvs.Destination{Addr: netip.MustParseAddr("172.16.1.1"), Port: 8080, Forward: ipvs.Masq, Weight: 3}
-	foreignSet     = ipset.Set{Name: "FOREIGN-ALLOW", Type: ipset.HashIP}
-	foreignRules   = "*filter\n:FOREIGN-FW - [0:0]\n-A FOREIGN-FW -s 10.1.2.3/32 -j DROP\n-A INPUT -j FOREIGN-FW\nCOMMIT\n*nat\n:FOREIGN-NAT - [0:0]\n-A FOREIGN-NAT -p tcp --dport 2222 -j REDIRECT --to-ports 22\n-A PREROUTING -j FOREIGN-NAT\nCOMMIT\n"
-	foreignLinkIP  = netip.MustParseAddr("10.200.0.1")
-	faultySchedule = []string{"rr", "wrr", "lc", "sh", "mh"}
+	faultyForeignVS     = ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr("172.16.0.1"), Port: 8080}, Scheduler: "wlc"}
+	faultyForeignNodeVS = ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: faultyNodeIP, Port: 9999}, Scheduler: "rr"}
+	faultyForeignDest   = ipvs.Destination{Addr: netip.MustParseAddr("172.16.1.1"), Port: 8080, Forward: ipvs.Masq, Weight: 3}
+	faultyForeignSet    = ipset.Set{Name: "FOREIGN-ALLOW", Type: ipset.HashIP}
+	faultyForeignRules  = "*filter\n:FOREIGN-FW - [0:0]\n-A FOREIGN-FW -s 10.1.2.3/32 -j DROP\n-A INPUT -j FOREIGN-FW\nCOMMIT\n*nat\n:FOREIGN-NAT - [0:0]\n-A FOREIGN-NAT -p tcp --dport 2222 -j REDIRECT --to-ports 22\n-A PREROUTING -j FOREIGN-NAT\nCOMMIT\n"
+	faultyForeignLinkIP = netip.MustParseAddr("10.200.0.1")
+	faultySchedule      = []string{"rr", "wrr", "lc", "sh", "mh"}
 )
 
-func genFaultyScenario(seed uint64) faultyScenario {
+func faultyGenScenario(seed uint64) faultyScenario {
 	rng := rand.New(rand.NewPCG(seed, 0x6b69707673))
 	// Mostly low fault rates, so that syncs succeed now and then and incremental syncs run;
 	// some high ones.
@@ -285,34 +285,34 @@ func genFaultyScenario(seed uint64) faultyScenario {
 		var st faultyStep
 		switch r := rng.IntN(100); {
 		case r < 30:
-			services[i] = genService(rng, i)
-			st = faultyStep{kind: stepSetService, svc: services[i]}
+			services[i] = faultyGenService(rng, i)
+			st = faultyStep{kind: faultySetService, svc: services[i]}
 		case r < 36:
 			delete(services, i)
-			st = faultyStep{kind: stepDeleteService, name: types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%d", i)}}
+			st = faultyStep{kind: faultyDeleteService, name: types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%d", i)}}
 		case r < 62:
-			st = faultyStep{kind: stepSetSlice, slice: genSlice(rng, i, services[i])}
+			st = faultyStep{kind: faultySetSlice, slice: faultyGenSlice(rng, i, services[i])}
 		case r < 68:
-			st = faultyStep{kind: stepDeleteSlice, name: types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%d-%c", i, 'a'+rng.IntN(2))}}
+			st = faultyStep{kind: faultyDeleteSlice, name: types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%d-%c", i, 'a'+rng.IntN(2))}}
 		case r < 88:
-			st = faultyStep{kind: stepSync}
+			st = faultyStep{kind: faultySync}
 		case r < 94:
-			st = faultyStep{kind: stepFullSync}
+			st = faultyStep{kind: faultyFullSync}
 		default:
-			st = faultyStep{kind: stepDrain}
+			st = faultyStep{kind: faultyDrain}
 		}
 		sc.steps = append(sc.steps, st)
 	}
 	return sc
 }
 
-func pick[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
+func faultyPick[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
 
-func genService(rng *rand.Rand, i int) *v1.Service {
+func faultyGenService(rng *rand.Rand, i int) *v1.Service {
 	s := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("svc-%d", i)},
 		Spec: v1.ServiceSpec{
-			Type:       pick(rng, v1.ServiceTypeClusterIP, v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer),
+			Type:       faultyPick(rng, v1.ServiceTypeClusterIP, v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer),
 			ClusterIP:  fmt.Sprintf("10.96.0.%d", 10+i),
 			IPFamilies: []v1.IPFamily{v1.IPv4Protocol},
 		},
@@ -325,7 +325,7 @@ func genService(rng *rand.Rand, i int) *v1.Service {
 	for j := range 1 + rng.IntN(2) {
 		p := v1.ServicePort{
 			Name:       fmt.Sprintf("p%d", j),
-			Protocol:   pick(rng, protocols...),
+			Protocol:   faultyPick(rng, protocols...),
 			Port:       int32(80 + j),
 			TargetPort: intstr.FromInt32(int32(8080 + j)),
 		}
@@ -358,17 +358,17 @@ func genService(rng *rand.Rand, i int) *v1.Service {
 		s.Spec.InternalTrafficPolicy = &itp
 	}
 	if rng.IntN(4) == 0 {
-		timeout := int32(pick(rng, 10800, 60, 300))
+		timeout := int32(faultyPick(rng, 10800, 60, 300))
 		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 		s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: &timeout}}
 	}
 	if rng.IntN(5) == 0 {
-		s.Annotations = map[string]string{proxy.AnnotationScheduler: pick(rng, faultySchedule...)}
+		s.Annotations = map[string]string{proxy.AnnotationScheduler: faultyPick(rng, faultySchedule...)}
 	}
 	return s
 }
 
-func genSlice(rng *rand.Rand, i int, svc *v1.Service) *discoveryv1.EndpointSlice {
+func faultyGenSlice(rng *rand.Rand, i int, svc *v1.Service) *discoveryv1.EndpointSlice {
 	sl := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("svc-%d-%c", i, 'a'+rng.IntN(2)),
 			Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("svc-%d", i)}},
@@ -391,7 +391,7 @@ func genSlice(rng *rand.Rand, i int, svc *v1.Service) *discoveryv1.EndpointSlice
 		used[host] = true
 		ready := rng.IntN(10) < 8
 		serving, terminating := ready, !ready
-		node := pick(rng, "node-a", "node-b")
+		node := faultyPick(rng, "node-a", "node-b")
 		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
 			Addresses:  []string{fmt.Sprintf("10.244.%d.%d", i, host)},
 			NodeName:   &node,
@@ -414,7 +414,7 @@ type faultySource struct {
 
 var _ watch.Source = (*faultySource)(nil)
 
-func newFaultySource() *faultySource {
+func faultyNewSource() *faultySource {
 	done := make(chan struct{})
 	close(done)
 	return &faultySource{
@@ -427,21 +427,21 @@ func (s *faultySource) apply(st faultyStep) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch st.kind {
-	case stepSetService:
+	case faultySetService:
 		k := types.NamespacedName{Namespace: st.svc.Namespace, Name: st.svc.Name}
 		s.svcs[k] = st.svc
 		s.dirty[k] = true
-	case stepDeleteService:
+	case faultyDeleteService:
 		delete(s.svcs, st.name)
 		s.dirty[st.name] = true
-	case stepSetSlice:
+	case faultySetSlice:
 		k := types.NamespacedName{Namespace: st.slice.Namespace, Name: st.slice.Labels[discoveryv1.LabelServiceName]}
 		if s.slices[k] == nil {
 			s.slices[k] = map[string]*discoveryv1.EndpointSlice{}
 		}
 		s.slices[k][st.slice.Name] = st.slice
 		s.dirty[k] = true
-	case stepDeleteSlice:
+	case faultyDeleteSlice:
 		owner := types.NamespacedName{Namespace: st.name.Namespace, Name: st.name.Name[:strings.LastIndexByte(st.name.Name, '-')]}
 		if _, ok := s.slices[owner][st.name.Name]; ok {
 			delete(s.slices[owner], st.name.Name)
@@ -457,20 +457,10 @@ func (s *faultySource) record(k types.NamespacedName) *watch.ServiceInfo {
 		return nil
 	}
 	info := &watch.ServiceInfo{Service: svc}
-	for _, name := range slices.Sorted(mapKeys(s.slices[k])) {
+	for _, name := range slices.Sorted(maps.Keys(s.slices[k])) {
 		info.Slices = append(info.Slices, s.slices[k][name])
 	}
 	return info
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func (s *faultySource) Start(context.Context) error       { return nil }
@@ -515,7 +505,7 @@ func (s *faultySource) All() (watch.Snapshot, error) {
 func (s *faultySource) final() *faultySource {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := newFaultySource()
+	c := faultyNewSource()
 	for k, v := range s.svcs {
 		c.svcs[k] = v
 	}
@@ -535,7 +525,7 @@ type faultyNode struct {
 	foreign *dummyif.Fake // another link, with an address of its own
 }
 
-func newFaultyNode(t *testing.T) *faultyNode {
+func faultyNewNode(t *testing.T) *faultyNode {
 	t.Helper()
 	n := &faultyNode{fakeNode: newFakeNode(), ct: conntrack.NewFake(), foreign: dummyif.NewFake("eth1")}
 	must := func(err error) {
@@ -544,17 +534,17 @@ func newFaultyNode(t *testing.T) *faultyNode {
 			t.Fatalf("plant foreign objects: %v", err)
 		}
 	}
-	for _, vs := range []ipvs.Service{foreignVS, foreignNodeVS} {
+	for _, vs := range []ipvs.Service{faultyForeignVS, faultyForeignNodeVS} {
 		must(n.ipvs.AddService(vs))
-		must(n.ipvs.AddDestination(vs.ServiceKey, foreignDest))
+		must(n.ipvs.AddDestination(vs.ServiceKey, faultyForeignDest))
 	}
-	must(n.ipset.Create(foreignSet))
-	must(n.ipset.Add(foreignSet.Name, ipset.Entry{IP: netip.MustParseAddr("10.1.2.3")}))
+	must(n.ipset.Create(faultyForeignSet))
+	must(n.ipset.Add(faultyForeignSet.Name, ipset.Entry{IP: netip.MustParseAddr("10.1.2.3")}))
 	n.nf.SetIPSets(func(name string) bool { l, _ := n.ipset.ListNames(); return slices.Contains(l, name) })
-	must(n.nf.Restore(foreignRules))
+	must(n.nf.Restore(faultyForeignRules))
 	_, err := n.foreign.EnsureLink()
 	must(err)
-	must(n.foreign.AddAddress(foreignLinkIP))
+	must(n.foreign.AddAddress(faultyForeignLinkIP))
 	return n
 }
 
@@ -593,9 +583,9 @@ func (n *faultyNode) dumps(t *testing.T) map[string]string {
 	return out
 }
 
-// startFaultyDaemon is a prepared daemon over n and src, with a runner that is never run (the
+// faultyStartDaemon is a prepared daemon over n and src, with a runner that is never run (the
 // test calls sync and drain itself) whose requests set *requested.
-func startFaultyDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful time.Duration, requested *bool) *Daemon {
+func faultyStartDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful time.Duration, requested *bool) *Daemon {
 	t.Helper()
 	deps := n.deps(src, prometheus.NewRegistry(), nil)
 	deps.Kernel = func(proxy.Family) (reconcile.Kernel, error) {
@@ -621,14 +611,14 @@ type faultyResult struct {
 	trace    []string // each step with its outcome
 }
 
-// runFaultyScenario runs sc and checks the property; it fails t only for harness errors.
-func runFaultyScenario(t *testing.T, sc faultyScenario) faultyResult {
+// faultyRun runs sc and checks the property; it fails t only for harness errors.
+func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	t.Helper()
 	ctx := context.Background()
-	node := newFaultyNode(t)
-	src := newFaultySource()
+	node := faultyNewNode(t)
+	src := faultyNewSource()
 	requested := false
-	d := startFaultyDaemon(t, node, src, sc.graceful, &requested)
+	d := faultyStartDaemon(t, node, src, sc.graceful, &requested)
 	in := faulty.New(sc.seed, sc.write)
 	in.SetProbability(sc.write, sc.read)
 	in.SetFilter(faultyEligible)
@@ -639,12 +629,12 @@ func runFaultyScenario(t *testing.T, sc faultyScenario) faultyResult {
 	for _, st := range sc.steps {
 		outcome := ""
 		switch st.kind {
-		case stepSync, stepFullSync:
-			full := needFull || st.kind == stepFullSync
+		case faultySync, faultyFullSync:
+			full := needFull || st.kind == faultyFullSync
 			err := d.sync(ctx, full)
 			needFull = err != nil
 			outcome = fmt.Sprintf(": full=%v err=%v", full, err)
-		case stepDrain:
+		case faultyDrain:
 			requested = false
 			d.drain(ctx)
 			needFull = needFull || requested
@@ -673,17 +663,17 @@ func runFaultyScenario(t *testing.T, sc faultyScenario) faultyResult {
 	got := node.dumps(t)
 
 	// A fresh kipvs on a clean node with the final objects.
-	ref := newFaultyNode(t)
+	ref := faultyNewNode(t)
 	refRequested := false
-	rd := startFaultyDaemon(t, ref, src.final(), sc.graceful, &refRequested)
+	rd := faultyStartDaemon(t, ref, src.final(), sc.graceful, &refRequested)
 	if err := rd.sync(ctx, true); err != nil {
 		t.Fatalf("seed %d: the reference sync failed: %v", sc.seed, err)
 	}
 	want := ref.dumps(t)
 	var diffs []string
-	for _, k := range slices.Sorted(mapKeys(want)) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if got[k] != want[k] {
-			diffs = append(diffs, fmt.Sprintf("%s differs from a fresh kipvs's:\n%s", k, lineDiff(got[k], want[k])))
+			diffs = append(diffs, fmt.Sprintf("%s differs from a fresh kipvs's:\n%s", k, faultyLineDiff(got[k], want[k])))
 		}
 	}
 	if len(diffs) > 0 {
@@ -706,15 +696,15 @@ func runFaultyScenario(t *testing.T, sc faultyScenario) faultyResult {
 
 	// The foreign objects are untouched (checked against what was planted, not only against
 	// the reference, which could lose them the same way).
-	for _, vs := range []ipvs.Service{foreignVS, foreignNodeVS} {
+	for _, vs := range []ipvs.Service{faultyForeignVS, faultyForeignNodeVS} {
 		dests, err := node.ipvs.Destinations(vs.ServiceKey)
-		if err != nil || len(dests) != 1 || dests[0].AddrPort() != foreignDest.AddrPort() || dests[0].Weight != foreignDest.Weight {
+		if err != nil || len(dests) != 1 || dests[0].AddrPort() != faultyForeignDest.AddrPort() || dests[0].Weight != faultyForeignDest.Weight {
 			res.problem = fmt.Sprintf("foreign virtual server %s changed: %v %v", vs.ServiceKey, dests, err)
 			return res
 		}
 	}
-	if info, err := node.ipset.List(foreignSet.Name); err != nil || len(info.Entries) != 1 {
-		res.problem = fmt.Sprintf("foreign ipset %s changed: %v", foreignSet.Name, err)
+	if info, err := node.ipset.List(faultyForeignSet.Name); err != nil || len(info.Entries) != 1 {
+		res.problem = fmt.Sprintf("foreign ipset %s changed: %v", faultyForeignSet.Name, err)
 		return res
 	}
 	for _, rule := range []string{"-A FOREIGN-FW -s 10.1.2.3/32 -j DROP", "-A INPUT -j FOREIGN-FW", "-A PREROUTING -j FOREIGN-NAT"} {
@@ -723,14 +713,14 @@ func runFaultyScenario(t *testing.T, sc faultyScenario) faultyResult {
 			return res
 		}
 	}
-	if addrs, err := node.foreign.Addresses(); err != nil || len(addrs) != 1 || addrs[0].Addr() != foreignLinkIP {
+	if addrs, err := node.foreign.Addresses(); err != nil || len(addrs) != 1 || addrs[0].Addr() != faultyForeignLinkIP {
 		res.problem = fmt.Sprintf("foreign address on eth1 changed: %v %v", addrs, err)
 	}
 	return res
 }
 
-// lineDiff lists the lines only in got (-) and only in want (+).
-func lineDiff(got, want string) string {
+// faultyLineDiff lists the lines only in got (-) and only in want (+).
+func faultyLineDiff(got, want string) string {
 	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
 	var b strings.Builder
 	for _, l := range g {
@@ -749,16 +739,16 @@ func lineDiff(got, want string) string {
 	return b.String()
 }
 
-// shrinkFaultyScenario drops steps while the property still fails (the faults follow the
+// faultyShrink drops steps while the property still fails (the faults follow the
 // request descriptions, so a shorter run meets the faults its own requests draw).
-func shrinkFaultyScenario(t *testing.T, sc faultyScenario) faultyScenario {
+func faultyShrink(t *testing.T, sc faultyScenario) faultyScenario {
 	t.Helper()
 	for changed := true; changed; {
 		changed = false
 		for i := len(sc.steps) - 1; i >= 0; i-- {
 			try := sc
 			try.steps = slices.Delete(slices.Clone(sc.steps), i, i+1)
-			if runFaultyScenario(t, try).problem != "" {
+			if faultyRun(t, try).problem != "" {
 				sc, changed = try, true
 			}
 		}
