@@ -178,6 +178,7 @@ const (
 	faultySync
 	faultyFullSync
 	faultyDrain
+	faultyRestart
 )
 
 type faultyStep struct {
@@ -201,8 +202,10 @@ func (s faultyStep) String() string {
 		return "sync (incremental unless a full one is due)"
 	case faultyFullSync:
 		return "full sync"
-	default:
+	case faultyDrain:
 		return "drain"
+	default:
+		return "restart kipvs"
 	}
 }
 
@@ -298,8 +301,10 @@ func faultyGenScenario(seed uint64) faultyScenario {
 			st = faultyStep{kind: faultySync}
 		case r < 94:
 			st = faultyStep{kind: faultyFullSync}
-		default:
+		case r < 97:
 			st = faultyStep{kind: faultyDrain}
+		default:
+			st = faultyStep{kind: faultyRestart}
 		}
 		sc.steps = append(sc.steps, st)
 	}
@@ -584,8 +589,22 @@ func (n *faultyNode) dumps(t *testing.T) map[string]string {
 }
 
 // faultyStartDaemon is a prepared daemon over n and src, with a runner that is never run (the
-// test calls sync and drain itself) whose requests set *requested.
-func faultyStartDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful time.Duration, requested *bool) *Daemon {
+// test calls sync and drain itself) whose requests set *requested. Prepare fails only on a
+// kernel fault; it is retried with a new daemon, as systemd restarts kipvs, up to 10 times.
+func faultyStartDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful time.Duration, requested *bool) (*Daemon, error) {
+	t.Helper()
+	var err error
+	for range 10 {
+		d := faultyNewDaemon(t, n, src, graceful, requested)
+		if err = d.Prepare(context.Background()); err == nil {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("kipvs did not start 10 times in a row: %w", err)
+}
+
+// faultyNewDaemon is an unprepared daemon; see faultyStartDaemon.
+func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful time.Duration, requested *bool) *Daemon {
 	t.Helper()
 	deps := n.deps(src, prometheus.NewRegistry(), nil)
 	deps.Kernel = func(proxy.Family) (reconcile.Kernel, error) {
@@ -595,9 +614,6 @@ func faultyStartDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful t
 	cfg.Kipvs.GracefulPeriod = graceful
 	d, err := New(cfg, "node-a", zap.NewNop(), deps)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	d.run = runner.New(d.sync, runner.Options{OnQueued: func(time.Time) { *requested = true }})
@@ -618,17 +634,27 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	node := faultyNewNode(t)
 	src := faultyNewSource()
 	requested := false
-	d := faultyStartDaemon(t, node, src, sc.graceful, &requested)
 	in := faulty.New(sc.seed, sc.write)
 	in.SetProbability(sc.write, sc.read)
 	in.SetFilter(faultyEligible)
 	node.setFaulty(in)
-
 	var res faultyResult
+	d, err := faultyStartDaemon(t, node, src, sc.graceful, &requested)
+	if err != nil {
+		res.problem = err.Error()
+		return res
+	}
+
 	needFull := true // the runner's first sync is full, and so is the retry of a failed one
 	for _, st := range sc.steps {
 		outcome := ""
 		switch st.kind {
+		case faultyRestart:
+			if d, err = faultyStartDaemon(t, node, src, sc.graceful, &requested); err != nil {
+				res.problem = err.Error()
+				return res
+			}
+			needFull = true
 		case faultySync, faultyFullSync:
 			full := needFull || st.kind == faultyFullSync
 			err := d.sync(ctx, full)
@@ -665,7 +691,10 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	// A fresh kipvs on a clean node with the final objects.
 	ref := faultyNewNode(t)
 	refRequested := false
-	rd := faultyStartDaemon(t, ref, src.final(), sc.graceful, &refRequested)
+	rd, err := faultyStartDaemon(t, ref, src.final(), sc.graceful, &refRequested)
+	if err != nil {
+		t.Fatalf("seed %d: the reference daemon: %v", sc.seed, err)
+	}
 	if err := rd.sync(ctx, true); err != nil {
 		t.Fatalf("seed %d: the reference sync failed: %v", sc.seed, err)
 	}
