@@ -161,11 +161,12 @@ type faultyScenario struct {
 	seed        uint64
 	write, read float64
 	graceful    time.Duration
+	dualStack   bool // the node has an IPv6 address too: both families are synced
 	steps       []faultyStep
 }
 
 func (sc faultyScenario) params() string {
-	return fmt.Sprintf("seed %d, mutation faults p=%.2f, read faults p=%.2f, graceful period %s", sc.seed, sc.write, sc.read, sc.graceful)
+	return fmt.Sprintf("seed %d, mutation faults p=%.2f, read faults p=%.2f, graceful period %s, dual-stack %v", sc.seed, sc.write, sc.read, sc.graceful, sc.dualStack)
 }
 
 type faultyStepKind int
@@ -261,7 +262,8 @@ func faultyDescribeSlice(s *discoveryv1.EndpointSlice) string {
 const faultyServices = 5
 
 var (
-	faultyNodeIP = netip.MustParseAddr("192.168.1.10") // the fake node's address (newFakeNode's HostAddrs)
+	faultyNodeIP  = netip.MustParseAddr("192.168.1.10") // the fake node's address (newFakeNode's HostAddrs)
+	faultyNodeIP6 = netip.MustParseAddr("fd00::10")     // and its IPv6 one, when dual-stack
 	// Foreign objects planted on every node before kipvs starts.
 	faultyForeignVS     = ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr("172.16.0.1"), Port: 8080}, Scheduler: "wlc"}
 	faultyForeignNodeVS = ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: faultyNodeIP, Port: 9999}, Scheduler: "rr"}
@@ -282,21 +284,31 @@ func faultyGenScenario(seed uint64) faultyScenario {
 	if rng.IntN(2) == 0 {
 		sc.graceful = 30 * time.Second
 	}
+	// IPv6 choices come from their own stream, so a seed's IPv4 choices do not depend on them.
+	rng6 := rand.New(rand.NewPCG(seed, 0x36))
+	sc.dualStack = rng6.IntN(2) == 0
+	if !sc.dualStack {
+		rng6 = nil
+	}
 	services := map[int]*v1.Service{}
 	for range faultySteps {
 		i := rng.IntN(faultyServices)
 		var st faultyStep
 		switch r := rng.IntN(100); {
 		case r < 30:
-			services[i] = faultyGenService(rng, i)
+			services[i] = faultyGenService(rng, rng6, i)
 			st = faultyStep{kind: faultySetService, svc: services[i]}
 		case r < 36:
 			delete(services, i)
 			st = faultyStep{kind: faultyDeleteService, name: types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%d", i)}}
 		case r < 62:
-			st = faultyStep{kind: faultySetSlice, slice: faultyGenSlice(rng, i, services[i])}
+			st = faultyStep{kind: faultySetSlice, slice: faultyGenSlice(rng, rng6, i, services[i])}
 		case r < 68:
-			st = faultyStep{kind: faultyDeleteSlice, name: types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%d-%c", i, 'a'+rng.IntN(2))}}
+			name := fmt.Sprintf("svc-%d-%c", i, 'a'+rng.IntN(2))
+			if rng6 != nil && rng6.IntN(3) == 0 {
+				name = fmt.Sprintf("svc-%d-v6", i)
+			}
+			st = faultyStep{kind: faultyDeleteSlice, name: types.NamespacedName{Namespace: "default", Name: name}}
 		case r < 88:
 			st = faultyStep{kind: faultySync}
 		case r < 94:
@@ -313,7 +325,8 @@ func faultyGenScenario(seed uint64) faultyScenario {
 
 func faultyPick[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
 
-func faultyGenService(rng *rand.Rand, i int) *v1.Service {
+// faultyGenService draws Service slot i; rng6 (nil: single-stack) draws its IPv6 side.
+func faultyGenService(rng, rng6 *rand.Rand, i int) *v1.Service {
 	s := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("svc-%d", i)},
 		Spec: v1.ServiceSpec{
@@ -370,14 +383,42 @@ func faultyGenService(rng *rand.Rand, i int) *v1.Service {
 	if rng.IntN(5) == 0 {
 		s.Annotations = map[string]string{proxy.AnnotationScheduler: faultyPick(rng, faultySchedule...)}
 	}
+	if rng6 == nil || rng6.IntN(3) == 0 {
+		return s
+	}
+	// Dual-stack (or, rarely, IPv6 only), with IPv6 external addresses and source ranges.
+	v6 := fmt.Sprintf("fd00:96::%x", 10+i)
+	if rng6.IntN(5) == 0 {
+		s.Spec.IPFamilies, s.Spec.ClusterIP, s.Spec.ClusterIPs = []v1.IPFamily{v1.IPv6Protocol}, v6, []string{v6}
+	} else {
+		s.Spec.IPFamilies, s.Spec.ClusterIPs = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, []string{s.Spec.ClusterIP, v6}
+	}
+	if len(s.Spec.ExternalIPs) > 0 || rng6.IntN(4) == 0 {
+		s.Spec.ExternalIPs = append(s.Spec.ExternalIPs, fmt.Sprintf("2001:db8::%x", 10+i))
+	}
+	if s.Spec.Type == v1.ServiceTypeLoadBalancer {
+		if rng6.IntN(2) == 0 {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: fmt.Sprintf("2001:db8:1::%x", 10+i)})
+		}
+		if len(s.Spec.LoadBalancerSourceRanges) > 0 {
+			s.Spec.LoadBalancerSourceRanges = append(s.Spec.LoadBalancerSourceRanges, "2001:db8:2::/48")
+		}
+	}
 	return s
 }
 
-func faultyGenSlice(rng *rand.Rand, i int, svc *v1.Service) *discoveryv1.EndpointSlice {
+// faultyGenSlice draws an EndpointSlice of Service slot i: IPv4, or, when rng6 is set, now
+// and then IPv6.
+func faultyGenSlice(rng, rng6 *rand.Rand, i int, svc *v1.Service) *discoveryv1.EndpointSlice {
 	sl := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("svc-%d-%c", i, 'a'+rng.IntN(2)),
 			Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("svc-%d", i)}},
 		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+	addr := func(host int) string { return fmt.Sprintf("10.244.%d.%d", i, host) }
+	if rng6 != nil && rng6.IntN(3) == 0 {
+		sl.Name, sl.AddressType = fmt.Sprintf("svc-%d-v6", i), discoveryv1.AddressTypeIPv6
+		addr = func(host int) string { return fmt.Sprintf("fd00:244:%x::%x", i, host) }
 	}
 	for j := range 2 {
 		proto := v1.ProtocolTCP
@@ -398,7 +439,7 @@ func faultyGenSlice(rng *rand.Rand, i int, svc *v1.Service) *discoveryv1.Endpoin
 		serving, terminating := ready, !ready
 		node := faultyPick(rng, "node-a", "node-b")
 		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{fmt.Sprintf("10.244.%d.%d", i, host)},
+			Addresses:  []string{addr(host)},
 			NodeName:   &node,
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating},
 		})
@@ -526,13 +567,16 @@ func (s *faultySource) final() *faultySource {
 // faultyNode is a fake node with every adapter faulty, foreign objects planted.
 type faultyNode struct {
 	*fakeNode
-	ct      *conntrack.Fake
-	foreign *dummyif.Fake // another link, with an address of its own
+	nf6       *netfilter.Fake // ip6tables, used when dualStack
+	ct        *conntrack.Fake
+	foreign   *dummyif.Fake // another link, with an address of its own
+	dualStack bool
 }
 
-func faultyNewNode(t *testing.T) *faultyNode {
+func faultyNewNode(t *testing.T, dualStack bool) *faultyNode {
 	t.Helper()
-	n := &faultyNode{fakeNode: newFakeNode(), ct: conntrack.NewFake(), foreign: dummyif.NewFake("eth1")}
+	n := &faultyNode{fakeNode: newFakeNode(), nf6: netfilter.NewFake(netfilter.IPv6), ct: conntrack.NewFake(),
+		foreign: dummyif.NewFake("eth1"), dualStack: dualStack}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -545,8 +589,11 @@ func faultyNewNode(t *testing.T) *faultyNode {
 	}
 	must(n.ipset.Create(faultyForeignSet))
 	must(n.ipset.Add(faultyForeignSet.Name, ipset.Entry{IP: netip.MustParseAddr("10.1.2.3")}))
-	n.nf.SetIPSets(func(name string) bool { l, _ := n.ipset.ListNames(); return slices.Contains(l, name) })
+	exists := func(name string) bool { l, _ := n.ipset.ListNames(); return slices.Contains(l, name) }
+	n.nf.SetIPSets(exists)
+	n.nf6.SetIPSets(exists)
 	must(n.nf.Restore(faultyForeignRules))
+	must(n.nf6.Restore(faultyForeignRules))
 	_, err := n.foreign.EnsureLink()
 	must(err)
 	must(n.foreign.AddAddress(faultyForeignLinkIP))
@@ -557,6 +604,7 @@ func (n *faultyNode) setFaulty(in *faulty.Injector) {
 	n.ipvs.SetFaulty(in)
 	n.ipset.SetFaulty(in)
 	n.nf.SetFaulty(in)
+	n.nf6.SetFaulty(in)
 	n.dummy.SetFaulty(in)
 	n.sysctl.SetFaulty(in)
 	n.ct.SetFaulty(in)
@@ -575,6 +623,7 @@ func (n *faultyNode) dumps(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	out["iptables"] = n.nf.Save(netfilter.TableFilter) + n.nf.Save(netfilter.TableNAT)
+	out["ip6tables"] = n.nf6.Save(netfilter.TableFilter) + n.nf6.Save(netfilter.TableNAT)
 	if out["dummy"], err = n.dummy.Dump(); err != nil {
 		t.Fatal(err)
 	}
@@ -607,8 +656,15 @@ func faultyStartDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful t
 func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful time.Duration, requested *bool) *Daemon {
 	t.Helper()
 	deps := n.deps(src, prometheus.NewRegistry(), nil)
-	deps.Kernel = func(proxy.Family) (reconcile.Kernel, error) {
-		return reconcile.Kernel{IPVS: n.ipvs, IPSet: n.ipset, Netfilter: n.nf, Dummy: n.dummy, Conntrack: n.ct}, nil
+	deps.Kernel = func(f proxy.Family) (reconcile.Kernel, error) {
+		nf := n.nf
+		if f == proxy.IPv6 {
+			nf = n.nf6
+		}
+		return reconcile.Kernel{IPVS: n.ipvs, IPSet: n.ipset, Netfilter: nf, Dummy: n.dummy, Conntrack: n.ct}, nil
+	}
+	if n.dualStack {
+		deps.HostAddrs = func() ([]netip.Addr, error) { return []netip.Addr{faultyNodeIP, faultyNodeIP6}, nil }
 	}
 	cfg := testConfig(t)
 	cfg.Kipvs.GracefulPeriod = graceful
@@ -631,7 +687,7 @@ type faultyResult struct {
 func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	t.Helper()
 	ctx := context.Background()
-	node := faultyNewNode(t)
+	node := faultyNewNode(t, sc.dualStack)
 	src := faultyNewSource()
 	requested := false
 	in := faulty.New(sc.seed, sc.write)
@@ -689,7 +745,7 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	got := node.dumps(t)
 
 	// A fresh kipvs on a clean node with the final objects.
-	ref := faultyNewNode(t)
+	ref := faultyNewNode(t, sc.dualStack)
 	refRequested := false
 	rd, err := faultyStartDaemon(t, ref, src.final(), sc.graceful, &refRequested)
 	if err != nil {
