@@ -66,9 +66,9 @@ const (
 	// ip,proto:port in KUBE-CLUSTER-IP & co., its port in a node-port set: the add, the set's
 	// create or the set header read before the add failed) is orphaned once its Service goes
 	// away or changes: the next full sync does not want it and the ownership rule does not
-	// recognise it. Seed 2: LoadBalancer svc-2 TCP 80 nodePort 30020; sync (faults: add
-	// address 10.96.0.12, add 30020 to KUBE-NODE-PORT-TCP); port 80 becomes UDP -> the
-	// clean full sync leaves "-A -t 192.168.1.10:30020 -s rr" for good.
+	// recognise it. Seed 7: NodePort svc-1 TCP 80 nodePort 30010; incremental sync (fault:
+	// the header read before adding 30010 to KUBE-NODE-PORT-TCP); port 80 becomes UDP -> the
+	// clean full sync leaves "-A -t 192.168.1.10:30010 -s mh -b mh-port" for good.
 	// TODO(reconcile): re-enable once the claims are made before the virtual server, or
 	// kipvs recognises the virtual servers it made otherwise.
 	faultyClaims = false
