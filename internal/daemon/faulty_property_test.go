@@ -793,9 +793,11 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 		return res
 	}
 	for _, rule := range []string{"-A FOREIGN-FW -s 10.1.2.3/32 -j DROP", "-A INPUT -j FOREIGN-FW", "-A PREROUTING -j FOREIGN-NAT"} {
-		if !strings.Contains(got["iptables"], rule+"\n") {
-			res.problem = fmt.Sprintf("foreign rule %q is gone", rule)
-			return res
+		for _, table := range []string{"iptables", "ip6tables"} {
+			if !strings.Contains(got[table], rule+"\n") {
+				res.problem = fmt.Sprintf("foreign %s rule %q is gone", table, rule)
+				return res
+			}
 		}
 	}
 	if addrs, err := node.foreign.Addresses(); err != nil || len(addrs) != 1 || addrs[0].Addr() != faultyForeignLinkIP {
