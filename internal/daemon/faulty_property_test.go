@@ -35,9 +35,11 @@ import (
 )
 
 // The faulty-kernel property test. For each seed it generates a random sequence of Service and
-// EndpointSlice changes, incremental syncs, full syncs and drains, and runs it through the
-// daemon's own sync and drain on a fake node whose every adapter fails requests at random
-// (faulty.Injector); syncs may fail, as they do on a busy node. Then the faults stop and ONE
+// EndpointSlice changes (ClusterIP, NodePort and LoadBalancer Services with external IPs,
+// ingress, source ranges, affinity, traffic policies, scheduler annotations; half the seeds
+// dual-stack), incremental syncs, full syncs, drains and kipvs restarts, and runs it through the
+// daemon's own Prepare, sync and drain on a fake node whose every adapter fails requests at
+// random (faulty.Injector); syncs may fail, as they do on a busy node. Then the faults stop and ONE
 // full sync must succeed and leave the kernel exactly as a fresh kipvs leaves a clean node with
 // the final objects (the same foreign objects planted on both), a second full sync must plan
 // nothing, and the foreign objects must be untouched.
