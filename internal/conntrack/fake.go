@@ -7,6 +7,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -19,9 +20,10 @@ type FaultFunc func(f Flow) error
 // a tuple (inserting one that clashes is kerr.ErrExists), and Delete removes what the
 // filter matches and counts it. It is safe for concurrent use.
 type Fake struct {
-	mu    sync.Mutex
-	flows []Flow
-	fault FaultFunc
+	mu     sync.Mutex
+	flows  []Flow
+	fault  FaultFunc
+	faulty *faulty.Injector
 }
 
 var _ Interface = (*Fake)(nil)
@@ -43,6 +45,16 @@ func (f *Fake) SetFault(fn FaultFunc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fault = fn
+}
+
+// SetFaulty makes the fake fail requests at random as in decides (nil: never): List, and the
+// dump Delete starts with, as reads (a failed dump deletes nothing); each flow Delete removes
+// as a mutation, which stops Delete there with the flows before it deleted, as the fault hook
+// does. Insert (the test's own traffic) and Dump never fail this way.
+func (f *Fake) SetFaulty(in *faulty.Injector) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faulty = in
 }
 
 // Insert adds a flow, as `conntrack -I` or traffic would. Both tuples must hold valid
@@ -73,9 +85,17 @@ func (f *Fake) Insert(fl Flow) error {
 func (f *Fake) List() ([]Flow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.faulty.Read("conntrack list"); err != nil {
+		return nil, fmt.Errorf("conntrack: list flows: %w", err)
+	}
+	return f.list(), nil
+}
+
+// list copies the flows, sorted. Callers hold f.mu.
+func (f *Fake) list() []Flow {
 	out := slices.Clone(f.flows)
 	SortFlows(out)
-	return out, nil
+	return out
 }
 
 // Delete implements Interface.
@@ -85,6 +105,9 @@ func (f *Fake) Delete(filters ...Filter) (int, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.faulty.Read("conntrack dump"); err != nil {
+		return 0, fmt.Errorf("conntrack: delete flows: list: %w", err)
+	}
 	n := 0
 	kept := f.flows[:0:0]
 	var ferr error
@@ -101,6 +124,11 @@ func (f *Fake) Delete(filters ...Filter) (int, error) {
 				continue
 			}
 		}
+		if err := f.faulty.Mutation(fmt.Sprintf("conntrack delete flow %s", fl)); err != nil {
+			ferr = fmt.Errorf("delete flow %s (filter %s): %w", fl, flt, err)
+			kept = append(kept, fl)
+			continue
+		}
 		n++
 	}
 	f.flows = kept
@@ -109,6 +137,7 @@ func (f *Fake) Delete(filters ...Filter) (int, error) {
 
 // Dump implements Interface.
 func (f *Fake) Dump() (string, error) {
-	fs, _ := f.List()
-	return formatDump(fs), nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return formatDump(f.list()), nil
 }

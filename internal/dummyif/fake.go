@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -21,12 +22,13 @@ type FaultFunc func(op string) error
 // addresses, or a link of another type (see SetForeignLink). It rejects what the kernel
 // rejects with the same typed errors and errnos and is safe for concurrent use.
 type Fake struct {
-	name  string
-	mu    sync.Mutex
-	typ   string // "" when there is no link
-	up    bool
-	addrs map[netip.Prefix]bool
-	fault FaultFunc
+	name   string
+	mu     sync.Mutex
+	typ    string // "" when there is no link
+	up     bool
+	addrs  map[netip.Prefix]bool
+	fault  FaultFunc
+	faulty *faulty.Injector
 }
 
 var _ Interface = (*Fake)(nil)
@@ -48,6 +50,15 @@ func (f *Fake) SetFault(fn FaultFunc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fault = fn
+}
+
+// SetFaulty makes the fake fail requests at random as in decides (nil: never): the mutations
+// the fault hook sees (each changes nothing when it fails), and Addresses as a read. Dump
+// never fails this way. The fault hook is consulted first.
+func (f *Fake) SetFaulty(in *faulty.Injector) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faulty = in
 }
 
 // SetForeignLink replaces the link by one of type typ (e.g. "veth"), with no addresses,
@@ -90,6 +101,9 @@ func (f *Fake) check(op string) error {
 		if err := f.fault(op); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
+	}
+	if err := f.faulty.Mutation("dummyif " + op); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }
@@ -145,6 +159,9 @@ func (f *Fake) Addresses() ([]netip.Prefix, error) {
 	defer f.mu.Unlock()
 	if err := f.dummy(); err != nil {
 		return nil, err
+	}
+	if err := f.faulty.Read("dummyif list addresses of " + f.name); err != nil {
+		return nil, fmt.Errorf("list addresses of link %s: %w", f.name, err)
 	}
 	out := slices.Collect(maps.Keys(f.addrs))
 	SortPrefixes(out)

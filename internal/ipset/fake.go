@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -23,6 +24,7 @@ type Fake struct {
 	sets      map[string]*fakeSet
 	refs      map[string]int
 	faults    map[int]error // mutation number -> error
+	faulty    *faulty.Injector
 	mutations int
 	closed    bool
 }
@@ -47,6 +49,29 @@ func (f *Fake) FailNth(n int, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.faults[f.mutations+n] = err
+}
+
+// SetFaulty makes the fake fail kernel requests at random as in decides (nil: never). The
+// requests are those FailNth counts, asked about as mutations, one by one: a failed member of
+// an Add or Del stops the call there with the members before it applied, as an `ipset
+// restore` batch stops at its failing line; a failed step of Replace leaves what the real
+// Replace leaves. List, ListNames, Test and the set lookup Add and Del start with are asked
+// about as reads; Dump never fails this way. FailNth is consulted first.
+func (f *Fake) SetFaulty(in *faulty.Injector) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faulty = in
+}
+
+// faultyRead asks the Injector about a read request. f.mu is held.
+func (f *Fake) faultyRead(what string) error {
+	if f.closed {
+		return nil // get reports ErrClosed
+	}
+	if err := f.faulty.Read("ipset " + what); err != nil {
+		return fmt.Errorf("ipset fake: %s: %w", what, err)
+	}
+	return nil
 }
 
 // Mutations is the number of kernel mutations so far.
@@ -89,6 +114,9 @@ func (f *Fake) mutate(what string) error {
 	if err, ok := f.faults[f.mutations]; ok {
 		delete(f.faults, f.mutations)
 		return fmt.Errorf("ipset fake: %s: injected fault: %w", what, err)
+	}
+	if err := f.faulty.Mutation("ipset " + what); err != nil {
+		return fmt.Errorf("ipset fake: %s: %w", what, err)
 	}
 	return nil
 }
@@ -220,6 +248,9 @@ func (f *Fake) swap(a, b string) error {
 
 // header returns a set's header for the up-front member checks. f.mu is held.
 func (f *Fake) header(what, name string) (Set, error) {
+	if err := f.faultyRead(what + " " + name + " (list header)"); err != nil {
+		return Set{}, err
+	}
 	s, err := f.get(what, name)
 	if err != nil {
 		return Set{}, err
@@ -288,6 +319,9 @@ func (f *Fake) Del(set string, entries ...Entry) error {
 func (f *Fake) Test(set string, e Entry) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.faultyRead("test in " + set); err != nil {
+		return false, err
+	}
 	s, err := f.get("test in", set)
 	if err != nil {
 		return false, err
@@ -323,6 +357,9 @@ func (f *Fake) List(name string) (*SetInfo, error) { return f.list(name) }
 func (f *Fake) list(name string) (*SetInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.faultyRead("list " + name); err != nil {
+		return nil, err
+	}
 	s, err := f.get("list", name)
 	if err != nil {
 		return nil, err
@@ -347,6 +384,9 @@ func (f *Fake) ListNames() ([]string, error) {
 	defer f.mu.Unlock()
 	if f.closed {
 		return nil, ErrClosed
+	}
+	if err := f.faultyRead("list names"); err != nil {
+		return nil, err
 	}
 	names := make([]string, 0, len(f.sets))
 	for n := range f.sets {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -48,6 +49,7 @@ type Fake struct {
 	timeouts  Timeouts
 	fault     FaultFunc
 	readFault func() error
+	faulty    *faulty.Injector
 	mutations int
 	closed    bool
 }
@@ -74,6 +76,18 @@ func (f *Fake) SetFault(fn FaultFunc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fault = fn
+}
+
+// SetFaulty makes the fake fail requests at random as in decides (nil: never). Each netlink
+// request is asked about: every op of Apply on its own (the kernel applies a batch op by op,
+// so a failed op changes nothing and the others still apply), SetTimeouts and Flush as
+// mutations, and Info, Services, GetService, Destinations, Table and Timeouts as reads; Dump
+// never fails this way, so tests can always look. It composes with SetFault and SetReadFault,
+// which are asked first.
+func (f *Fake) SetFaulty(in *faulty.Injector) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faulty = in
 }
 
 // SetReadFault installs (nil: removes) a hook whose non-nil result fails every read
@@ -159,12 +173,21 @@ func (f *Fake) lookupDest(k ServiceKey, ap netip.AddrPort) (*Destination, error)
 	return d, nil
 }
 
-func (f *Fake) read() error {
+// read checks a read request: closed, the read fault hook, then (op != "", i.e. not Dump)
+// the Injector.
+func (f *Fake) read(op string) error {
 	if f.closed {
 		return errClosed
 	}
 	if f.readFault != nil {
-		return f.readFault()
+		if err := f.readFault(); err != nil {
+			return err
+		}
+	}
+	if op != "" {
+		if err := f.faulty.Read("ipvs " + op); err != nil {
+			return fmt.Errorf("ipvs: %s: %w", op, err)
+		}
 	}
 	return nil
 }
@@ -181,7 +204,7 @@ func (f *Fake) Close() error {
 func (f *Fake) Info() (Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.read(); err != nil {
+	if err := f.read("get info"); err != nil {
 		return Info{}, err
 	}
 	return f.info, nil
@@ -191,7 +214,7 @@ func (f *Fake) Info() (Info, error) {
 func (f *Fake) Timeouts() (Timeouts, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.read(); err != nil {
+	if err := f.read("get timeouts"); err != nil {
 		return Timeouts{}, err
 	}
 	return f.timeouts, nil
@@ -203,6 +226,9 @@ func (f *Fake) SetTimeouts(t Timeouts) error {
 	defer f.mu.Unlock()
 	if f.closed {
 		return errClosed
+	}
+	if err := f.faulty.Mutation("ipvs set timeouts"); err != nil {
+		return fmt.Errorf("ipvs: set timeouts: %w", err)
 	}
 	for _, v := range []uint32{t.TCP, t.TCPFin, t.UDP} {
 		if v > maxTimeout {
@@ -228,6 +254,9 @@ func (f *Fake) Flush() error {
 	if f.closed {
 		return errClosed
 	}
+	if err := f.faulty.Mutation("ipvs flush"); err != nil {
+		return fmt.Errorf("ipvs: flush: %w", err)
+	}
 	clear(f.svcs)
 	return nil
 }
@@ -250,7 +279,7 @@ func (f *Fake) table() []Entry {
 func (f *Fake) Services() ([]Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.read(); err != nil {
+	if err := f.read("list services"); err != nil {
 		return nil, err
 	}
 	keys := slices.SortedFunc(maps.Keys(f.svcs), CompareServiceKeys)
@@ -265,7 +294,7 @@ func (f *Fake) Services() ([]Service, error) {
 func (f *Fake) GetService(k ServiceKey) (Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.read(); err != nil {
+	if err := f.read("get service " + k.String()); err != nil {
 		return Service{}, err
 	}
 	s, err := f.lookup(k)
@@ -279,7 +308,7 @@ func (f *Fake) GetService(k ServiceKey) (Service, error) {
 func (f *Fake) Destinations(k ServiceKey) ([]Destination, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.read(); err != nil {
+	if err := f.read("list destinations of " + k.String()); err != nil {
 		return nil, err
 	}
 	s, err := f.lookup(k)
@@ -298,7 +327,7 @@ func (f *Fake) Destinations(k ServiceKey) ([]Destination, error) {
 func (f *Fake) Table() ([]Entry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.read(); err != nil {
+	if err := f.read("list services and destinations"); err != nil {
 		return nil, err
 	}
 	return f.table(), nil
@@ -308,7 +337,7 @@ func (f *Fake) Table() ([]Entry, error) {
 func (f *Fake) Dump() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.read(); err != nil {
+	if err := f.read(""); err != nil {
 		return "", err
 	}
 	return FormatDump(f.table()), nil
@@ -370,6 +399,9 @@ func (f *Fake) mutate(o Op) error {
 		if err := f.fault(f.mutations, o); err != nil {
 			return fmt.Errorf("ipvs: %s: %w", o, err)
 		}
+	}
+	if err := f.faulty.Mutation("ipvs " + o.String()); err != nil {
+		return fmt.Errorf("ipvs: %s: %w", o, err)
 	}
 	n, err := o.normalize()
 	if err != nil {

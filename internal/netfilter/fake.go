@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -126,7 +127,7 @@ func (f *Fake) Dump(ctx context.Context) (string, error) {
 // Restore applies an iptables-restore --noflush --counters payload as another program would
 // (to seed foreign chains and rules, or to cause drift), with the same rejections.
 func (f *Fake) Restore(payload string) error {
-	if err := f.k.restore(context.Background(), payload); err != nil {
+	if err := f.k.run(payload, false); err != nil {
 		return fmt.Errorf("netfilter fake restore: %w", err)
 	}
 	return nil
@@ -144,6 +145,18 @@ func (f *Fake) Save(table Table) string {
 	return t.format(table, false)
 }
 
+// SetFaulty makes the fake's iptables-save and iptables-restore fail at random as in decides
+// (nil: never), which Apply, Observe, Remove and Dump meet. A restore is asked about at each
+// table's COMMIT, as a mutation: a failed COMMIT changes nothing in its table and stops the
+// restore there, with the tables committed before it kept (iptables-restore commits table by
+// table). A save is asked about as a read. Restore and Save (the test's own access) never
+// fail this way; FailNext is consulted first.
+func (f *Fake) SetFaulty(in *faulty.Injector) {
+	f.k.mu.Lock()
+	defer f.k.mu.Unlock()
+	f.k.faulty = in
+}
+
 // SetIPSets makes rules matching an ipset (-m set --match-set NAME) fail with kerr.ErrNotFound
 // unless exists(NAME) is true, as the kernel does for a missing set. nil (the default) does not
 // model ipsets.
@@ -158,6 +171,7 @@ type fakeKernel struct {
 	mu        sync.Mutex
 	tables    map[Table]*fakeTable
 	setExists func(string) bool
+	faulty    *faulty.Injector
 }
 
 type fakeTable struct {
@@ -246,6 +260,9 @@ func (t *fakeTable) format(name Table, counters bool) string {
 func (k *fakeKernel) save(_ context.Context) ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if err := k.faulty.Read("iptables-save"); err != nil {
+		return nil, fmt.Errorf("iptables-save: %w", err)
+	}
 	var b strings.Builder
 	for _, name := range sortedKeys(k.tables) {
 		b.WriteString(k.tables[name].format(name, true))
@@ -264,8 +281,12 @@ func knownTarget(name string) bool {
 	return false
 }
 
-// restore interprets a payload. Each table section takes effect at its COMMIT, all or nothing.
-func (k *fakeKernel) restore(_ context.Context, payload string) error {
+// restore interprets a payload from the Handle, meeting the Injector.
+func (k *fakeKernel) restore(_ context.Context, payload string) error { return k.run(payload, true) }
+
+// run interprets a payload. Each table section takes effect at its COMMIT, all or nothing;
+// with inject, the Injector may fail a COMMIT.
+func (k *fakeKernel) run(payload string, inject bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var (
@@ -296,6 +317,11 @@ func (k *fakeKernel) restore(_ context.Context, payload string) error {
 		case line == "COMMIT":
 			if cur == nil {
 				return fail(kerr.ErrInvalid, "COMMIT outside a table")
+			}
+			if inject {
+				if err := k.faulty.Mutation("iptables-restore COMMIT *" + string(curName)); err != nil {
+					return &RestoreError{Line: i + 1, Text: raw, Err: err}
+				}
 			}
 			k.tables[curName] = cur
 			cur = nil

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -25,6 +26,7 @@ type Fake struct {
 	vals     map[string]string // slash-form path -> normalised value
 	readOnly bool
 	fault    FaultFunc
+	faulty   *faulty.Injector
 	writes   int
 }
 
@@ -70,6 +72,16 @@ func (f *Fake) SetFault(fn FaultFunc) {
 	f.fault = fn
 }
 
+// SetFaulty makes the fake fail requests at random as in decides (nil: never): each Set that
+// would write (a value already in place is not written, so never fails) as a mutation that
+// then changes nothing, each Get as a read. Dump and Values never fail. The fault hook is
+// consulted first.
+func (f *Fake) SetFaulty(in *faulty.Injector) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faulty = in
+}
+
 // Writes returns how many values the fake has written (Sets that changed something).
 func (f *Fake) Writes() int {
 	f.mu.Lock()
@@ -108,6 +120,9 @@ func (f *Fake) Get(key string) (string, error) {
 			return "", fileErr("get", key, err)
 		}
 	}
+	if err := f.faulty.Read("sysctl get " + p); err != nil {
+		return "", fileErr("get", key, err)
+	}
 	v, err := f.lookup(p)
 	if err != nil {
 		return "", fileErr("get", key, err)
@@ -142,6 +157,9 @@ func (f *Fake) Set(key, value string) (string, bool, error) {
 	}
 	if f.readOnly {
 		return old, false, fileErr(op, key, syscall.EROFS)
+	}
+	if err := f.faulty.Mutation("sysctl set " + p); err != nil {
+		return old, false, fileErr(op, key, err)
 	}
 	f.vals[p] = want
 	f.writes++
