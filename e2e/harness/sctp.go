@@ -39,17 +39,27 @@ func (c Client) SCTP(addr netip.AddrPort) (Answer, error) {
 		if err := unix.Connect(fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
 			return fmt.Errorf("connect: %w", err)
 		}
-		// The association is up when the socket turns writable; SO_ERROR tells how.
+		// The association is up (or has failed) when poll(2) says the socket is writable
+		// (or in error). Asking the socket on every call, the first one included, matters:
+		// RawConn.Write resets the poller's readiness before calling, so an association
+		// that came up between connect and that reset would never be signalled again.
 		var soErr error
-		first := true
 		if err := rc.Write(func(fd uintptr) bool {
-			if first {
-				first = false
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+			n, err := unix.Poll(pfd, 0)
+			for errors.Is(err, unix.EINTR) {
+				n, err = unix.Poll(pfd, 0)
+			}
+			if err != nil {
+				soErr = err
+				return true
+			}
+			if n == 0 {
 				return false
 			}
-			n, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
-			if err == nil && n != 0 {
-				err = unix.Errno(n)
+			e, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
+			if err == nil && e != 0 {
+				err = unix.Errno(e)
 			}
 			soErr = err
 			return true
