@@ -80,17 +80,7 @@ func TestSCTPNodePortNextToTCP(t *testing.T) {
 	expectHealthy(t, k)
 
 	// A full sync reads everything back; it must find the SCTP rule and set as written.
-	full := k.Metrics(t).Get("kipvs_sync_full_total")
-	waitProgrammed(t, k, programLimit, "a full sync after programming", func() (bool, string) {
-		m, err := harness.FetchMetrics()
-		if err != nil {
-			return false, err.Error()
-		}
-		return m.Get("kipvs_sync_full_total") > full, "no full sync yet"
-	})
-	if m := k.Metrics(t); m.Get("kipvs_kernel_drift_repaired_total") != 0 {
-		t.Errorf("a full sync repaired drift nobody caused: %s", driftSamples(m))
-	}
+	expectNoDrift(t, k)
 	expectHealthy(t, k)
 
 	node, c := s.topo.NodeClient(), harness.In(ext)

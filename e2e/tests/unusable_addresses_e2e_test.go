@@ -15,7 +15,7 @@ import (
 // A multicast externalIP (239.1.1.1), which the apiserver admits (only link-local
 // multicast is refused) but no node can serve: it is skipped with a Warning Event naming
 // spec.externalIPs[0] on its Service (no virtual server on it, not bound on kube-ipvs0),
-// every sync succeeds, and the rest is served: that Service's ClusterIP, and a good
+// every sync succeeds, a full sync finds nothing to repair, and the rest is served: that Service's ClusterIP, and a good
 // Service next to it (its ClusterIP and externalIP), which gets no Warning Event.
 func TestMulticastExternalIP(t *testing.T) {
 	s := newScenario(t)
@@ -41,13 +41,14 @@ func TestMulticastExternalIP(t *testing.T) {
 	for _, ip := range served {
 		expectSpread(t, "node -> tcp "+ip.String(), s.topo.NodeClient(), harness.TCP, ap(ip, 80), 4, harness.PodGateway.Addr(), backends...)
 	}
+	expectNoDrift(t, k)
 	expectHealthy(t, k)
 }
 
 // A link-local LoadBalancer ingress IP (169.254.169.254, the cloud metadata address) next
 // to a usable one on the same Service: the link-local one is skipped with a Warning Event
 // naming status.loadBalancer.ingress[0] (no virtual server on it, not bound on
-// kube-ipvs0), every sync succeeds, and the Service's other ingress IP and its ClusterIP
+// kube-ipvs0), every sync succeeds, a full sync finds nothing to repair, and the Service's other ingress IP and its ClusterIP
 // are served.
 func TestLinkLocalLoadBalancerIngress(t *testing.T) {
 	s := newScenario(t)
@@ -68,6 +69,7 @@ func TestLinkLocalLoadBalancerIngress(t *testing.T) {
 	for _, ip := range served {
 		expectSpread(t, "node -> tcp "+ip.String(), s.topo.NodeClient(), harness.TCP, ap(ip, 80), 4, harness.PodGateway.Addr(), backends...)
 	}
+	expectNoDrift(t, k)
 	expectHealthy(t, k)
 }
 
