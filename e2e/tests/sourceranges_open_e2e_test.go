@@ -93,28 +93,29 @@ func TestSourceRangesOpenAndSingleAddress(t *testing.T) {
 		return bad
 	}
 
-	full0 := k.Metrics(t).Get("kipvs_sync_full_total")
-	limit := 3*period + 2*startLimit
-	deadline := time.Now().Add(limit)
-	rounds, failed := 0, 0
-	for {
-		fulls := k.Metrics(t).Get("kipvs_sync_full_total") - full0
-		bad := round()
-		rounds++
-		if len(bad) > 0 {
-			failed++
-			if failed <= 3 {
-				t.Errorf("round %d (after %v full syncs):\n  %s", rounds, fulls, strings.Join(bad, "\n  "))
-			}
-		}
-		if fulls >= 3 {
-			t.Logf("%d rounds of %d requests across %v periodic full syncs (--ipvs-sync-period %s); %d rounds went wrong", rounds, len(checks), fulls, period, failed)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %v full syncs in %s with --ipvs-sync-period %s", fulls, limit, period)
+	// A round now, then one after each of the next three periodic full syncs, each of
+	// which reads the sets and rules back and would "repair" what reads back differently.
+	expectRound := func(when string) {
+		t.Helper()
+		if bad := round(); len(bad) > 0 {
+			t.Errorf("%s:\n  %s", when, strings.Join(bad, "\n  "))
 		}
 	}
+	expectRound("before any periodic full sync")
+	full := k.Metrics(t).Get("kipvs_sync_full_total")
+	for i := 1; i <= 3; i++ {
+		target := full + 1
+		waitProgrammed(t, k, period+programLimit, fmt.Sprintf("periodic full sync %d", i), func() (bool, string) {
+			m, err := harness.FetchMetrics()
+			if err != nil {
+				return false, err.Error()
+			}
+			return m.Get("kipvs_sync_full_total") >= target, "no full sync since the last round"
+		})
+		full = k.Metrics(t).Get("kipvs_sync_full_total")
+		expectRound(fmt.Sprintf("after periodic full sync %d", i))
+	}
+	t.Logf("%d requests (3 clients x 2 LoadBalancer IPs) before and after each of 3 periodic full syncs (--ipvs-sync-period %s)", len(checks), period)
 	m := k.Metrics(t)
 	if n := m.Get("kipvs_kernel_drift_repaired_total"); n != 0 {
 		t.Errorf("kipvs_kernel_drift_repaired_total is %v, want 0 (nothing changed behind kipvs's back): %s", n, driftSamples(m))
