@@ -8,7 +8,8 @@
 // HTTP: GET / answers "pod-a 10.244.9.9:51234\n". UDP: any datagram is answered the same way.
 // GET /hold answers the same line and then keeps the connection open, echoing every line the
 // client sends, so a test can hold an established connection through IPVS (it counts as an
-// active connection of its real server) and later prove it was never cut.
+// active connection of its real server) and later prove it was never cut. With -sctp it also
+// answers the first message of every SCTP association on the listen port the same way.
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -26,9 +28,25 @@ func main() {
 	name := flag.String("name", "", "name to report (default: hostname)")
 	listen := flag.String("listen", ":8080", "address for both the TCP (HTTP) and the UDP listener")
 	tcpOnly := flag.Bool("tcp-only", false, "do not listen on UDP")
+	withSCTP := flag.Bool("sctp", false, "also listen on SCTP (needs the kernel's sctp module)")
 	flag.Parse()
 	if *name == "" {
 		*name, _ = os.Hostname()
+	}
+	if *withSCTP {
+		_, portStr, err := net.SplitHostPort(*listen)
+		if err != nil {
+			log.Fatalf("echo: -listen %s: %v", *listen, err)
+		}
+		port, err := strconv.Atoi(portStr)
+		if err != nil {
+			log.Fatalf("echo: -listen %s: port: %v", *listen, err)
+		}
+		fd, err := listenSCTP(port)
+		if err != nil {
+			log.Fatalf("echo: %v", err)
+		}
+		go func() { log.Fatalf("echo: %v", serveSCTP(fd, *name)) }()
 	}
 	if !*tcpOnly {
 		pc, err := net.ListenPacket("udp", *listen)

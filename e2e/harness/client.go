@@ -184,19 +184,23 @@ func (c Client) UDP(addr netip.AddrPort) (Answer, error) {
 	return ans, nil
 }
 
-// Proto selects HTTP over TCP or a datagram over UDP.
+// Proto selects HTTP over TCP, a datagram over UDP or a message over SCTP.
 type Proto string
 
 // Protocols of Client.Do.
 const (
-	TCP Proto = "tcp"
-	UDP Proto = "udp"
+	TCP  Proto = "tcp"
+	UDP  Proto = "udp"
+	SCTP Proto = "sctp"
 )
 
 // Do makes one request of protocol p.
 func (c Client) Do(p Proto, addr netip.AddrPort) (Answer, error) {
-	if p == UDP {
+	switch p {
+	case UDP:
 		return c.UDP(addr)
+	case SCTP:
+		return c.SCTP(addr)
 	}
 	return c.HTTP(addr)
 }

@@ -251,13 +251,23 @@ func (c *Cluster) SetEndpoints(t testing.TB, svc *v1.Service, pods ...*Pod) {
 // status subresource, as a cloud controller would.
 func (c *Cluster) SetLoadBalancerIP(t testing.TB, svc *v1.Service, ip netip.Addr) *v1.Service {
 	t.Helper()
+	return c.SetLoadBalancerIPs(t, svc, ip)
+}
+
+// SetLoadBalancerIPs sets the Service's status.loadBalancer.ingress to ips, in order (IP
+// mode VIP), through the status subresource.
+func (c *Cluster) SetLoadBalancerIPs(t testing.TB, svc *v1.Service, ips ...netip.Addr) *v1.Service {
+	t.Helper()
 	ctx, cancel := apiCtx()
 	defer cancel()
 	cur, err := c.CS.CoreV1().Services(Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get Service %s: %v", svc.Name, err)
 	}
-	cur.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip.String(), IPMode: ptr.To(v1.LoadBalancerIPModeVIP)}}
+	cur.Status.LoadBalancer.Ingress = nil
+	for _, ip := range ips {
+		cur.Status.LoadBalancer.Ingress = append(cur.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: ip.String(), IPMode: ptr.To(v1.LoadBalancerIPModeVIP)})
+	}
 	out, err := c.CS.CoreV1().Services(Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatalf("Service %s: set status.loadBalancer: %v", svc.Name, err)

@@ -162,6 +162,26 @@ func (k *Kipvs) Metrics(t testing.TB) Metrics {
 	return m
 }
 
+// Healthz asks kipvs's /healthz (HealthAddr) and returns the HTTP status code and body.
+func Healthz() (int, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+HealthAddr+"/healthz", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", fmt.Errorf("kipvs /healthz: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, "", fmt.Errorf("kipvs /healthz: read body: %w", err)
+	}
+	return resp.StatusCode, string(body), nil
+}
+
 // Metrics is one scrape of /metrics: sample lines "name{labels}" -> value.
 type Metrics map[string]float64
 

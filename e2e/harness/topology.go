@@ -42,6 +42,7 @@ type Pod struct {
 	PodName string
 	IP      netip.Addr
 	env     Env
+	sctp    bool // the echo backend also answers on SCTP
 
 	mu     sync.Mutex
 	echo   *exec.Cmd
@@ -56,6 +57,8 @@ type PodOptions struct {
 	NoDefaultRoute bool
 	// NoEcho starts no echo backend (a pure client).
 	NoEcho bool
+	// SCTP makes the echo backend answer on SCTP too (EchoPort).
+	SCTP bool
 }
 
 // Topology is a scenario's network: the pod bridge with the node's gateway address, the
@@ -256,7 +259,7 @@ func (tp *Topology) AddPod(t testing.TB, name string, ip netip.Addr, o PodOption
 			t.Fatal(err)
 		}
 	}
-	p := &Pod{NS: *ns, PodName: name, IP: ip, env: tp.env}
+	p := &Pod{NS: *ns, PodName: name, IP: ip, env: tp.env, sctp: o.SCTP}
 	tp.pods = append(tp.pods, p)
 	if !o.NoEcho {
 		p.StartEcho(t)
@@ -297,7 +300,11 @@ func (p *Pod) StartEcho(t testing.TB) {
 	if p.echo != nil {
 		t.Fatalf("pod %s: echo already running", p.PodName)
 	}
-	cmd := exec.Command(p.env.EchoBin, "-name", p.PodName, "-listen", fmt.Sprintf(":%d", EchoPort))
+	args := []string{"-name", p.PodName, "-listen", fmt.Sprintf(":%d", EchoPort)}
+	if p.sctp {
+		args = append(args, "-sctp")
+	}
+	cmd := exec.Command(p.env.EchoBin, args...)
 	log := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
