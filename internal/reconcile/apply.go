@@ -32,15 +32,25 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 			r.count("ipset", "add", 1)
 		}
 	}
-	fail(r.applyIPVS(p.IPVS, nil))
+	// What makes a virtual server kipvs's (its VIP, its set members) goes in before the
+	// virtual server, so that no virtual server kipvs created is ever without them: one
+	// that was, once no longer wanted, would look foreign and stay forever.
+	failedAddrs := map[netip.Addr]bool{}
 	for _, a := range p.AddAddrs {
 		if _, err := r.k.Dummy.EnsureAddress(a); err != nil {
+			failedAddrs[a] = true
 			fail(fmt.Errorf("bind %s on %s: %w", a, r.k.Dummy.Name(), err))
 		} else {
 			r.count("address", "add", 1)
 		}
 	}
-	fail(r.applyMembers(p.AddMembers, true))
+	failedSets := map[string]bool{}
+	fail(r.applyMembers(p.AddMembers, true, failedSets))
+	ops, unclaimed := claimedOps(r.o.Family, p, base, failedAddrs, failedSets)
+	fail(r.applyIPVS(ops, nil))
+	if len(unclaimed) > 0 {
+		fail(fmt.Errorf("virtual servers %v not created: neither their address nor a set member that marks them kipvs's could be added", unclaimed))
+	}
 	if p.Rules != nil {
 		if _, err := r.k.Netfilter.Apply(ctx, *p.Rules); err != nil {
 			if r.o.Metrics != nil {
@@ -79,7 +89,7 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 			delMembers = append(delMembers, m)
 		}
 	}
-	fail(r.applyMembers(delMembers, false))
+	fail(r.applyMembers(delMembers, false, nil))
 	for _, a := range p.DelAddrs {
 		if keepAddrs[a] {
 			continue
@@ -175,7 +185,68 @@ func (r *Reconciler) applyIPVS(ops []ipvs.Op, failedDelete func(proxy.VSKey)) er
 	return nil
 }
 
-func (r *Reconciler) applyMembers(ms []proxy.Member, add bool) error {
+// claimedOps drops from p.IPVS the creation of every virtual server (with its real
+// servers) none of whose vouchers (see vouchers) is in the kernel: each one this plan tried
+// to add failed, and base did not hold one already. Those keys are returned; the next sync
+// retries them. A set whose add failed counts as holding none of the members added.
+func claimedOps(f proxy.Family, p *Plan, base *state, failedAddrs map[netip.Addr]bool, failedSets map[string]bool) ([]ipvs.Op, []proxy.VSKey) {
+	if len(failedAddrs) == 0 && len(failedSets) == 0 {
+		return p.IPVS, nil
+	}
+	adding := map[proxy.Member]bool{}
+	for _, m := range p.AddMembers {
+		adding[m] = true
+	}
+	bound := map[netip.Addr]bool{}
+	for _, a := range p.AddAddrs {
+		bound[a] = true
+	}
+	claimed := func(k proxy.VSKey) bool {
+		a, ms := vouchers(f, k)
+		tried := false
+		if _, ok := base.addrs[a]; ok {
+			return true
+		}
+		if bound[a] {
+			if !failedAddrs[a] {
+				return true
+			}
+			tried = true
+		}
+		for _, m := range ms {
+			if _, ok := base.members[m]; ok {
+				return true
+			}
+			if adding[m] {
+				if !failedSets[m.Set] {
+					return true
+				}
+				tried = true
+			}
+		}
+		// Nothing of it was tried (no voucher in the plan): not this rule's business.
+		return !tried
+	}
+	var out []ipvs.Op
+	var skipped []proxy.VSKey
+	skip := map[proxy.VSKey]bool{}
+	for _, op := range p.IPVS {
+		k := fromIPVSKey(op.Service.ServiceKey)
+		if op.Kind == ipvs.OpAddService && !claimed(k) {
+			skip[k] = true
+			skipped = append(skipped, k)
+		}
+		if skip[k] {
+			continue
+		}
+		out = append(out, op)
+	}
+	return out, skipped
+}
+
+// applyMembers adds or deletes ms, one batch per set; the name of each set whose batch
+// failed goes into failedSets (if not nil).
+func (r *Reconciler) applyMembers(ms []proxy.Member, add bool, failedSets map[string]bool) error {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -203,6 +274,9 @@ func (r *Reconciler) applyMembers(ms []proxy.Member, add bool) error {
 			err = r.k.IPSet.Del(set, bySet[set]...)
 		}
 		if err != nil {
+			if failedSets != nil {
+				failedSets[set] = true
+			}
 			errs = append(errs, fmt.Errorf("%s %d members of ipset %s: %w", verb, len(bySet[set]), set, err))
 			continue
 		}

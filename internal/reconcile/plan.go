@@ -22,11 +22,13 @@ import (
 // stay (see apply), so the next sync still knows it as kipvs's and retries.
 type Plan struct {
 	CreateSets []ipset.Set
-	// IPVS holds service adds and updates (each service before its destinations), then
-	// destination adds and updates, including drains (weight 0).
-	IPVS       []ipvs.Op
+	// AddAddrs and AddMembers are applied before IPVS: a virtual server is created only
+	// with what makes it kipvs's already in place.
 	AddAddrs   []netip.Addr
 	AddMembers []proxy.Member
+	// IPVS holds service adds and updates (each service before its destinations), then
+	// destination adds and updates, including drains (weight 0).
+	IPVS []ipvs.Op
 	// Rules is the ruleset to apply, or nil when it is unchanged.
 	Rules *netfilter.Ruleset
 	// IPVSDelete holds destination deletes, then service deletes.
@@ -66,14 +68,14 @@ func (p *Plan) String() string {
 	for _, s := range p.CreateSets {
 		fmt.Fprintf(&b, "create set %s %s\n", s.Name, s.Type)
 	}
-	for _, op := range p.IPVS {
-		b.WriteString(formatOp(op))
-	}
 	for _, a := range p.AddAddrs {
 		fmt.Fprintf(&b, "bind %s\n", a)
 	}
 	for _, m := range p.AddMembers {
 		fmt.Fprintf(&b, "add member %s %s\n", m.Set, m.Entry)
+	}
+	for _, op := range p.IPVS {
+		b.WriteString(formatOp(op))
 	}
 	if p.Rules != nil {
 		b.WriteString("apply iptables rules\n")
