@@ -81,8 +81,11 @@ type Daemon struct {
 	ready    bool
 	// schedulers records the probe result of every scheduler a Service asked for.
 	schedulers map[string]bool
-	hc         *healthcheck.Manager
-	hcWant     map[types.NamespacedName]healthcheck.Service
+	// probeLeftover: a scheduler probe could not delete its virtual server; full syncs
+	// retry until it is gone.
+	probeLeftover bool
+	hc            *healthcheck.Manager
+	hcWant        map[types.NamespacedName]healthcheck.Service
 }
 
 type problemKey struct {
@@ -194,7 +197,9 @@ func (d *Daemon) Prepare(ctx context.Context) error {
 		return fmt.Errorf("IPVS is not available (load the ip_vs kernel module, or use a kernel with CONFIG_IP_VS): %w", err)
 	}
 	d.log.Info("IPVS present", zap.String("version", info.VersionString()), zap.Uint32("connTableSize", info.ConnTableSize))
-	if err := probeScheduler(d.deps.IPVS, d.cfg.IPVS.Scheduler); err != nil {
+	if err := probeScheduler(d.deps.IPVS, d.cfg.IPVS.Scheduler); errors.Is(err, errProbeLeftover) {
+		d.probeLeftover = true
+	} else if err != nil {
 		return err
 	}
 	if err := d.checkSetMatch(ctx); err != nil {
@@ -252,24 +257,45 @@ func (d *Daemon) checkSetMatch(ctx context.Context) error {
 // probeVIP is a documentation address (TEST-NET-2) used for the throwaway virtual server.
 var probeVIP = netip.MustParseAddr("198.51.100.200")
 
+// errProbeLeftover is returned (wrapped) by probeScheduler when the scheduler loaded but the
+// throwaway virtual server could not be deleted: the scheduler is available, and the
+// leftover is removed by a later full sync (removeProbeLeftover).
+var errProbeLeftover = errors.New("the probe virtual server could not be removed")
+
+// probeKey is the throwaway virtual server of probeScheduler.
+var probeKey = ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: probeVIP, Port: 9}
+
 // probeScheduler creates and deletes a throwaway virtual server, so a scheduler whose
-// kernel module is missing fails at start with the module's name.
+// kernel module is missing fails at start with the module's name. An error matching
+// kerr.ErrNotFound means the scheduler is unavailable; one matching errProbeLeftover means
+// it is available; any other error says nothing about it (a transient kernel failure).
 func probeScheduler(v ipvs.Interface, sched string) error {
 	if sched == "" {
 		sched = "rr"
 	}
-	k := ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: probeVIP, Port: 9}
-	_ = v.DeleteService(k) // a leftover of a crashed probe
-	if err := v.AddService(ipvs.Service{ServiceKey: k, Scheduler: sched}); err != nil {
+	_ = v.DeleteService(probeKey) // a leftover of a crashed or failed probe
+	if err := v.AddService(ipvs.Service{ServiceKey: probeKey, Scheduler: sched}); err != nil {
 		if kerr.IsNotFound(err) {
 			return fmt.Errorf("IPVS scheduler %q is not available: load the kernel module ip_vs_%s (modprobe ip_vs_%s): %w", sched, sched, sched, err)
 		}
 		return fmt.Errorf("probe IPVS scheduler %q with a virtual server on %s: %w", sched, probeVIP, err)
 	}
-	if err := v.DeleteService(k); err != nil {
-		return fmt.Errorf("remove the probe virtual server %s: %w", probeVIP, err)
+	if err := v.DeleteService(probeKey); err != nil {
+		return fmt.Errorf("remove the probe virtual server %s: %w: %w", probeVIP, errProbeLeftover, err)
 	}
 	return nil
+}
+
+// removeProbeLeftover deletes the throwaway virtual server a failed probe left behind.
+func (d *Daemon) removeProbeLeftover() {
+	if !d.probeLeftover {
+		return
+	}
+	if err := d.deps.IPVS.DeleteService(probeKey); err != nil && !kerr.IsNotFound(err) {
+		d.log.Warn("cannot remove the scheduler probe's virtual server; retrying at the next full sync", zap.Error(err))
+		return
+	}
+	d.probeLeftover = false
 }
 
 // Run syncs until ctx ends. The source must be started; Run waits for it to sync before it

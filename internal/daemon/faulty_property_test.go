@@ -53,58 +53,19 @@ const (
 	faultySteps = 40
 )
 
-// Fault classes the test leaves out until the defects they expose are fixed. Set one to true
-// to reproduce its defect: the failing seeds print a minimal case (the seeds below are with
-// only that constant flipped; the generator depends on faultySCTPNodePort).
-const (
-	// faultyVSDelete: a failed IPVS virtual-server delete leaves the virtual server orphaned:
-	// its VIP and ipset members are removed in the same sync, so no later full sync owns it.
-	// Seed 10: LoadBalancer svc-1 with externalIP 192.0.2.11, TCP 80; full sync; change
-	// port 80 to UDP; incremental sync (fault: delete service TCP 192.0.2.11:80) -> the clean
-	// full sync leaves "-A -t 192.0.2.11:80 -s rr" for good.
-	// TODO(reconcile): re-enable once a virtual server keeps its claims until its delete succeeds.
-	faultyVSDelete = false
-	// faultyClaims: a virtual server whose claims were not made (its VIP on kube-ipvs0, its
-	// ip,proto:port in KUBE-CLUSTER-IP & co., its port in a node-port set: the add, the set's
-	// create or the set header read before the add failed) is orphaned once its Service goes
-	// away or changes: the next full sync does not want it and the ownership rule does not
-	// recognise it. Seed 7: NodePort svc-1 TCP 80 nodePort 30010; incremental sync (fault:
-	// the header read before adding 30010 to KUBE-NODE-PORT-TCP); port 80 becomes UDP -> the
-	// clean full sync leaves "-A -t 192.168.1.10:30010 -s mh -b mh-port" for good.
-	// TODO(reconcile): re-enable once the claims are made before the virtual server, or
-	// kipvs recognises the virtual servers it made otherwise.
-	faultyClaims = false
-	// faultyProbe: a transient failure of the scheduler probe (add or delete of the throwaway
-	// virtual server 198.51.100.200:9) marks the scheduler unavailable for good, so the
-	// Services asking for it run with the global scheduler until kipvs restarts (and get a
-	// SchedulerUnavailable Warning); a failed delete of the probe virtual server also leaves
-	// it behind. Seed 46: svc-4 with kipvs.io/scheduler=wrr; sync (fault: add service TCP
-	// 198.51.100.200:9) -> "-A -t 10.96.0.14:80 -s rr" where a fresh kipvs has "-s wrr".
-	// TODO(daemon): re-enable once probeSchedulers retries a probe that failed transiently.
-	faultyProbe = false
-	// faultySCTPNodePort: an SCTP port of a NodePort or LoadBalancer Service makes every
-	// sync fail, faults or not: proxy.quoteComment does not escape the single quotes of the
-	// KUBE-NODE-PORT-SCTP-HASH comment ("... with type 'hash ip:port'"), which iptables-save
-	// prints as \', so netfilter refuses the rule as not canonical. Seed 3: one NodePort
-	// Service with an SCTP port, no fault -> "the full sync after the faults failed: ...
-	// is not in iptables-save canonical form".
-	// TODO(proxy): re-enable once quoteComment escapes ' and \ as iptables-save does.
-	faultySCTPNodePort = false
-)
-
-// faultyEligible is the Injector filter for the fault classes above.
-func faultyEligible(op string) bool {
-	switch {
-	case !faultyVSDelete && strings.HasPrefix(op, "ipvs delete service "):
-		return false
-	case !faultyClaims && (strings.HasPrefix(op, "ipset create ") || strings.HasPrefix(op, "ipset add ") ||
-		strings.HasPrefix(op, "dummyif add ")):
-		return false
-	case !faultyProbe && strings.Contains(op, probeVIP.String()+":9"):
-		return false
-	}
-	return true
-}
+// Every fault class is on. The defects this test found, each with a seed that showed it
+// (run with the fix reverted to see it again):
+//   - a failed IPVS virtual-server delete orphaned the virtual server: its VIP and set
+//     members were removed in the same sync (seed 10; fixed in reconcile: the claims stay
+//     until the delete succeeds);
+//   - a virtual server created while its claims (VIP, KUBE-CLUSTER-IP & co. member,
+//     node-port set member) failed was orphaned once its Service changed or went away
+//     (seeds 36, 91; fixed in reconcile: the claims go in first, and a virtual server with
+//     none of them is not created);
+//   - a transient failure of the scheduler probe marked the scheduler unavailable, and a
+//     failed delete of the probe virtual server 198.51.100.200:9 left it behind (seeds 3,
+//     46, 79; fixed in daemon: only ENOENT means unavailable, full syncs remove the leftover);
+//   - an SCTP NodePort made every sync fail (seed 3; fixed in proxy.quoteComment).
 
 func TestFaultyKernelProperty(t *testing.T) {
 	seeds := []uint64{}
@@ -339,9 +300,6 @@ func faultyGenService(rng, rng6 *rand.Rand, i int) *v1.Service {
 	}
 	s.Spec.ClusterIPs = []string{s.Spec.ClusterIP}
 	protocols := []v1.Protocol{v1.ProtocolTCP, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
-	if s.Spec.Type != v1.ServiceTypeClusterIP && !faultySCTPNodePort {
-		protocols = protocols[:3] // TODO(proxy): see faultySCTPNodePort
-	}
 	for j := range 1 + rng.IntN(2) {
 		p := v1.ServicePort{
 			Name:       fmt.Sprintf("p%d", j),
@@ -641,7 +599,8 @@ func (n *faultyNode) dumps(t *testing.T) map[string]string {
 
 // faultyStartDaemon is a prepared daemon over n and src, with a runner that is never run (the
 // test calls sync and drain itself) whose requests set *requested. Prepare fails only on a
-// kernel fault; it is retried with a new daemon, as systemd restarts kipvs, up to 10 times.
+// kernel fault; it is retried with a new daemon, as systemd restarts kipvs, up to 10 times;
+// after that it returns nil and the error (the caller keeps kipvs down for a step).
 func faultyStartDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful time.Duration, requested *bool) (*Daemon, error) {
 	t.Helper()
 	var err error
@@ -694,23 +653,27 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	requested := false
 	in := faulty.New(sc.seed, sc.write)
 	in.SetProbability(sc.write, sc.read)
-	in.SetFilter(faultyEligible)
 	node.setFaulty(in)
 	var res faultyResult
-	d, err := faultyStartDaemon(t, node, src, sc.graceful, &requested)
-	if err != nil {
-		res.problem = err.Error()
-		return res
-	}
-
+	// While faults are on, a kipvs that fails to start stays down (as under a crash-looping
+	// systemd unit) and the next sync or restart step starts it again.
+	d, startErr := faultyStartDaemon(t, node, src, sc.graceful, &requested)
 	needFull := true // the runner's first sync is full, and so is the retry of a failed one
 	for _, st := range sc.steps {
 		outcome := ""
+		if d == nil && (st.kind == faultySync || st.kind == faultyFullSync || st.kind == faultyDrain) {
+			d, startErr = faultyStartDaemon(t, node, src, sc.graceful, &requested)
+			needFull = true
+			if d == nil {
+				res.trace = append(res.trace, fmt.Sprintf("%s: kipvs down: %v", st, startErr))
+				continue
+			}
+		}
 		switch st.kind {
 		case faultyRestart:
-			if d, err = faultyStartDaemon(t, node, src, sc.graceful, &requested); err != nil {
-				res.problem = err.Error()
-				return res
+			d, startErr = faultyStartDaemon(t, node, src, sc.graceful, &requested)
+			if d == nil {
+				outcome = fmt.Sprintf(": kipvs down: %v", startErr)
 			}
 			needFull = true
 		case faultySync, faultyFullSync:
@@ -730,6 +693,12 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	}
 	res.injected = in.Injected()
 	in.SetProbability(0, 0)
+	if d == nil {
+		if d, startErr = faultyStartDaemon(t, node, src, sc.graceful, &requested); d == nil {
+			res.problem = fmt.Sprintf("kipvs does not start once the faults stopped: %v", startErr)
+			return res
+		}
+	}
 
 	// One full sync without faults repairs everything.
 	if err := d.sync(ctx, true); err != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipvs/kipvs/internal/healthcheck"
+	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/watch"
 )
@@ -57,6 +58,7 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		snap = &s
 		changes = mergeChanges(changes, s.Pending)
 		d.probeSchedulers(s.Services, true)
+		d.removeProbeLeftover()
 	}
 	d.m.ServiceChangesTotal.Add(float64(changes.ServiceEvents))
 	d.m.EndpointChangesTotal.Add(float64(changes.EndpointEvents))
@@ -158,6 +160,15 @@ func (d *Daemon) probeSchedulers(services map[types.NamespacedName]*watch.Servic
 		}
 		probed[s] = true
 		err := probeScheduler(d.deps.IPVS, s)
+		if errors.Is(err, errProbeLeftover) {
+			d.probeLeftover = true
+			err = nil
+		}
+		if err != nil && !kerr.IsNotFound(err) {
+			// A transient failure tells nothing about the scheduler: ask again next sync.
+			d.log.Debug("scheduler probe failed; probing again at the next sync", zap.String("scheduler", s), zap.Error(err))
+			continue
+		}
 		d.schedulers[s] = err == nil
 		switch {
 		case err == nil && known:
