@@ -79,47 +79,76 @@ var (
 	fuzzNodeIP6 = "2001:db8::10"
 )
 
+// table is a list of values to pick from: index 0 is the ordinary value, and the first good
+// ones are valid on their own (a "clean" Service picks only among those).
+type table struct {
+	v    []string
+	good int
+}
+
+func tab(good int, v ...string) table {
+	if good < 0 {
+		good = len(v)
+	}
+	return table{v: v, good: good}
+}
+
+// gen picks for one object; a clean one only among each table's good values.
+type gen struct {
+	c     chooser
+	clean bool
+}
+
+func (g gen) pick(name string, t table) string {
+	if g.clean {
+		return g.c.pick(name, t.v[:t.good])
+	}
+	return g.c.pick(name, t.v)
+}
+
+var tabShape = tab(-1, "random", "clean")
+
 // Tables. Index 0 is the ordinary value.
 var (
-	tabCount4     = []string{"1", "2", "3", "4"}
-	tabCount3     = []string{"1", "2", "0"}
-	tabCount02    = []string{"0", "1", "2"}
-	tabEndpoints  = []string{"2", "1", "3", "0"}
-	tabZone       = []string{"", "zone-a", "zone-b"}
-	tabPodCIDR4   = []string{"10.244.1.0/24", "", "bad", "10.244.1.0/33"}
-	tabPodCIDR6   = []string{"fd00:10:244:1::/64", "", "fe80::/64%eth0"}
-	tabNodeIP     = []string{"good", "bad"}
-	tabLocalMode  = []string{"ClusterCIDR", "NodeCIDR"}
-	tabType       = []string{"ClusterIP", "NodePort", "LoadBalancer", "ExternalName", "Bogus"}
-	tabFamilies   = []string{"v4", "v6", "v4v6", "v6v4"}
-	tabClusterIP4 = []string{"$good", "$node", "239.1.1.1", "0.0.0.0", "255.255.255.255", "169.254.1.1", "127.0.0.1", "10.96.0.300"}
-	tabClusterIP6 = []string{"$good", "$node", "ff05::1", "::", "fe80::1", "fe80::1%eth0", "::1", "fd00:96::zz"}
-	tabPolicy     = []string{"$auto", "SingleStack", "PreferDualStack", "RequireDualStack"}
-	tabFamFields  = []string{"ok", "swapped", "missing", "clusterIPdiffers"}
-	tabPortName   = []string{"$auto", "", "dup"}
-	tabPort       = []string{"80", "443", "53", "8443", "1", "65535", "0", "-1", "65536", "65616"}
-	tabProtocol   = []string{"TCP", "UDP", "SCTP", "ICMP"}
-	tabTargetPort = []string{"$port", "8080", "http", "0", "-1", "65536"}
-	tabNodePort   = []string{"$auto", "0", "65536", "-1", "$max"}
-	tabAffinity   = []string{"None", "ClientIP"}
-	tabTimeout    = []string{"nil", "10800", "1", "86400", "0", "-1", "86401"}
-	tabETP        = []string{"$auto", "Local", "Bogus", ""}
-	tabITP        = []string{"Cluster", "Local", "Bogus"}
-	tabHCPort     = []string{"$auto", "0", "-1", "65536"}
-	tabExtIP      = []string{"$ext4", "$ext6", "239.1.1.1", "$node4", "bad", "fe80::1%eth0", "0.0.0.0", "255.255.255.255", "ff05::1", "169.254.169.254", "$node6", "::"}
-	tabLBIP       = []string{"", "$lb4"}
-	tabIngressIP  = []string{"$lb4", "$lb6", "0.0.0.0", "239.1.1.1", "ff05::1", "169.254.169.254", "fe80::1", "$node4", "bad", "", "fe80::1%eth0", "255.255.255.255"}
-	tabIPMode     = []string{"nil", "VIP", "Proxy"}
-	tabSrcRange   = []string{"10.0.0.0/8", "192.168.1.0/24", "203.0.113.7/32", "2001:db8::/32", "2001:db8::10/128", "0.0.0.0/0", "::/0", "bad", "10.0.0.0/33", "fe80::/64%eth0"}
-	tabScheduler  = []string{"none", "rr", "sh", "mh", "bogus", ""}
-	tabSchedFlags = []string{"none", "sh-port", "mh-port,mh-fallback", "bogus"}
-	tabTopology   = []string{"none", "auto", "PreferClose"}
-	tabAddrType   = []string{"$fam", "IPv4", "IPv6", "FQDN"}
-	tabEPPort     = []string{"8080", "9090", "nil", "0", "-1", "65536", "65616"}
-	tabEPAddr     = []string{"$ep", "$nodeaddr", "255.255.255.255", "0.0.0.0", "224.0.0.1", "127.0.0.1", "fe80::1%eth0", "fe80::1", "::", "bad", "$other", "169.254.1.1"}
-	tabCond       = []string{"nil", "true", "false"}
-	tabEPNode     = []string{"node-a", "nil", "node-b"}
-	tabHints      = []string{"nil", "zone-a", "zone-b", "empty"}
+	tabCount4     = tab(-1, "1", "2", "3", "4")
+	tabCount3     = tab(-1, "1", "2", "0")
+	tabCount02    = tab(-1, "0", "1", "2")
+	tabEndpoints  = tab(-1, "2", "1", "3", "0")
+	tabZone       = tab(-1, "", "zone-a", "zone-b")
+	tabPodCIDR4   = tab(2, "10.244.1.0/24", "", "bad", "10.244.1.0/33")
+	tabPodCIDR6   = tab(2, "fd00:10:244:1::/64", "", "fe80::/64%eth0")
+	tabNodeIP     = tab(1, "good", "bad")
+	tabLocalMode  = tab(-1, "ClusterCIDR", "NodeCIDR")
+	tabType       = tab(3, "ClusterIP", "NodePort", "LoadBalancer", "ExternalName", "Bogus")
+	tabFamilies   = tab(-1, "v4", "v6", "v4v6", "v6v4")
+	tabClusterIP4 = tab(1, "$good", "$node", "239.1.1.1", "0.0.0.0", "255.255.255.255", "169.254.1.1", "127.0.0.1", "10.96.0.300")
+	tabClusterIP6 = tab(1, "$good", "$node", "ff05::1", "::", "fe80::1", "fe80::1%eth0", "::1", "fd00:96::zz")
+	tabPolicy     = tab(2, "$auto", "PreferDualStack", "SingleStack", "RequireDualStack")
+	tabFamFields  = tab(1, "ok", "swapped", "missing", "clusterIPdiffers")
+	tabPortName   = tab(1, "$auto", "", "dup")
+	tabPort       = tab(6, "80", "443", "53", "8443", "1", "65535", "0", "-1", "65536", "65616")
+	tabProtocol   = tab(3, "TCP", "UDP", "SCTP", "ICMP")
+	tabTargetPort = tab(3, "$port", "8080", "http", "0", "-1", "65536")
+	tabNodePort   = tab(2, "$auto", "$max", "0", "65536", "-1")
+	tabAffinity   = tab(-1, "None", "ClientIP")
+	tabTimeout    = tab(4, "nil", "10800", "1", "86400", "0", "-1", "86401")
+	tabETP        = tab(2, "$auto", "Local", "Bogus", "")
+	tabITP        = tab(2, "Cluster", "Local", "Bogus")
+	tabHCPort     = tab(1, "$auto", "0", "-1", "65536")
+	tabExtIP      = tab(2, "$ext4", "$ext6", "239.1.1.1", "$node4", "bad", "fe80::1%eth0", "0.0.0.0", "255.255.255.255", "ff05::1", "169.254.169.254", "$node6", "::")
+	tabLBIP       = tab(-1, "", "$lb4")
+	tabIngressIP  = tab(3, "$lb4", "$lb6", "", "0.0.0.0", "239.1.1.1", "ff05::1", "169.254.169.254", "fe80::1", "$node4", "bad", "fe80::1%eth0", "255.255.255.255")
+	tabIPMode     = tab(-1, "nil", "VIP", "Proxy")
+	tabSrcRange   = tab(5, "10.0.0.0/8", "192.168.1.0/24", "203.0.113.7/32", "2001:db8::/32", "2001:db8::10/128", "0.0.0.0/0", "::/0", "bad", "10.0.0.0/33", "fe80::/64%eth0")
+	tabScheduler  = tab(4, "none", "rr", "sh", "mh", "bogus", "")
+	tabSchedFlags = tab(1, "none", "sh-port", "mh-port,mh-fallback", "bogus")
+	tabTopology   = tab(-1, "none", "auto", "PreferClose")
+	tabAddrType   = tab(-1, "$fam", "IPv4", "IPv6", "FQDN")
+	tabEPPort     = tab(3, "8080", "9090", "nil", "0", "-1", "65536", "65616")
+	tabEPAddr     = tab(2, "$ep", "$nodeaddr", "255.255.255.255", "0.0.0.0", "224.0.0.1", "127.0.0.1", "fe80::1%eth0", "fe80::1", "::", "bad", "$other", "169.254.1.1")
+	tabCond       = tab(-1, "nil", "true", "false")
+	tabEPNode     = tab(-1, "node-a", "nil", "node-b")
+	tabHints      = tab(-1, "nil", "zone-a", "zone-b", "empty")
 )
 
 // scenario is one decoded fuzz input.
@@ -130,7 +159,8 @@ type scenario struct {
 	slices    [][]*discoveryv1.EndpointSlice // per Service
 }
 
-func genScenario(c chooser) *scenario {
+func genScenario(cc chooser) *scenario {
+	c := gen{c: cc}
 	sc := &scenario{localMode: c.pick("mode", tabLocalMode)}
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fuzzNodeName, Labels: map[string]string{"kubernetes.io/hostname": fuzzNodeName}}}
 	if z := c.pick("node.zone", tabZone); z != "" {
@@ -153,14 +183,14 @@ func genScenario(c chooser) *scenario {
 
 	n, _ := strconv.Atoi(c.pick("n", tabCount4))
 	for i := range n {
-		svc, sl := genService(c, i)
+		svc, sl := genService(gen{c: cc, clean: c.pick(fmt.Sprintf("s%d.shape", i), tabShape) == "clean"}, i)
 		sc.services = append(sc.services, svc)
 		sc.slices = append(sc.slices, sl)
 	}
 	return sc
 }
 
-func genService(c chooser, i int) (*v1.Service, []*discoveryv1.EndpointSlice) {
+func genService(c gen, i int) (*v1.Service, []*discoveryv1.EndpointSlice) {
 	p := func(f string) string { return fmt.Sprintf("s%d.%s", i, f) }
 	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), Namespace: "default"}}
 	sp := &svc.Spec
@@ -321,7 +351,7 @@ func genService(c chooser, i int) (*v1.Service, []*discoveryv1.EndpointSlice) {
 	return svc, out
 }
 
-func genSlice(c chooser, svc *v1.Service, i, k int) *discoveryv1.EndpointSlice {
+func genSlice(c gen, svc *v1.Service, i, k int) *discoveryv1.EndpointSlice {
 	p := func(f string) string { return fmt.Sprintf("s%d.e%d.%s", i, k, f) }
 	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{
 		Name: fmt.Sprintf("%s-%d", svc.Name, k), Namespace: svc.Namespace,

@@ -454,6 +454,11 @@ func tokenize(part, line string) lineTokens {
 // with no such values must match a set that only the malformed Services fill.
 func explain(c *fuzzCase, part, line string, setsA, setsB map[string]bool) string {
 	t := tokenize(part, line)
+	for _, s := range t.sets {
+		if setsA[s] && !setsB[s] {
+			return "" // a rule that exists while the set has members, and only malformed Services fill it
+		}
+	}
 	if len(t.bad) > 0 {
 		return fmt.Sprintf("holds %s, which no valid object produces", strings.Join(t.bad, ", "))
 	}
@@ -463,11 +468,6 @@ func explain(c *fuzzCase, part, line string, setsA, setsB map[string]bool) strin
 		}
 	}
 	if len(t.pairs)+len(t.addrs)+len(t.ports)+len(t.nets)+len(t.timeouts) == 0 {
-		for _, s := range t.sets {
-			if setsA[s] && !setsB[s] {
-				return ""
-			}
-		}
 		return "nothing in it belongs to a malformed Service"
 	}
 	for _, v := range c.verdicts {
