@@ -518,7 +518,7 @@ func (v *verdict) explains(t lineTokens) bool {
 		}
 	}
 	for _, to := range t.timeouts {
-		if !v.timeouts[to] {
+		if !v.timeouts[to] && !v.anyTimeout {
 			return false
 		}
 	}

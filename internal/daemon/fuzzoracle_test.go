@@ -51,6 +51,7 @@ type verdict struct {
 	hcPort                       uint16
 	nets                         []netip.Prefix
 	timeouts                     map[uint32]bool
+	anyTimeout                   bool
 }
 
 var fuzzHostAddrs = []netip.Addr{netip.MustParseAddr(fuzzNodeIP4), netip.MustParseAddr(fuzzNodeIP6)}
@@ -216,6 +217,7 @@ func judge(svc *v1.Service, sl []*discoveryv1.EndpointSlice) *verdict {
 		if c := sp.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
 			if t := *c.ClientIP.TimeoutSeconds; t < 1 || t > 86400 {
 				bad("sessionAffinityConfig.clientIP.timeoutSeconds %d", t)
+				v.anyTimeout = true // defaulted or clamped: kipvs's choice, as long as it is valid
 			} else {
 				v.timeouts[uint32(t)] = true
 			}

@@ -67,6 +67,10 @@ var fuzzSeeds = []fuzzSeed{
 	seed("lb-ingress-metadata-link-local", with(lb, "s0.ing0", "169.254.169.254")...),
 	seed("lb-ingress-link-local-v6", with(lb, "s0.fam", "v6", "s0.ing0", "fe80::1")...),
 	seed("clusterip-is-node-ip", "s0.ip4", "$node"),
+	seed("clusterip-is-node-ip-v6", "s0.fam", "v6", "s0.ip6", "$node"),
+	seed("clusterip-loopback", "s0.ip4", "127.0.0.1"),
+	seed("clusterip-loopback-v6", "s0.fam", "v6", "s0.ip6", "::1"),
+	seed("clusterip-broadcast", "s0.ip4", "255.255.255.255"),
 
 	// IPv6 zones.
 	seed("clusterip-v6-zone", "s0.fam", "v6", "s0.ip6", "fe80::1%eth0"),
@@ -76,12 +80,19 @@ var fuzzSeeds = []fuzzSeed{
 
 	// Endpoints.
 	seed("endpoint-broadcast", "s0.e0.a0.addr", "255.255.255.255"),
+	seed("endpoint-multicast", "s0.e0.a0.addr", "224.0.0.1"),
+	seed("endpoint-unspecified-v6", "s0.fam", "v6", "s0.e0.a0.addr", "::"),
+	seed("endpoint-link-local-v6", "s0.fam", "v6", "s0.e0.a0.addr", "fe80::1"),
+	seed("endpoint-loopback", "s0.e0.a0.addr", "127.0.0.1"),
+	seed("endpoint-link-local-v4", "s0.e0.a0.addr", "169.254.1.1"),
 	seed("endpoint-port-65616", "s0.e0.p0", "65616"),
 
 	// Ports out of range.
 	seed("port-65616", "s0.p0.port", "65616"),
 	seed("port-65616-beside-80", "s0.ports", "2", "s0.p0.port", "65616", "s0.p1.port", "80", "s0.e0.p0", "9090"),
 	seed("port-minus-1", "s0.p0.port", "-1"),
+	seed("port-0", "s0.p0.port", "0"),
+	seed("port-65536", "s0.p0.port", "65536"),
 	seed("nodeport-65536", "s0.type", "NodePort", "s0.p0.nodePort", "65536"),
 	seed("nodeport-minus-1", "s0.type", "NodePort", "s0.p0.nodePort", "-1"),
 
@@ -121,6 +132,17 @@ var knownFailing = map[string]bool{
 	"affinity-timeout-minus-1":       true,
 	"affinity-timeout-0":             true,
 	"affinity-timeout-86401":         true,
+	"clusterip-is-node-ip-v6":        true,
+	"clusterip-loopback":             true,
+	"clusterip-loopback-v6":          true,
+	"clusterip-broadcast":            true,
+	"endpoint-multicast":             true,
+	"endpoint-unspecified-v6":        true,
+	"endpoint-link-local-v6":         true,
+	"endpoint-loopback":              true,
+	"endpoint-link-local-v4":         true,
+	"port-0":                         true,
+	"port-65536":                     true,
 }
 
 // knownDefect names the known defect class a scenario touches ("" for none), by the values
