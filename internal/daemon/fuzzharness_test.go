@@ -355,11 +355,14 @@ type lineTokens struct {
 	timeouts []uint32
 	sets     []string // ipsets a rule matches
 	bad      []string // values no valid object can produce
+	// realServer: an ipvsadm "-a" line, pairs[0] the virtual server, pairs[1] the real one.
+	realServer bool
 }
 
 func tokenize(part, line string) lineTokens {
 	var t lineTokens
 	f := strings.Fields(line)
+	t.realServer = part == "ipvs" && len(f) > 0 && f[0] == "-a"
 	num := func(s string) (uint64, bool) {
 		n, err := strconv.ParseUint(s, 10, 64)
 		return n, err == nil
@@ -495,6 +498,11 @@ func (v *verdict) explains(t lineTokens) bool {
 		if !(v.vips[a] && v.svcPorts[p]) && !(slices.Contains(fuzzHostAddrs, a) && v.nodePorts[p]) && !(v.eps[a] && v.epPorts[p]) {
 			return false
 		}
+	}
+	// An IPVS real server line: the real server's port must be an endpoint port of the
+	// virtual server's service port (a wrapped port would pair them wrongly).
+	if t.realServer && len(t.pairs) == 2 && !v.rsPorts[t.pairs[0].Port()][t.pairs[1].Port()] {
+		return false
 	}
 	for _, a := range t.addrs {
 		if !v.vips[a] && !v.eps[a] {

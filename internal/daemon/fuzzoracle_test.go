@@ -19,8 +19,8 @@ import (
 //
 //   - wellFormed: the apiserver would admit it and the kernel can hold all of it; it must be
 //     programmed in full, whatever the other objects are;
-//   - partial: only list elements are bad (an external IP, a load balancer ingress IP, a
-//     port entry, an endpoint, an endpoint port, an unknown scheduler annotation); kipvs
+//   - partial: only list elements the apiserver admits are bad (an external IP, a load
+//     balancer ingress IP, an endpoint address, an unknown scheduler annotation); kipvs
 //     must skip exactly those, so the Service must be programmed as its sanitized copy
 //     (those elements removed) would be;
 //   - malformed: anything else; how much of it kipvs programs is its choice, but whatever it
@@ -49,9 +49,11 @@ type verdict struct {
 	vips, eps                    map[netip.Addr]bool
 	svcPorts, nodePorts, epPorts map[uint16]bool
 	hcPort                       uint16
-	nets                         []netip.Prefix
-	timeouts                     map[uint32]bool
-	anyTimeout                   bool
+	// rsPorts maps a service port and a node port to the endpoint ports of its name.
+	rsPorts    map[uint16]map[uint16]bool
+	nets       []netip.Prefix
+	timeouts   map[uint32]bool
+	anyTimeout bool
 }
 
 var fuzzHostAddrs = []netip.Addr{netip.MustParseAddr(fuzzNodeIP4), netip.MustParseAddr(fuzzNodeIP6)}
@@ -186,7 +188,9 @@ func judge(svc *v1.Service, sl []*discoveryv1.EndpointSlice) *verdict {
 		}
 		pairs[pair] = true
 		if !validPort(p.Port) || !supportedProtocol(p.Protocol) {
-			elem("ports[%d] %s", j, pair)
+			// The apiserver rejects the Service: skipping the port or the whole Service
+			// are both sound, so only the upper bound applies.
+			bad("ports[%d] %s", j, pair)
 			continue
 		}
 		v.svcPorts[uint16(p.Port)] = true
@@ -323,7 +327,8 @@ func judge(svc *v1.Service, sl []*discoveryv1.EndpointSlice) *verdict {
 		var ports []discoveryv1.EndpointPort
 		for j, p := range s.Ports {
 			if p.Port != nil && !validPort(*p.Port) {
-				elem("slice %d port %d is %d", k, j, *p.Port)
+				// Dropping the port or the whole slice are both sound: upper bound only.
+				bad("slice %d port %d is %d", k, j, *p.Port)
 				continue
 			}
 			if p.Port != nil {
@@ -335,6 +340,24 @@ func judge(svc *v1.Service, sl []*discoveryv1.EndpointSlice) *verdict {
 		v.slices = append(v.slices, s)
 	}
 	v.svc = san
+	v.rsPorts = map[uint16]map[uint16]bool{}
+	for _, p := range sp.Ports {
+		for _, s := range v.slices {
+			for _, ep := range s.Ports {
+				if ep.Port == nil || ep.Name == nil || *ep.Name != p.Name || ep.Protocol == nil || *ep.Protocol != p.Protocol {
+					continue
+				}
+				for _, vp := range []int32{p.Port, p.NodePort} {
+					if validPort(vp) {
+						if v.rsPorts[uint16(vp)] == nil {
+							v.rsPorts[uint16(vp)] = map[uint16]bool{}
+						}
+						v.rsPorts[uint16(vp)][uint16(*ep.Port)] = true
+					}
+				}
+			}
+		}
+	}
 
 	for _, r := range v.reasons {
 		if strings.HasPrefix(r, "malformed: ") {
