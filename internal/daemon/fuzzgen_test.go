@@ -93,20 +93,29 @@ func tab(good int, v ...string) table {
 	return table{v: v, good: good}
 }
 
-// gen picks for one object; a clean one only among each table's good values.
+// gen picks for one object: a "clean" one only among each table's good values, a
+// "partial" one too except for the list elements kipvs skips alone (external IPs, ingress
+// IPs, endpoint addresses, the scheduler annotation), which it picks from the whole table.
 type gen struct {
 	c     chooser
-	clean bool
+	shape string
 }
 
 func (g gen) pick(name string, t table) string {
-	if g.clean {
+	if g.shape == "clean" || g.shape == "partial" {
 		return g.c.pick(name, t.v[:t.good])
 	}
 	return g.c.pick(name, t.v)
 }
 
-var tabShape = tab(-1, "random", "clean")
+func (g gen) pickElem(name string, t table) string {
+	if g.shape == "clean" {
+		return g.c.pick(name, t.v[:t.good])
+	}
+	return g.c.pick(name, t.v)
+}
+
+var tabShape = tab(-1, "random", "clean", "partial")
 
 // Tables. Index 0 is the ordinary value.
 var (
@@ -183,7 +192,7 @@ func genScenario(cc chooser) *scenario {
 
 	n, _ := strconv.Atoi(c.pick("n", tabCount4))
 	for i := range n {
-		svc, sl := genService(gen{c: cc, clean: c.pick(fmt.Sprintf("s%d.shape", i), tabShape) == "clean"}, i)
+		svc, sl := genService(gen{c: cc, shape: c.pick(fmt.Sprintf("s%d.shape", i), tabShape)}, i)
 		sc.services = append(sc.services, svc)
 		sc.slices = append(sc.slices, sl)
 	}
@@ -278,7 +287,7 @@ func genService(c gen, i int) (*v1.Service, []*discoveryv1.EndpointSlice) {
 
 	next, _ := strconv.Atoi(c.pick(p("exts"), tabCount02))
 	for j := range next {
-		sp.ExternalIPs = append(sp.ExternalIPs, resolveAddr(c.pick(p(fmt.Sprintf("ext%d", j)), tabExtIP),
+		sp.ExternalIPs = append(sp.ExternalIPs, resolveAddr(c.pickElem(p(fmt.Sprintf("ext%d", j)), tabExtIP),
 			fmt.Sprintf("203.0.113.%d", 10*i+j+1), fmt.Sprintf("2001:db8:e::%x", 0x10*i+j+1)))
 	}
 	if len(sp.ExternalIPs) > 0 {
@@ -307,7 +316,7 @@ func genService(c gen, i int) (*v1.Service, []*discoveryv1.EndpointSlice) {
 	}
 	ning, _ := strconv.Atoi(c.pick(p("ingresses"), tabCount02))
 	for j := range ning {
-		ing := v1.LoadBalancerIngress{IP: resolveAddr(c.pick(p(fmt.Sprintf("ing%d", j)), tabIngressIP),
+		ing := v1.LoadBalancerIngress{IP: resolveAddr(c.pickElem(p(fmt.Sprintf("ing%d", j)), tabIngressIP),
 			fmt.Sprintf("198.51.100.%d", 10*i+j+1), fmt.Sprintf("2001:db8:1b::%x", 0x10*i+j+1))}
 		if ing.IP == "" {
 			ing.Hostname = "lb.example.com"
@@ -323,7 +332,7 @@ func genService(c gen, i int) (*v1.Service, []*discoveryv1.EndpointSlice) {
 	for j := range nsrc {
 		sp.LoadBalancerSourceRanges = append(sp.LoadBalancerSourceRanges, c.pick(p(fmt.Sprintf("src%d", j)), tabSrcRange))
 	}
-	if s := c.pick(p("sched"), tabScheduler); s != "none" {
+	if s := c.pickElem(p("sched"), tabScheduler); s != "none" {
 		svc.Annotations = map[string]string{proxy.AnnotationScheduler: s}
 	}
 	if f := c.pick(p("flags"), tabSchedFlags); f != "none" {
@@ -385,7 +394,7 @@ func genSlice(c gen, svc *v1.Service, i, k int) *discoveryv1.EndpointSlice {
 		pe := func(f string) string { return p(fmt.Sprintf("a%d.%s", m, f)) }
 		good4, good6 := fmt.Sprintf("10.244.%d.%d", i+1, 10*k+m+1), fmt.Sprintf("fd00:10:244:%x::%x", i+1, 0x10*k+m+1)
 		var addr string
-		switch a := c.pick(pe("addr"), tabEPAddr); a {
+		switch a := c.pickElem(pe("addr"), tabEPAddr); a {
 		case "$ep", "$other":
 			addr = good4
 			if v4 != (a == "$ep") {

@@ -430,6 +430,13 @@ func tokenize(part, line string) lineTokens {
 					}
 				}
 			}
+			if len(vals) == 3 && strings.Contains(f[1], "SOURCE-CID") {
+				// hash:ip,port,net: ipset prints a host net as a bare address.
+				if a, err := netip.ParseAddr(vals[2]); err == nil {
+					t.nets = append(t.nets, netip.PrefixFrom(a, a.BitLen()))
+					vals[2] = ""
+				}
+			}
 			for _, v := range vals {
 				if v != "" {
 					value(v)
