@@ -39,7 +39,7 @@ func newMemSource(nodeName string) *memSource {
 
 // Set replaces every object. Records whose content changed are marked dirty; touchAll marks
 // every record dirty, so the next incremental sync rebuilds them all.
-func (s *memSource) Set(services []*v1.Service, slices_ []*discoveryv1.EndpointSlice, node *v1.Node, touchAll bool) {
+func (s *memSource) Set(services []*v1.Service, eps []*discoveryv1.EndpointSlice, node *v1.Node, touchAll bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := map[types.NamespacedName]*watch.ServiceInfo{}
@@ -49,7 +49,7 @@ func (s *memSource) Set(services []*v1.Service, slices_ []*discoveryv1.EndpointS
 		}
 		next[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = &watch.ServiceInfo{Service: svc}
 	}
-	for _, sl := range slices_ {
+	for _, sl := range eps {
 		owner := sl.Labels[discoveryv1.LabelServiceName]
 		if owner == "" || (sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6) {
 			continue
