@@ -26,7 +26,7 @@ UNITDIR      ?= $(PREFIX)/lib/systemd/system
 IMAGE        ?= ghcr.io/kipvs/kipvs:$(VERSION)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench clean install image
+.PHONY: all build demo test test-unit test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench fuzz clean install image
 
 all: build
 
@@ -129,6 +129,12 @@ lint: lint-quick
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Fuzzes the whole sync (internal/daemon FuzzSync) for FUZZTIME; a failure is saved under
+# internal/daemon/testdata/fuzz/FuzzSync/ and replayed by every `go test` (docs/development.md).
+FUZZTIME ?= 10m
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzSync$$' -fuzztime $(FUZZTIME) ./internal/daemon
 
 clean:
 	rm -rf $(BIN) $(VMCACHE)/bin.* $(E2EBIN)

@@ -1,0 +1,541 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
+	"github.com/kipvs/kipvs/internal/reconcile"
+	"github.com/kipvs/kipvs/internal/sysctl"
+)
+
+// dualNode is one dual-stack node's kernel over the fakes: IPVS, ipsets and the dummy link
+// are shared by both families, as in the kernel; iptables and ip6tables are separate.
+type dualNode struct {
+	ipvs     *ipvs.Fake
+	ipset    *ipset.Fake
+	nf4, nf6 *netfilter.Fake
+	dummy    *dummyif.Fake
+	sysctl   *sysctl.Fake
+}
+
+func newDualNode() *dualNode {
+	n := &dualNode{
+		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(),
+		nf4: netfilter.NewFake(netfilter.IPv4), nf6: netfilter.NewFake(netfilter.IPv6),
+		dummy: dummyif.NewFake(DummyName),
+		sysctl: sysctl.NewFake(map[string]string{
+			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
+			"net/ipv4/ip_forward": "0", "net/ipv6/conf/all/forwarding": "0", "net/netfilter/nf_conntrack_max": "65536",
+			"net/netfilter/nf_conntrack_tcp_timeout_established": "432000", "net/netfilter/nf_conntrack_tcp_timeout_close_wait": "60",
+		}),
+	}
+	exists := func(name string) bool { _, err := n.ipset.List(name); return err == nil }
+	n.nf4.SetIPSets(exists)
+	n.nf6.SetIPSets(exists)
+	return n
+}
+
+// nodeDump is every fake's Dump.
+type nodeDump struct{ ipvs, ipset, iptables, ip6tables, dummy string }
+
+func (d nodeDump) parts() []struct{ name, text string } {
+	return []struct{ name, text string }{{"ipvs", d.ipvs}, {"ipset", d.ipset}, {"iptables", d.iptables}, {"ip6tables", d.ip6tables}, {"kube-ipvs0", d.dummy}}
+}
+
+func (n *dualNode) dump() (nodeDump, error) {
+	var d nodeDump
+	var err error
+	if d.ipvs, err = n.ipvs.Dump(); err != nil {
+		return d, err
+	}
+	if d.ipset, err = n.ipset.Dump(); err != nil {
+		return d, err
+	}
+	if d.iptables, err = n.nf4.Dump(context.Background()); err != nil {
+		return d, err
+	}
+	if d.ip6tables, err = n.nf6.Dump(context.Background()); err != nil {
+		return d, err
+	}
+	d.dummy, err = n.dummy.Dump()
+	return d, err
+}
+
+// mutations counts the mutations of the fakes that count them.
+func (n *dualNode) mutations() [2]int { return [2]int{n.ipvs.Mutations(), n.ipset.Mutations()} }
+
+// fuzzDaemon is a Daemon over a dualNode and a memSource, driven by calling sync directly
+// (the function the runner calls).
+type fuzzDaemon struct {
+	node *dualNode
+	src  *memSource
+	d    *Daemon
+}
+
+func newFuzzDaemon(localMode string) (*fuzzDaemon, error) {
+	n := newDualNode()
+	src := newMemSource(fuzzNodeName)
+	cfg := config.Defaults()
+	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
+	cfg.DetectLocalMode = config.LocalMode(localMode)
+	cfg.IPVS.MinSyncPeriod = 0
+	cfg.IPVS.SyncPeriod = time.Hour
+	cfg.Kipvs.GracefulPeriod = 0 // removed real servers go at once, so removal converges exactly
+	deps := Deps{
+		Source: src, IPVS: n.ipvs,
+		Kernel: func(f proxy.Family) (reconcile.Kernel, error) {
+			nf := n.nf4
+			if f == proxy.IPv6 {
+				nf = n.nf6
+			}
+			return reconcile.Kernel{IPVS: n.ipvs, IPSet: n.ipset, Netfilter: nf, Dummy: n.dummy, Conntrack: conntrack.NewFake()}, nil
+		},
+		Sysctl:            n.sysctl,
+		HostAddrs:         func() ([]netip.Addr, error) { return slices.Clone(fuzzHostAddrs), nil },
+		KernelRelease:     "6.1.0-56-amd64",
+		NumCPU:            4,
+		Registry:          prometheus.NewRegistry(),
+		HealthCheckListen: newMemListener,
+	}
+	d, err := New(cfg, fuzzNodeName, zap.NewNop(), deps)
+	if err != nil {
+		return nil, err
+	}
+	if len(d.families) != 2 {
+		return nil, fmt.Errorf("daemon runs %d families, want dual-stack", len(d.families))
+	}
+	if err := d.Prepare(context.Background()); err != nil {
+		return nil, err
+	}
+	return &fuzzDaemon{node: n, src: src, d: d}, nil
+}
+
+func (f *fuzzDaemon) close() { f.d.hc.Close() }
+
+// objects is one set of objects for the source.
+type objects struct {
+	services []*v1.Service
+	slices   []*discoveryv1.EndpointSlice
+	node     *v1.Node
+}
+
+// deepCopy returns fresh copies, so a re-set source sees new pointers with equal content.
+func (o objects) deepCopy() objects {
+	out := objects{node: o.node.DeepCopy()}
+	for _, s := range o.services {
+		out.services = append(out.services, s.DeepCopy())
+	}
+	for _, s := range o.slices {
+		out.slices = append(out.slices, s.DeepCopy())
+	}
+	return out
+}
+
+func (f *fuzzDaemon) set(o objects, touchAll bool) {
+	f.src.Set(o.services, o.slices, o.node, touchAll)
+}
+
+// fuzzCase is the outcome of the oracle over one scenario.
+type fuzzCase struct {
+	sc       *scenario
+	verdicts []*verdict
+	all      objects // run A: every object as generated
+	clean    objects // run B: well-formed Services, and partial ones sanitized
+}
+
+func newFuzzCase(sc *scenario) *fuzzCase {
+	c := &fuzzCase{sc: sc, all: objects{node: sc.node}, clean: objects{node: sc.node}}
+	for i, svc := range sc.services {
+		v := judge(svc, sc.slices[i])
+		c.verdicts = append(c.verdicts, v)
+		c.all.services = append(c.all.services, svc)
+		c.all.slices = append(c.all.slices, sc.slices[i]...)
+		if v.class != malformed {
+			c.clean.services = append(c.clean.services, v.svc)
+			c.clean.slices = append(c.clean.slices, v.slices...)
+		}
+	}
+	return c
+}
+
+func (c *fuzzCase) describe() string {
+	var b strings.Builder
+	for _, v := range c.verdicts {
+		fmt.Fprintf(&b, "  %s: %s", v.name, v.class)
+		if len(v.reasons) > 0 {
+			fmt.Fprintf(&b, " (%s)", strings.Join(v.reasons, "; "))
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// checkSync runs one scenario through every invariant and returns the first violation.
+func checkSync(sc *scenario) (err error) {
+	c := newFuzzCase(sc)
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w\nservices:\n%s", err, c.describe())
+		}
+	}()
+	ctx := context.Background()
+
+	// Run A: every object; one full sync.
+	a, err := newFuzzDaemon(sc.localMode)
+	if err != nil {
+		return fmt.Errorf("build daemon: %w", err)
+	}
+	defer a.close()
+	a.set(c.all, false)
+	if err := a.d.sync(ctx, true); err != nil {
+		return fmt.Errorf("INVARIANT sync-error: first full sync over every object: %w", err)
+	}
+	dumpA, err := a.node.dump()
+	if err != nil {
+		return err
+	}
+
+	// A second sync, full then incremental over every Service, changes nothing.
+	m := a.node.mutations()
+	if err := a.d.sync(ctx, true); err != nil {
+		return fmt.Errorf("INVARIANT sync-error: second full sync: %w", err)
+	}
+	if err := sameDump(a.node, dumpA, m, "INVARIANT idempotent: second full sync"); err != nil {
+		return err
+	}
+	a.set(c.all.deepCopy(), true)
+	if err := a.d.sync(ctx, false); err != nil {
+		return fmt.Errorf("INVARIANT sync-error: incremental sync of every Service: %w", err)
+	}
+	if err := sameDump(a.node, dumpA, m, "INVARIANT idempotent: incremental sync of every Service"); err != nil {
+		return err
+	}
+
+	// Run B: only the well-formed Services and the partial ones sanitized, on a fresh node.
+	b, err := newFuzzDaemon(sc.localMode)
+	if err != nil {
+		return fmt.Errorf("build daemon: %w", err)
+	}
+	defer b.close()
+	b.set(c.clean, false)
+	if err := b.d.sync(ctx, true); err != nil {
+		return fmt.Errorf("INVARIANT sync-error: full sync over the well-formed objects only: %w", err)
+	}
+	dumpB, err := b.node.dump()
+	if err != nil {
+		return err
+	}
+
+	// Well-formed (and partial) Services are programmed in A exactly as in B; whatever A has
+	// beyond B is made of a malformed Service's valid values.
+	if err := compareRuns(c, dumpA, dumpB); err != nil {
+		return err
+	}
+
+	// Removing the bad objects converges to B, incrementally and then with a full sync.
+	a.set(c.clean.deepCopy(), false)
+	if err := a.d.sync(ctx, false); err != nil {
+		return fmt.Errorf("INVARIANT sync-error: incremental sync removing the bad objects: %w", err)
+	}
+	if err := sameDump(a.node, dumpB, [2]int{-1, -1}, "INVARIANT converge: incremental sync removing the bad objects vs never having had them"); err != nil {
+		return err
+	}
+	if err := a.d.sync(ctx, true); err != nil {
+		return fmt.Errorf("INVARIANT sync-error: full sync after removing the bad objects: %w", err)
+	}
+	return sameDump(a.node, dumpB, [2]int{-1, -1}, "INVARIANT converge: full sync after removing the bad objects vs never having had them")
+}
+
+// sameDump compares the node's dump with want and, unless m is {-1,-1}, its mutation counts.
+func sameDump(n *dualNode, want nodeDump, m [2]int, what string) error {
+	got, err := n.dump()
+	if err != nil {
+		return err
+	}
+	for i, p := range got.parts() {
+		if w := want.parts()[i]; p.text != w.text {
+			return fmt.Errorf("%s: %s differs:\n%s", what, p.name, lineDiff(w.text, p.text))
+		}
+	}
+	if m != [2]int{-1, -1} && n.mutations() != m {
+		return fmt.Errorf("%s: planned kernel changes (ipvs, ipset mutations %v -> %v) with an unchanged dump", what, m, n.mutations())
+	}
+	return nil
+}
+
+// lineDiff lists the lines only in want (-) and only in got (+).
+func lineDiff(want, got string) string {
+	w, g := lineSet(want), lineSet(got)
+	var b strings.Builder
+	for _, l := range strings.Split(want, "\n") {
+		if l != "" && !g[l] {
+			fmt.Fprintf(&b, "  - %s\n", l)
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if l != "" && !w[l] {
+			fmt.Fprintf(&b, "  + %s\n", l)
+		}
+	}
+	if b.Len() == 0 {
+		return "  (same lines, different order)\n"
+	}
+	return b.String()
+}
+
+func lineSet(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" {
+			m[l] = true
+		}
+	}
+	return m
+}
+
+// compareRuns checks that every kernel line of run B is in run A (the well-formed and
+// partial Services are fully programmed whatever else there is), and that every line of A
+// that B lacks is explained by one malformed Service's valid values.
+func compareRuns(c *fuzzCase, a, b nodeDump) error {
+	setsA, setsB := nonEmptySets(a.ipset), nonEmptySets(b.ipset)
+	for i, pa := range a.parts() {
+		pb := b.parts()[i]
+		la, lb := lineSet(pa.text), lineSet(pb.text)
+		for _, l := range strings.Split(pb.text, "\n") {
+			if l != "" && !la[l] {
+				return fmt.Errorf("INVARIANT well-formed-programmed: %s line %q of the well-formed objects alone is missing when the other objects are there too", pa.name, l)
+			}
+		}
+		for _, l := range strings.Split(pa.text, "\n") {
+			if l == "" || lb[l] {
+				continue
+			}
+			if why := explain(c, pa.name, l, setsA, setsB); why != "" {
+				return fmt.Errorf("INVARIANT bad-parts-skipped: %s line %q is not part of the well-formed objects and %s", pa.name, l, why)
+			}
+		}
+	}
+	return nil
+}
+
+// nonEmptySets lists the sets with members in an ipset dump.
+func nonEmptySets(dump string) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range strings.Split(dump, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "add" {
+			m[f[1]] = true
+		}
+	}
+	return m
+}
+
+// lineTokens are the values a kernel dump line is made of.
+type lineTokens struct {
+	pairs    []netip.AddrPort // an address with its port (ipvsadm ip:port, ipset ip,proto:port)
+	addrs    []netip.Addr
+	ports    []uint16
+	nets     []netip.Prefix
+	timeouts []uint32
+	sets     []string // ipsets a rule matches
+	bad      []string // values no valid object can produce
+	// realServer: an ipvsadm "-a" line, pairs[0] the virtual server, pairs[1] the real one.
+	realServer bool
+}
+
+func tokenize(part, line string) lineTokens {
+	var t lineTokens
+	f := strings.Fields(line)
+	t.realServer = part == "ipvs" && len(f) > 0 && f[0] == "-a"
+	num := func(s string) (uint64, bool) {
+		n, err := strconv.ParseUint(s, 10, 64)
+		return n, err == nil
+	}
+	port := func(s string) {
+		if n, ok := num(s); ok && n >= 1 && n <= 65535 {
+			t.ports = append(t.ports, uint16(n))
+		} else {
+			t.bad = append(t.bad, "port "+s)
+		}
+	}
+	value := func(s string) {
+		if ap, err := netip.ParseAddrPort(s); err == nil {
+			if ap.Port() == 0 {
+				t.bad = append(t.bad, "port 0")
+			}
+			t.pairs = append(t.pairs, ap)
+			return
+		}
+		if p, err := netip.ParsePrefix(s); err == nil {
+			if p.Bits() == p.Addr().BitLen() {
+				t.addrs = append(t.addrs, p.Addr())
+			} else {
+				t.nets = append(t.nets, p)
+			}
+			return
+		}
+		if a, err := netip.ParseAddr(s); err == nil {
+			t.addrs = append(t.addrs, a)
+			return
+		}
+		for _, proto := range []string{"tcp:", "udp:", "sctp:"} {
+			if rest, ok := strings.CutPrefix(s, proto); ok {
+				port(rest)
+			}
+		}
+	}
+	for i := 0; i < len(f); i++ {
+		next := ""
+		if i+1 < len(f) {
+			next = f[i+1]
+		}
+		switch {
+		case part == "ipvs" && f[i] == "-p":
+			if n, ok := num(next); ok && n >= 1 && n <= 86400 {
+				t.timeouts = append(t.timeouts, uint32(n))
+			} else {
+				t.bad = append(t.bad, "persistence timeout "+next)
+			}
+			i++
+		case part == "ipvs" && (f[i] == "-w" || f[i] == "-s" || f[i] == "-M" || f[i] == "-b" || f[i] == "-x" || f[i] == "-y"):
+			i++
+		case part == "ipset" && f[0] == "add" && i == 2:
+			if _, ok := num(f[i]); ok {
+				port(f[i])
+				continue
+			}
+			vals := strings.Split(f[i], ",")
+			if len(vals) >= 2 {
+				if _, p, ok := strings.Cut(vals[1], ":"); ok {
+					if n, ok := num(p); ok && n <= 65535 {
+						if a, err := netip.ParseAddr(vals[0]); err == nil {
+							vals[0], vals[1] = netip.AddrPortFrom(a, uint16(n)).String(), ""
+						}
+					}
+				}
+			}
+			if len(vals) == 3 && strings.Contains(f[1], "SOURCE-CID") {
+				// hash:ip,port,net: ipset prints a host net as a bare address.
+				if a, err := netip.ParseAddr(vals[2]); err == nil {
+					t.nets = append(t.nets, netip.PrefixFrom(a, a.BitLen()))
+					vals[2] = ""
+				}
+			}
+			for _, v := range vals {
+				if v != "" {
+					value(v)
+				}
+			}
+		case part == "ipset" && i < 3:
+		case strings.HasSuffix(part, "tables") && (f[i] == "--vport" || f[i] == "--dport"):
+			port(next)
+			i++
+		case strings.HasSuffix(part, "tables") && f[i] == "--match-set":
+			t.sets = append(t.sets, next)
+			i++
+		case strings.HasSuffix(part, "tables") && (f[i] == "--comment" || f[i] == "--vproto"):
+			i++
+		default:
+			value(f[i])
+		}
+	}
+	return t
+}
+
+// explain says why a line of run A that run B lacks cannot be attributed to a malformed
+// Service ("" when it can): all its addresses, ports, source CIDRs and persistence timeouts
+// must be valid values of one malformed Service (node addresses are anyone's), and a rule
+// with no such values must match a set that only the malformed Services fill.
+func explain(c *fuzzCase, part, line string, setsA, setsB map[string]bool) string {
+	t := tokenize(part, line)
+	for _, s := range t.sets {
+		if setsA[s] && !setsB[s] {
+			return "" // a rule that exists while the set has members, and only malformed Services fill it
+		}
+	}
+	if len(t.bad) > 0 {
+		return fmt.Sprintf("holds %s, which no valid object produces", strings.Join(t.bad, ", "))
+	}
+	for _, a := range append(slices.Clone(t.addrs), pairAddrs(t.pairs)...) {
+		if why := vipProblem(a.String()); why != "" && why != "an address of the node" && endpointProblem(a.String(), "") != "" {
+			return fmt.Sprintf("holds %s, which is %s", a, why)
+		}
+	}
+	if len(t.pairs)+len(t.addrs)+len(t.ports)+len(t.nets)+len(t.timeouts) == 0 {
+		return "nothing in it belongs to a malformed Service"
+	}
+	for _, v := range c.verdicts {
+		if v.class == malformed && v.explains(t) {
+			return ""
+		}
+	}
+	return "no malformed Service has all of its values"
+}
+
+func pairAddrs(ps []netip.AddrPort) []netip.Addr {
+	var out []netip.Addr
+	for _, p := range ps {
+		out = append(out, p.Addr())
+	}
+	return out
+}
+
+// explains reports whether every value of a line is a valid value of the Service, in its
+// place: a virtual IP with a service port, a node address with a node port, an endpoint
+// with an endpoint port.
+func (v *verdict) explains(t lineTokens) bool {
+	for _, ap := range t.pairs {
+		a, p := ap.Addr(), ap.Port()
+		if !(v.vips[a] && v.svcPorts[p]) && !(slices.Contains(fuzzHostAddrs, a) && v.nodePorts[p]) && !(v.eps[a] && v.epPorts[p]) {
+			return false
+		}
+	}
+	// An IPVS real server line: the real server's port must be an endpoint port of the
+	// virtual server's service port (a wrapped port would pair them wrongly).
+	if t.realServer && len(t.pairs) == 2 && !v.rsPorts[t.pairs[0].Port()][t.pairs[1].Port()] {
+		return false
+	}
+	for _, a := range t.addrs {
+		if !v.vips[a] && !v.eps[a] {
+			return false
+		}
+	}
+	for _, p := range t.ports {
+		if !v.svcPorts[p] && !v.nodePorts[p] && p != v.hcPort {
+			return false
+		}
+	}
+	for _, n := range t.nets {
+		ok := false
+		for _, r := range v.nets {
+			if r.Bits() <= n.Bits() && r.Contains(n.Addr()) && n.Bits() > 0 {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	for _, to := range t.timeouts {
+		if !v.timeouts[to] && !v.anyTimeout {
+			return false
+		}
+	}
+	return true
+}
