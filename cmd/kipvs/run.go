@@ -94,13 +94,17 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger) error
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := server.Serve(ctx, name, addr, h); err != nil {
-				if cfg.BindAddressHardFail {
-					log.Error("server failed and --bind-address-hard-fail is set", zap.Error(err))
-					stop()
-					return
-				}
-				log.Error("server failed", zap.Error(err))
+			// As kube-proxy: a failed listen (the old proxy still holds the port during a
+			// swap) is retried every 5 s unless --bind-address-hard-fail is set.
+			err := server.Serve(ctx, name, addr, h, server.ServeOptions{
+				HardFail: cfg.BindAddressHardFail,
+				OnError: func(err error) {
+					log.Error("server failed; retrying", zap.Error(err), zap.Duration("retryIn", server.RetryInterval))
+				},
+			})
+			if err != nil {
+				log.Error("server failed and --bind-address-hard-fail is set", zap.Error(err))
+				stop()
 			}
 		}()
 	}
