@@ -18,6 +18,7 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/logging"
+	"github.com/kipvs/kipvs/internal/metrics"
 	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/version"
 )
@@ -71,12 +72,18 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger) error
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	// client-go's rest_client_* metrics, installed before the first API request. client-go
+	// accepts one set of adapters per process: this is the only place that installs them.
+	if err := metrics.NewRESTClient(reg).Install(); err != nil {
+		log.Warn("client-go metrics unavailable", zap.Error(err))
+	}
 	deps, closeDeps, err := daemon.RealDeps(ctx, &cfg, nodeName, log)
 	if err != nil {
 		return err
 	}
 	defer closeDeps()
-	deps.Registry = prometheus.NewRegistry()
+	deps.Registry = reg
 	d, err := daemon.New(cfg, nodeName, log, deps)
 	if err != nil {
 		return err
