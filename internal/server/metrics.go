@@ -17,7 +17,8 @@ import (
 // /healthz and /healthz/ping (component-base's healthz with its one "ping" check); the
 // SLI metrics of those checks on /metrics/slis (DELETE resets them); /proxyMode ("ipvs");
 // and /configz ({"kubeproxy.config.k8s.io": config}). configz returns the effective
-// configuration as a JSON-marshalable value.
+// configuration: a *v1alpha1.KubeProxyConfiguration is served in the shape kube-proxy
+// serves (see configzValue), any other value as JSON.
 func MetricsHandler(gatherer prometheus.Gatherer, configz func() any) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
@@ -35,7 +36,7 @@ func MetricsHandler(gatherer prometheus.Gatherer, configz func() any) http.Handl
 	mux.HandleFunc("/configz", func(w http.ResponseWriter, _ *http.Request) {
 		var cfg any
 		if configz != nil {
-			cfg = configz()
+			cfg = configzValue(configz())
 		}
 		b, err := json.Marshal(map[string]any{"kubeproxy.config.k8s.io": cfg})
 		if err != nil {
