@@ -75,12 +75,13 @@ func (r *descRecorder) MustRegister(cs ...prometheus.Collector) {
 func (r *descRecorder) Unregister(prometheus.Collector) bool { return false }
 
 // exportedMetrics returns every metric family kipvs's registry exports: what daemon.New
-// registers, metrics.New's metrics and the Service traffic collector (whose Describe lists
+// registers, metrics.New's metrics, client-go's rest_client_* (metrics.NewRESTClient) and the Service traffic collector (whose Describe lists
 // the endpoint families too, exported only with --kipvs-endpoint-metrics).
 func exportedMetrics(t *testing.T) map[string]metricInfo {
 	t.Helper()
 	r := &descRecorder{metrics: map[string]metricInfo{}}
 	metrics.New(r)
+	metrics.NewRESTClient(r)
 	r.MustRegister(svcstats.New(svcstats.Options{}))
 	if r.err != nil {
 		t.Fatal(r.err)

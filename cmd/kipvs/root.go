@@ -14,7 +14,10 @@ the sysctls IPVS needs. Kernel object names, flags, the config file and metric n
 kube-proxy's IPVS mode, so nodes migrate in either direction without disruption.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Runnable, so that `kipvs --version` reaches the version flag's hook.
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	addVersionFlag(root)
 	root.AddCommand(newVersionCommand(), newRunCommand(), newCleanupCommand(), newStatusCommand(), newDoctorCommand())
 	return root
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/logging"
+	"github.com/kipvs/kipvs/internal/metrics"
 	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/version"
 )
@@ -71,12 +72,18 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger) error
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	// client-go's rest_client_* metrics, installed before the first API request. client-go
+	// accepts one set of adapters per process: this is the only place that installs them.
+	if err := metrics.NewRESTClient(reg).Install(); err != nil {
+		log.Warn("client-go metrics unavailable", zap.Error(err))
+	}
 	deps, closeDeps, err := daemon.RealDeps(ctx, &cfg, nodeName, log)
 	if err != nil {
 		return err
 	}
 	defer closeDeps()
-	deps.Registry = prometheus.NewRegistry()
+	deps.Registry = reg
 	d, err := daemon.New(cfg, nodeName, log, deps)
 	if err != nil {
 		return err
@@ -94,13 +101,17 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger) error
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := server.Serve(ctx, name, addr, h); err != nil {
-				if cfg.BindAddressHardFail {
-					log.Error("server failed and --bind-address-hard-fail is set", zap.Error(err))
-					stop()
-					return
-				}
-				log.Error("server failed", zap.Error(err))
+			// As kube-proxy: a failed listen (the old proxy still holds the port during a
+			// swap) is retried every 5 s unless --bind-address-hard-fail is set.
+			err := server.Serve(ctx, name, addr, h, server.ServeOptions{
+				HardFail: cfg.BindAddressHardFail,
+				OnError: func(err error) {
+					log.Error("server failed; retrying", zap.Error(err), zap.Duration("retryIn", server.RetryInterval))
+				},
+			})
+			if err != nil {
+				log.Error("server failed and --bind-address-hard-fail is set", zap.Error(err))
+				stop()
 			}
 		}()
 	}

@@ -7,6 +7,8 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kipvs/kipvs/internal/version"
 )
 
 const (
@@ -26,12 +28,14 @@ type Metrics struct {
 	EndpointChangesTotal         prometheus.Counter
 	ServiceChangesPending        prometheus.Gauge
 	ServiceChangesTotal          prometheus.Counter
-	IPTablesRestoreFailuresTotal *prometheus.CounterVec // {ip_family}
-	IPTablesRulesTotal           *prometheus.GaugeVec   // {table, ip_family}
-	IPTablesRulesLastSync        *prometheus.GaugeVec   // {table, ip_family}
-	NoLocalEndpointsTotal        *prometheus.GaugeVec   // {traffic_policy, ip_family}
-	ProxyHealthzTotal            *prometheus.CounterVec // {code}
-	ProxyLivezTotal              *prometheus.CounterVec // {code}
+	IPTablesRestoreFailuresTotal *prometheus.CounterVec   // {ip_family}
+	IPTablesRulesTotal           *prometheus.GaugeVec     // {table, ip_family}
+	IPTablesRulesLastSync        *prometheus.GaugeVec     // {table, ip_family}
+	NoLocalEndpointsTotal        *prometheus.GaugeVec     // {traffic_policy, ip_family}
+	ProxyHealthzTotal            *prometheus.CounterVec   // {code}
+	ProxyLivezTotal              *prometheus.CounterVec   // {code}
+	ConntrackReconcileLatency    *prometheus.HistogramVec // {ip_family}
+	ConntrackDeletedEntries      *prometheus.CounterVec   // {ip_family}
 
 	ObjectsChanged *prometheus.CounterVec // kipvs_sync_objects_changed_total{kind, op, ip_family}
 	DriftRepaired  *prometheus.CounterVec // kipvs_kernel_drift_repaired_total{kind, ip_family}
@@ -44,6 +48,22 @@ type Metrics struct {
 	SourceFileLastGood     prometheus.Gauge   // kipvs_source_file_last_good_timestamp_seconds
 }
 
+// alpha is help as component-base exports a metric of stability level ALPHA: kube-proxy's
+// metrics all are, and their HELP lines start with "[ALPHA] ".
+func alpha(help string) string { return "[ALPHA] " + help }
+
+// buildInfo is component-base's kubernetes_build_info, which kube-proxy exports: a constant
+// 1 labeled with the build's version information (here kipvs's own).
+func buildInfo() prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubernetes_build_info",
+		Help: alpha("A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running."),
+	}, []string{"major", "minor", "git_version", "git_commit", "git_tree_state", "build_date", "go_version", "compiler", "platform"})
+	i := version.Get()
+	g.WithLabelValues(i.Major, i.Minor, i.Version, i.GitCommit, i.GitTreeState, i.BuildDate, i.GoVersion, i.Compiler, i.Platform).Set(1)
+	return g
+}
+
 // networkProgrammingBuckets are kube-proxy's: a 0 bucket, 0.25 s and 0.5 s, every second to
 // 59 s, every 5 s to 115 s, every 30 s to 5 min.
 func networkProgrammingBuckets() []float64 {
@@ -54,60 +74,67 @@ func networkProgrammingBuckets() []float64 {
 	return append(b, prometheus.LinearBuckets(120, 30, 7)...)
 }
 
-// New creates the metrics and registers them (plus the Go and process collectors, as
-// kube-proxy's legacy registry has them) on reg.
+// New creates the metrics and registers them (plus kubernetes_build_info and the Go and
+// process collectors, as kube-proxy's legacy registry has them) on reg. client-go's
+// rest_client_* metrics are separate: see NewRESTClient.
 func New(reg prometheus.Registerer) *Metrics {
 	syncBuckets := prometheus.ExponentialBuckets(0.001, 2, 15)
 	fam := []string{"ip_family"}
 	m := &Metrics{
 		SyncProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_duration_seconds",
-			Help: "SyncProxyRules latency in seconds", Buckets: syncBuckets}, fam),
+			Help: alpha("SyncProxyRules latency in seconds"), Buckets: syncBuckets}, fam),
 		SyncFullProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: kubeProxy, Name: "sync_full_proxy_rules_duration_seconds",
-			Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: syncBuckets}, fam),
+			Help: alpha("SyncProxyRules latency in seconds for full resyncs"), Buckets: syncBuckets}, fam),
 		SyncPartialProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: kubeProxy, Name: "sync_partial_proxy_rules_duration_seconds",
-			Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: syncBuckets}, fam),
+			Help: alpha("SyncProxyRules latency in seconds for partial resyncs"), Buckets: syncBuckets}, fam),
 		SyncProxyRulesLastTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_last_timestamp_seconds",
-			Help: "The last time proxy rules were successfully synced"}, fam),
+			Help: alpha("The last time proxy rules were successfully synced")}, fam),
 		SyncProxyRulesLastQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_last_queued_timestamp_seconds",
-			Help: "The last time a sync of proxy rules was queued"}, fam),
+			Help: alpha("The last time a sync of proxy rules was queued")}, fam),
 		NetworkProgrammingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: kubeProxy, Name: "network_programming_duration_seconds",
-			Help: "In Cluster Network Programming Latency in seconds", Buckets: networkProgrammingBuckets()}, fam),
+			Help: alpha("In Cluster Network Programming Latency in seconds"), Buckets: networkProgrammingBuckets()}, fam),
 		EndpointChangesPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_endpoint_changes_pending",
-			Help: "Pending proxy rules Endpoint changes"}),
+			Help: alpha("Pending proxy rules Endpoint changes")}),
 		EndpointChangesTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_endpoint_changes_total",
-			Help: "Cumulative proxy rules Endpoint changes"}),
+			Help: alpha("Cumulative proxy rules Endpoint changes")}),
 		ServiceChangesPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_service_changes_pending",
-			Help: "Pending proxy rules Service changes"}),
+			Help: alpha("Pending proxy rules Service changes")}),
 		ServiceChangesTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_service_changes_total",
-			Help: "Cumulative proxy rules Service changes"}),
+			Help: alpha("Cumulative proxy rules Service changes")}),
 		IPTablesRestoreFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_iptables_restore_failures_total",
-			Help: "Cumulative proxy iptables restore failures"}, fam),
+			Help: alpha("Cumulative proxy iptables restore failures")}, fam),
 		IPTablesRulesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_iptables_total",
-			Help: "Total number of iptables rules owned by kube-proxy"}, []string{"table", "ip_family"}),
+			Help: alpha("Total number of iptables rules owned by kube-proxy")}, []string{"table", "ip_family"}),
 		IPTablesRulesLastSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_iptables_last",
-			Help: "Number of iptables rules written by kube-proxy in last sync"}, []string{"table", "ip_family"}),
+			Help: alpha("Number of iptables rules written by kube-proxy in last sync")}, []string{"table", "ip_family"}),
 		NoLocalEndpointsTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_no_local_endpoints_total",
-			Help: "Number of services with a Local traffic policy and no endpoints"}, []string{"traffic_policy", "ip_family"}),
+			Help: alpha("Number of services with a Local traffic policy and no endpoints")}, []string{"traffic_policy", "ip_family"}),
 		ProxyHealthzTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: kubeProxy, Name: "proxy_healthz_total",
-			Help: "Cumulative proxy healthz HTTP status"}, []string{"code"}),
+			Help: alpha("Cumulative proxy healthz HTTP status")}, []string{"code"}),
 		ProxyLivezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: kubeProxy, Name: "proxy_livez_total",
-			Help: "Cumulative proxy livez HTTP status"}, []string{"code"}),
+			Help: alpha("Cumulative proxy livez HTTP status")}, []string{"code"}),
+		ConntrackReconcileLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: kubeProxy, Name: "conntrack_reconciler_sync_duration_seconds",
+			Help: alpha("ReconcileConntrackFlowsLatency latency in seconds"), Buckets: syncBuckets}, fam),
+		ConntrackDeletedEntries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: kubeProxy, Name: "conntrack_reconciler_deleted_entries_total",
+			Help: alpha("Cumulative conntrack flows deleted by conntrack reconciler")}, fam),
 
 		ObjectsChanged: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: kipvs, Name: "sync_objects_changed_total",
@@ -141,10 +168,13 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.SyncProxyRulesLastTimestamp, m.SyncProxyRulesLastQueued, m.NetworkProgrammingLatency,
 		m.EndpointChangesPending, m.EndpointChangesTotal, m.ServiceChangesPending, m.ServiceChangesTotal,
 		m.IPTablesRestoreFailuresTotal, m.IPTablesRulesTotal, m.IPTablesRulesLastSync, m.NoLocalEndpointsTotal,
-		m.ProxyHealthzTotal, m.ProxyLivezTotal,
+		m.ProxyHealthzTotal, m.ProxyLivezTotal, m.ConntrackReconcileLatency, m.ConntrackDeletedEntries,
 		m.ObjectsChanged, m.DriftRepaired, m.SyncFull, m.SyncIncr, m.SyncErrors, m.SourceErrors,
 		m.SourceFileReloadErrors, m.SourceFileLastGood,
-		collectors.NewGoCollector(),
+		buildInfo(),
+		// component-base's legacy registry exports every runtime/metrics series besides the
+		// go_memstats_* set.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m

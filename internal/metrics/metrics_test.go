@@ -27,6 +27,8 @@ func TestNamesAndLabels(t *testing.T) {
 	m.NoLocalEndpointsTotal.WithLabelValues("external", "IPv4").Set(0)
 	m.ProxyHealthzTotal.WithLabelValues("200").Inc()
 	m.ProxyLivezTotal.WithLabelValues("200").Inc()
+	m.ConntrackReconcileLatency.WithLabelValues("IPv4").Observe(0.01)
+	m.ConntrackDeletedEntries.WithLabelValues("IPv4").Add(0)
 	m.ObjectsChanged.WithLabelValues("virtual_server", "add", "IPv4").Inc()
 	m.DriftRepaired.WithLabelValues("ipset_member", "IPv4").Inc()
 	m.SyncFull.WithLabelValues("IPv4").Inc()
@@ -66,6 +68,9 @@ func TestNamesAndLabels(t *testing.T) {
 		"kubeproxy_sync_proxy_rules_no_local_endpoints_total":        "GAUGE{ip_family,traffic_policy}",
 		"kubeproxy_proxy_healthz_total":                              "COUNTER{code}",
 		"kubeproxy_proxy_livez_total":                                "COUNTER{code}",
+		"kubeproxy_conntrack_reconciler_sync_duration_seconds":       "HISTOGRAM{ip_family}",
+		"kubeproxy_conntrack_reconciler_deleted_entries_total":       "COUNTER{ip_family}",
+		"kubernetes_build_info":                                      "GAUGE{build_date,compiler,git_commit,git_tree_state,git_version,go_version,major,minor,platform}",
 		"kipvs_sync_objects_changed_total":                           "COUNTER{ip_family,kind,op}",
 		"kipvs_kernel_drift_repaired_total":                          "COUNTER{ip_family,kind}",
 		"kipvs_sync_full_total":                                      "COUNTER{ip_family}",

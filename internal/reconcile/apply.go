@@ -102,11 +102,18 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 	}
 	if len(p.Conntrack) > 0 && r.k.Conntrack != nil {
 		// Best effort: a failed cleanup leaves stale flows that expire on their own; it is
-		// logged, not retried through a full resync.
-		if n, err := r.k.Conntrack.Delete(p.Conntrack...); err != nil {
-			r.o.Logger.Warn("conntrack cleanup failed", zap.Error(err))
+		// logged, not retried through a full resync. Measured as kube-proxy's conntrack
+		// reconciler is, failed or not.
+		start := r.o.Clock.Now()
+		n, err := r.k.Conntrack.Delete(p.Conntrack...)
+		if err != nil {
+			r.o.Logger.Warn("conntrack cleanup failed", zap.Error(err), zap.Int("flowsDeleted", n))
 		} else if n > 0 {
 			r.o.Logger.Debug("deleted stale conntrack flows", zap.Int("flows", n))
+		}
+		if r.o.Metrics != nil {
+			r.o.Metrics.ConntrackReconcileLatency.WithLabelValues(r.family()).Observe(r.o.Clock.Since(start).Seconds())
+			r.o.Metrics.ConntrackDeletedEntries.WithLabelValues(r.family()).Add(float64(n))
 		}
 	}
 

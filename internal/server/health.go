@@ -4,11 +4,7 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -171,34 +167,4 @@ func (h *Health) write(w http.ResponseWriter, r Report, healthy bool, count func
 	}
 	b, _ := json.Marshal(r)
 	_, _ = w.Write(b)
-}
-
-// Serve listens on addr and serves handler until ctx ends. An empty addr or port 0 in
-// kube-proxy's sense ("disabled") is handled by the caller.
-func Serve(ctx context.Context, name, addr string, handler http.Handler) error {
-	lc := net.ListenConfig{}
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("%s server: listen on %s: %w", name, addr, err)
-	}
-	return ServeListener(ctx, name, ln, handler)
-}
-
-// ServeListener serves handler on ln until ctx ends.
-func ServeListener(ctx context.Context, name string, ln net.Listener, handler http.Handler) error {
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		return nil
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return fmt.Errorf("%s server on %s: %w", name, ln.Addr(), err)
-	}
 }

@@ -144,7 +144,7 @@ func TestServeStopsWithContext(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("server did not stop")
 	}
-	if err := Serve(context.Background(), "test", "256.0.0.1:1", nil); err == nil || !strings.Contains(err.Error(), "test server: listen on 256.0.0.1:1") {
+	if err := Serve(context.Background(), "test", "256.0.0.1:1", nil, ServeOptions{HardFail: true}); err == nil || !strings.Contains(err.Error(), "test server: listen on 256.0.0.1:1") {
 		t.Errorf("bad address error = %v", err)
 	}
 }
