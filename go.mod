@@ -3,6 +3,7 @@ module github.com/kipvs/kipvs
 go 1.26
 
 require (
+	github.com/fsnotify/fsnotify v1.9.0
 	github.com/go-logr/zapr v1.3.0
 	github.com/google/go-cmp v0.7.0
 	github.com/mdlayher/netlink v1.7.2
