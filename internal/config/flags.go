@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
+	netutils "k8s.io/utils/net"
 )
 
 // Flags is the set of command-line flags AddFlags registered. Load reads them after the
@@ -467,6 +469,18 @@ func (f *Flags) apply(c *Config) ([]error, []notice, []ignoredFlag) {
 			notices = append(notices, n)
 		}
 	}
+	if withConfig {
+		// kube-proxy's flag parser checks these before it looks at --config.
+		for _, a := range []struct {
+			s      setting
+			value  string
+			ipPort bool
+		}{{sBindAddress, f.bindAddress, false}, {sHealthzBindAddress, f.healthzBindAddress, true}, {sMetricsBindAddress, f.metricsBindAddr, true}} {
+			if f.fs.Changed(strings.TrimPrefix(a.s.flag(), "--")) && !applies(strings.TrimPrefix(a.s.flag(), "--")) {
+				add(checkAddressSyntax(a.s, a.value, a.ipPort))
+			}
+		}
+	}
 	var ignored []ignoredFlag
 	fields := flagFields()
 	f.fs.Visit(func(fl *pflag.Flag) {
@@ -475,6 +489,28 @@ func (f *Flags) apply(c *Config) ([]error, []notice, []ignoredFlag) {
 		}
 	})
 	return errs, notices, ignored
+}
+
+// checkAddressSyntax checks an address flag the way kube-proxy's flag parser does: empty,
+// an IP, or (with ipPort) an ip:port with a port number from 0 to 65535.
+func checkAddressSyntax(s setting, v string, ipPort bool) error {
+	if v == "" || netutils.ParseIPSloppy(v) != nil {
+		return nil
+	}
+	if !ipPort {
+		return s.invalid(v, "must be an IP address")
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return s.wrap(v, err, "must be an ip or ip:port")
+	}
+	if netutils.ParseIPSloppy(host) == nil {
+		return s.invalid(v, "must be an ip or ip:port; %q is not an IP address", host)
+	}
+	if _, err := netutils.ParsePort(port, true); err != nil {
+		return s.wrap(v, err, "must be an ip or ip:port; %q is not a port number", port)
+	}
+	return nil
 }
 
 // logIgnoredFlags logs, once each, the flags given on the command line that do not apply.

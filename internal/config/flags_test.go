@@ -393,3 +393,25 @@ func TestLoadLogsFileNotices(t *testing.T) {
 		t.Errorf("notices: %v", entries)
 	}
 }
+
+// kube-proxy's flag parser refuses a bad IP or ip:port in --bind-address,
+// --healthz-bind-address and --metrics-bind-address before it looks at --config, so these
+// are refused even when --config makes the flags ignored.
+func TestIgnoredAddressFlagsStillParse(t *testing.T) {
+	file := writeFile(t, "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n")
+	_, err := loadArgs(t, nil, "--config", file, "--bind-address=node-1", "--healthz-bind-address=10.0.0.1:http",
+		"--metrics-bind-address=localhost:10249")
+	wantFieldErrors(t, err,
+		FieldError{Field: "bindAddress", Flag: "--bind-address", Value: "node-1", Detail: "IP address"},
+		FieldError{Field: "healthzBindAddress", Flag: "--healthz-bind-address", Value: "10.0.0.1:http", Detail: "ip or ip:port"},
+		FieldError{Field: "metricsBindAddress", Flag: "--metrics-bind-address", Value: "localhost:10249", Detail: "ip or ip:port"})
+	c, err := loadArgs(t, nil, "--config", file, "--bind-address=010.0.0.1", "--healthz-bind-address=10.0.0.1:0",
+		"--metrics-bind-address=", "--healthz-port=-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := FileDefaults(); c.BindAddress != want.BindAddress || c.HealthzBindAddress != want.HealthzBindAddress ||
+		c.MetricsBindAddress != want.MetricsBindAddress {
+		t.Errorf("ignored flags changed the servers: %+v", c)
+	}
+}
