@@ -84,6 +84,15 @@ func TestDecodeMatchesKubeProxy(t *testing.T) {
 		"not YAML":                         "apiVersion: [unclosed\n",
 		"second document ignored":          head + "mode: ipvs\n---\n" + head + "mode: iptables\n",
 		"nulls":                            head + "ipvs: null\nconntrack:\n  maxPerCore: null\n",
+		"JSON field with the wrong case":   "{" + jhead + `,"mode":"ipvs","Mode":"iptables"}`,
+		"YAML duplicate fixes a bad value": head + "ipvs:\n  strictARP: maybe\nipvs:\n  strictARP: true\n",
+		"JSON duplicate after a bad value": "{" + jhead + `,"ipvs":{"strictARP":"maybe"},"ipvs":{"strictARP":true}}`,
+		"duplicate apiVersion, YAML":       "apiVersion: v1\n" + head,
+		"duplicate apiVersion, JSON":       `{"apiVersion":"v1",` + jhead + "}",
+		"YAML anchor and merge key":        head + "detectLocal: &d\n  bridgeInterface: cbr0\nipvs:\n  <<: {scheduler: wrr}\n  strictARP: true\n",
+		"unknown field holding a list":     head + "bogus: [1, {a: b}]\n",
+		"integer key":                      head + "1: x\n",
+		"null document":                    "null\n",
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "*.*"))
 	if err != nil {
