@@ -34,7 +34,8 @@ kube-proxy left in IPVS mode. Rules are removed on the iptables backend run woul
 on the other one (nft or legacy) too when it holds KUBE-* chains. Without ip_vs in the
 kernel there is no virtual server, and the rest is removed all the same. It is idempotent;
 --dry-run prints the plan only.
-It takes the same flags as run (only --config and --ipvs-exclude-cidrs matter).`,
+It takes the same flags as run (only --config and --ipvs-exclude-cidrs matter; with --config,
+as with run, the file's ipvs.excludeCIDRs counts and the flag is ignored).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			boot, _ := logging.New("console", 0)

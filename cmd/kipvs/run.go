@@ -30,9 +30,10 @@ func newRunCommand() *cobra.Command {
 		Short: "Run the proxy: program Services into IPVS on this node (kube-proxy's flags and config file)",
 		Long: `run watches Services and EndpointSlices (from the API, or from --kipvs-source-file) and keeps
 IPVS, the KUBE-* ipsets, the kube-ipvs0 VIPs and kipvs's iptables chains in step with them.
-It accepts kube-proxy's flags and KubeProxyConfiguration file (mode: ipvs); flags set on the
-command line override the file. Kernel state is left in place on exit, so a restart or a
-switch back to kube-proxy keeps every live connection.`,
+It accepts kube-proxy's flags and KubeProxyConfiguration file (mode: ipvs). As in kube-proxy,
+with --config most other flags are ignored (each with a warning), and kipvs exits when the
+file changes, to be restarted with it. Kernel state is left in place on exit, so a restart or
+a switch back to kube-proxy keeps every live connection.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			boot, _ := logging.New("console", 0)
@@ -46,14 +47,32 @@ switch back to kube-proxy keeps every live connection.`,
 			}
 			defer func() { _ = log.Sync() }()
 			logging.BridgeKlog(log)
-			return runDaemon(cmd.Context(), cfg, log)
+			opts := runOptions{oomScoreAdjPath: oomScoreAdjPath}
+			if cfg.ConfigFile != "" && cfg.WriteConfigTo == "" && !cfg.Cleanup && !cfg.InitOnly {
+				// Watched from now on, so that a change while kipvs starts is not missed.
+				w, err := config.WatchFile(cfg.ConfigFile)
+				if err != nil {
+					return err
+				}
+				defer w.Close()
+				opts.configWatch = w.Wait
+			}
+			return runDaemon(cmd.Context(), cfg, log, opts)
 		},
 	}
 	flags = config.AddFlags(cmd.Flags())
 	return cmd
 }
 
-func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger) error {
+// runOptions are what runDaemon gets besides the configuration.
+type runOptions struct {
+	// oomScoreAdjPath is where the OOM score adjustment is written (oomScoreAdjPath).
+	oomScoreAdjPath string
+	// configWatch, when set, waits for the --config file to change (config.FileWatch.Wait).
+	configWatch func(context.Context) error
+}
+
+func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger, opts runOptions) error {
 	if cfg.WriteConfigTo != "" {
 		if err := cfg.WriteConfigFile(cfg.WriteConfigTo); err != nil {
 			return err
@@ -95,8 +114,19 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger) error
 		log.Info("--init-only: node prepared, exiting")
 		return nil
 	}
+	applyOOMScoreAdj(opts.oomScoreAdjPath, cfg.OOMScoreAdj, log)
 
 	var wg sync.WaitGroup
+	configChanged := make(chan error, 1)
+	if opts.configWatch != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := exitOnConfigChange(ctx, opts.configWatch, stop, log); err != nil {
+				configChanged <- err
+			}
+		}()
+	}
 	serve := func(name string, addr string, h http.Handler) {
 		wg.Add(1)
 		go func() {
@@ -152,5 +182,28 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger) error
 		return err
 	}
 	log.Info("kipvs stopped; kernel state left in place")
-	return nil
+	select {
+	case err := <-configChanged:
+		return err // a non-zero exit, as kube-proxy's, for the restart to pick up the new file
+	default:
+		return nil
+	}
+}
+
+// exitOnConfigChange waits with wait until the --config file changes or the watch fails, then
+// logs why and ends the run through stop, and returns the reason; it returns nil once ctx is
+// done first. kube-proxy exits the same way (with an error) when its file changes.
+func exitOnConfigChange(ctx context.Context, wait func(context.Context) error, stop func(), log *zap.Logger) error {
+	err := wait(ctx)
+	if err == nil {
+		return nil
+	}
+	if fc := (*config.FileChangedError)(nil); errors.As(err, &fc) {
+		log.Info("config file changed, exiting to be restarted with it",
+			zap.String("path", fc.Path), zap.String("event", fc.Op), zap.String("name", fc.Name))
+	} else {
+		log.Error("watching the config file failed, exiting as kube-proxy does", zap.Error(err))
+	}
+	stop()
+	return err
 }

@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 )
 
 // fieldManager owns what the tests apply; a second apply by it is a no-op.
@@ -514,7 +515,7 @@ current-context: e2e
 
 // daemonSetArgs turns the DaemonSet's container command into `kipvs` arguments as the
 // kubelet would run them on node, with the ConfigMap (cm) written where its volume would be
-// mounted, and with the given kubeconfig in place of the in-cluster one.
+// mounted, and with the given kubeconfig in place of the in-cluster one (in the config file).
 func daemonSetArgs(t testing.TB, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, node, kubeconfig string) []string {
 	t.Helper()
 	c := ds.Spec.Template.Spec.Containers[0]
@@ -550,8 +551,35 @@ func daemonSetArgs(t testing.TB, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, nod
 				t.Fatalf("--config=%s is outside the ConfigMap mount %s", p, mount)
 			}
 			a = "--config=" + filepath.Join(dir, rel)
+			useKubeconfig(t, filepath.Join(dir, rel), kubeconfig)
 		}
 		args = append(args, a)
 	}
-	return append(args, "--kubeconfig="+kubeconfig)
+	return args
+}
+
+// useKubeconfig points the config file's clientConnection.kubeconfig at kubeconfig: with
+// --config, kipvs ignores --kubeconfig, as kube-proxy does.
+func useKubeconfig(t testing.TB, file, kubeconfig string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	cc, _ := doc["clientConnection"].(map[string]any)
+	if cc == nil {
+		cc = map[string]any{}
+	}
+	cc["kubeconfig"] = kubeconfig
+	doc["clientConnection"] = cc
+	if b, err = yaml.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -37,6 +37,10 @@ const (
 	DefaultMetricsPort = 10249
 )
 
+// DefaultOOMScoreAdj is kube-proxy's OOM score adjustment (the kubelet's for node-critical
+// proxies).
+const DefaultOOMScoreAdj = -999
+
 // LocalMode is how pod traffic is told apart from other traffic (--detect-local-mode).
 type LocalMode string
 
@@ -128,6 +132,10 @@ type Config struct {
 
 	IPVS      IPVS
 	Conntrack Conntrack
+
+	// OOMScoreAdj is written to /proc/self/oom_score_adj when kipvs runs (oomScoreAdj,
+	// --oom-score-adj), -1000 to 1000.
+	OOMScoreAdj int32
 
 	// FeatureGates are kept so the configuration renders back unchanged; kipvs has no
 	// feature gates and does not act on them.
@@ -277,7 +285,8 @@ func FileDefaults() Config {
 			TCPEstablishedTimeout: 24 * time.Hour,
 			TCPCloseWaitTimeout:   time.Hour,
 		},
-		LogFormat: LogFormatConsole,
+		OOMScoreAdj: DefaultOOMScoreAdj,
+		LogFormat:   LogFormatConsole,
 		Kipvs: Kipvs{
 			GracefulPeriod: 30 * time.Second,
 		},

@@ -12,17 +12,32 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// strictDecoder fills a Go value from JSON the way encoding/json would, but strictly and
-// with the path of every problem: unknown fields (matched case-sensitively), duplicate
-// fields and values of the wrong type are errors naming the field path ("ipvs.syncPeriod")
-// and the value as written. It also records which paths the document set.
+// strictDecoder fills a Go value from JSON the way kube-proxy's lenient fallback decoder
+// (encoding/json semantics, field names matched case-sensitively) would, and reports every
+// problem with its path: values of the wrong type are errors naming the field path
+// ("ipvs.syncPeriod") and the value as written; unknown fields, which kube-proxy's strict
+// decoder refuses and its lenient fallback ignores, and duplicate fields, of which the
+// fallback keeps the last (merging duplicate objects, as encoding/json does), are recorded
+// as warnings. It also records which paths the document set.
 type strictDecoder struct {
 	// obsolete maps the paths of fields that older versions of the type had to the reason
-	// they are skipped; such fields are recorded in skipped instead of refused.
+	// they are skipped; such fields are recorded in skipped instead of warnings.
 	obsolete map[string]string
 	skipped  []notice
+	warnings []fileWarning
 	present  []string
 	errs     []error
+}
+
+// fileWarning is a problem kube-proxy's strict decoding finds in a file and its lenient
+// fallback lets through: an unknown field (ignored) or a duplicate field (the last wins).
+type fileWarning struct {
+	field string
+	// suggestion is the known field an unknown one probably meant ("" when none is close).
+	suggestion string
+	duplicate  bool
+	// line is the line of the duplicate in a YAML file (0 when not known).
+	line int
 }
 
 // member is one "key": value of a JSON object, in document order.
@@ -82,8 +97,7 @@ func (d *strictDecoder) object(path string, raw json.RawMessage, v reflect.Value
 	for _, m := range members {
 		p := joinPath(path, m.key)
 		if seen[m.key] {
-			d.fail(p, m.raw, nil, "duplicate field")
-			continue
+			d.warnings = append(d.warnings, fileWarning{field: p, duplicate: true})
 		}
 		seen[m.key] = true
 		i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == m.key })
@@ -92,13 +106,15 @@ func (d *strictDecoder) object(path string, raw json.RawMessage, v reflect.Value
 			continue
 		}
 		if i < 0 {
-			detail := "unknown field"
+			w := fileWarning{field: p}
 			if s := suggest(m.key, fields); s != "" {
-				detail += fmt.Sprintf("; did you mean %q?", joinPath(path, s))
+				w.suggestion = joinPath(path, s)
 			}
-			d.fail(p, m.raw, nil, "%s", detail)
+			d.warnings = append(d.warnings, w)
 			continue
 		}
+		// A duplicate is decoded over the earlier value, as encoding/json does: the last
+		// scalar or list wins, objects merge.
 		d.decode(p, m.raw, v.FieldByIndex(fields[i].index))
 	}
 }
@@ -120,10 +136,10 @@ func (d *strictDecoder) mapping(path string, raw json.RawMessage, v reflect.Valu
 	for _, m := range members {
 		p := joinPath(path, m.key)
 		if seen[m.key] {
-			d.fail(p, m.raw, nil, "duplicate key")
-			continue
+			d.warnings = append(d.warnings, fileWarning{field: p, duplicate: true})
 		}
 		seen[m.key] = true
+		// A duplicate key replaces the earlier value (a fresh element, as encoding/json does).
 		elem := reflect.New(v.Type().Elem()).Elem()
 		n := len(d.errs)
 		d.decode(p, m.raw, elem)

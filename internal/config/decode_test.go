@@ -38,6 +38,7 @@ func TestStrictDecoder(t *testing.T) {
 		want        decodeTarget
 		wantPresent []string
 		wantErrs    []FieldError
+		wantWarn    []fileWarning
 	}{
 		{
 			name: "every kind of field",
@@ -53,14 +54,10 @@ func TestStrictDecoder(t *testing.T) {
 		},
 		{
 			name: "errors carry paths",
-			doc:  `{"count":"3","items":[{"name":1},{"nam":"b"}],"labels":{"x":"y","x":"z"},"-":"s","hidden":"h","period":"1 minute"}`,
+			doc:  `{"count":"3","items":[{"name":1}],"period":"1 minute"}`,
 			wantErrs: []FieldError{
 				{Field: "count", Value: "3", Detail: "expected a 32-bit integer, got a string"},
 				{Field: "items[0].name", Value: "1", Detail: "expected a string, got a number"},
-				{Field: "items[1].nam", Value: "b", Detail: `did you mean "items[1].name"?`},
-				{Field: "labels.x", Value: "z", Detail: "duplicate key"},
-				{Field: "-", Value: "s", Detail: "unknown field"},
-				{Field: "hidden", Value: "h", Detail: "unknown field"},
 				{Field: "period", Value: "1 minute", Detail: "duration"},
 			},
 		},
@@ -70,9 +67,20 @@ func TestStrictDecoder(t *testing.T) {
 			wantErrs: []FieldError{{Field: "items", Value: `{"name":"a"}`, Detail: "expected a list"}, {Field: "labels", Value: `["x"]`, Detail: "expected an object"}},
 		},
 		{
-			name:     "duplicate fields",
-			doc:      `{"inline":"a","inline":"b"}`,
-			wantErrs: []FieldError{{Field: "inline", Value: "b", Detail: "duplicate field"}},
+			name:        "unknown fields are skipped with a warning",
+			doc:         `{"items":[{"nam":"b"}],"-":"s","hidden":"h","UNTAGGED":true}`,
+			want:        decodeTarget{Items: []decodeInner{{}}},
+			wantPresent: []string{"", "items", "items[0]"},
+			wantWarn: []fileWarning{{field: "items[0].nam", suggestion: "items[0].name"}, {field: "-"}, {field: "hidden"},
+				{field: "UNTAGGED", suggestion: "Untagged"}},
+		},
+		{
+			name: "the last duplicate wins, objects merge",
+			doc:  `{"inline":"a","inline":"b","labels":{"x":"y","x":"z"},"labels":{"w":"v"},"items":[{"name":"a"}],"items":[]}`,
+			want: decodeTarget{decodeEmbedded: decodeEmbedded{Inline: "b"}, Labels: map[string]string{"x": "z", "w": "v"},
+				Items: []decodeInner{}},
+			wantPresent: []string{"", "inline", "inline", "labels", "labels.x", "labels.x", "labels", "labels.w", "items", "items[0]", "items[0].name", "items"},
+			wantWarn:    []fileWarning{{field: "inline", duplicate: true}, {field: "labels.x", duplicate: true}, {field: "labels", duplicate: true}, {field: "items", duplicate: true}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +99,9 @@ func TestStrictDecoder(t *testing.T) {
 			}
 			if !slices.Equal(d.present, tc.wantPresent) {
 				t.Errorf("present %q, want %q", d.present, tc.wantPresent)
+			}
+			if diff := cmp.Diff(tc.wantWarn, d.warnings, cmp.AllowUnexported(fileWarning{})); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -101,6 +101,7 @@ const (
 	sCTCloseWait         setting = "conntrack.tcpCloseWaitTimeout --conntrack-tcp-timeout-close-wait"
 	sCTUDPTimeout        setting = "conntrack.udpTimeout --conntrack-udp-timeout"
 	sCTUDPStreamTimeout  setting = "conntrack.udpStreamTimeout --conntrack-udp-timeout-stream"
+	sOOMScoreAdj         setting = "oomScoreAdj --oom-score-adj"
 	sLogFormat           setting = "logging.format --kipvs-log-format"
 	sLoggingFormat       setting = "logging.format --logging-format"
 	sVerbosity           setting = "logging.verbosity -v"

@@ -8,9 +8,12 @@ import (
 	"maps"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
+	"unicode"
 
 	"go.uber.org/zap"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
@@ -22,71 +25,154 @@ type notice struct {
 }
 
 // Parse reads a KubeProxyConfiguration (YAML or JSON) and returns the configuration it
-// describes: FileDefaults overlaid with the file's settings, validated. Settings kipvs
-// accepts but ignores are logged at Info level on log (nil: not logged).
+// describes: FileDefaults overlaid with the file's settings, validated. As in kube-proxy,
+// unknown fields are ignored and of duplicate fields the last is used; each is logged at
+// Warn level on log, and settings kipvs accepts but ignores at Info level (nil: not logged).
 func Parse(data []byte, log *zap.Logger) (Config, error) {
-	c, notices, errs, err := parseFile(data)
+	f, err := parseFile(data)
 	if err != nil {
 		return Config{}, err
 	}
-	if verr := c.Validate(); verr != nil {
+	errs := f.errs
+	if verr := f.config.Validate(); verr != nil {
 		errs = append(errs, verr)
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
-	logNotices(log, "", notices)
-	return c, nil
+	logWarnings(log, "", f.warnings)
+	logNotices(log, "", f.notices)
+	return f.config, nil
 }
 
-// parseFile decodes and converts a file. A document that cannot be decoded (bad syntax,
-// wrong apiVersion or kind, unknown fields, wrong types) is a fatal error; values that do
-// not parse are returned as errs, one per value, alongside the rest of the configuration
-// so that validation can report its own findings too. The result is not validated.
-func parseFile(data []byte) (c Config, notices []notice, errs []error, fatal error) {
-	kp, present, skipped, err := decodeFile(data)
+// parsedFile is a decoded and converted file.
+type parsedFile struct {
+	config Config
+	// notices are the settings kipvs accepts but does not act on.
+	notices []notice
+	// warnings are the unknown and duplicate fields kube-proxy's lenient decoding lets through.
+	warnings []fileWarning
+	// errs are the values that do not parse, one per value.
+	errs []error
+}
+
+// parseFile decodes and converts a file. A document kube-proxy cannot decode (bad syntax,
+// wrong apiVersion or kind, wrong types) is a fatal error; values that do not parse are
+// returned in errs, one per value, alongside the rest of the configuration so that
+// validation can report its own findings too. The result is not validated.
+func parseFile(data []byte) (parsedFile, error) {
+	kp, present, skipped, warnings, err := decodeFile(data)
 	if err != nil {
-		return Config{}, nil, nil, err
+		return parsedFile{}, err
 	}
-	c, notices, errs = fromKubeProxyConfiguration(kp, present)
-	return c, append(skipped, notices...), errs, nil
+	c, notices, errs := fromKubeProxyConfiguration(kp, present)
+	return parsedFile{config: c, notices: append(skipped, notices...), warnings: warnings, errs: errs}, nil
 }
 
-// decodeFile parses data strictly into a KubeProxyConfiguration and returns the paths the
-// file set and the obsolete fields it skipped.
-func decodeFile(data []byte) (*v1alpha1.KubeProxyConfiguration, []string, []notice, error) {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 {
-		return nil, nil, nil, errors.New("the file is empty; expected a KubeProxyConfiguration")
+// decodeFile parses data into a KubeProxyConfiguration the way kube-proxy v1.34 does: a
+// document whose first non-blank character is "{" is JSON, anything else YAML; it must be
+// a kubeproxy.config.k8s.io/v1alpha1 KubeProxyConfiguration whose values have the right
+// types. kube-proxy first decodes strictly and, when that fails only because of unknown or
+// duplicate fields, decodes again leniently, ignoring unknown fields and keeping the last
+// of duplicate ones; decodeFile returns the lenient result and those fields as warnings,
+// with the paths the file set and the obsolete fields it skipped.
+func decodeFile(data []byte) (*v1alpha1.KubeProxyConfiguration, []string, []notice, []fileWarning, error) {
+	trimmed := bytes.TrimLeftFunc(data, unicode.IsSpace)
+	if len(bytes.TrimSpace(trimmed)) == 0 {
+		return nil, nil, nil, nil, errors.New("the file is empty; expected a KubeProxyConfiguration")
 	}
-	js := data
-	if !json.Valid(data) {
+	var js []byte
+	var warnings []fileWarning
+	var lines map[string]int
+	if trimmed[0] == '{' {
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("not valid JSON (a file that starts with \"{\" is read as JSON, as kube-proxy does): %w", err)
+		}
+		js = data
+	} else {
 		var err error
-		js, err = yaml.YAMLToJSONStrict(data)
+		js, err = yaml.YAMLToJSON(data)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("not valid YAML or JSON: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("not valid YAML or JSON: %w", err)
+		}
+		var dups []fileWarning
+		lines, dups = yamlKeys(data)
+		if _, serr := yaml.YAMLToJSONStrict(data); serr != nil {
+			// The YAML conversion kept the last of duplicate keys, as kube-proxy's does.
+			warnings = dups
+			if len(warnings) == 0 {
+				warnings = []fileWarning{{duplicate: true, field: serr.Error()}}
+			}
 		}
 	}
 	members, err := objectMembers(js)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("expected a KubeProxyConfiguration object: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("expected a KubeProxyConfiguration object: %w", err)
 	}
 	if err := checkTypeMeta(members); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	kp := &v1alpha1.KubeProxyConfiguration{}
 	d := strictDecoder{obsolete: obsoleteFields()}
 	d.decode("", js, reflect.ValueOf(kp).Elem())
 	if len(d.errs) > 0 {
-		return nil, nil, nil, errors.Join(d.errs...)
+		return nil, nil, nil, nil, errors.Join(d.errs...)
 	}
-	return kp, d.present, d.skipped, nil
+	for _, w := range d.warnings {
+		if w.line == 0 {
+			w.line = lines[w.field]
+		}
+		warnings = append(warnings, w)
+	}
+	// In document order (the YAML conversion sorted the keys).
+	slices.SortStableFunc(warnings, func(a, b fileWarning) int { return a.line - b.line })
+	return kp, d.present, d.skipped, warnings, nil
+}
+
+// yamlKeys returns the line of every key path of a YAML document (the first occurrence's)
+// and the keys it repeats within one mapping, with their paths and lines.
+func yamlKeys(data []byte) (map[string]int, []fileWarning) {
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal(data, &doc) != nil {
+		return nil, nil
+	}
+	lines := map[string]int{}
+	var out []fileWarning
+	var walk func(path string, n *yamlv3.Node)
+	walk = func(path string, n *yamlv3.Node) {
+		switch n.Kind {
+		case yamlv3.DocumentNode:
+			for _, c := range n.Content {
+				walk(path, c)
+			}
+		case yamlv3.SequenceNode:
+			for i, c := range n.Content {
+				walk(fmt.Sprintf("%s[%d]", path, i), c)
+			}
+		case yamlv3.MappingNode:
+			seen := map[string]bool{}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := joinPath(path, k.Value)
+				if seen[k.Value] {
+					out = append(out, fileWarning{field: p, duplicate: true, line: k.Line})
+				} else if _, ok := lines[p]; !ok {
+					lines[p] = k.Line
+				}
+				seen[k.Value] = true
+				walk(p, v)
+			}
+		}
+	}
+	walk("", &doc)
+	return lines, out
 }
 
 // obsoleteFields are fields older kube-proxy releases had in v1alpha1 and that long-lived
 // clusters (kubeadm's kube-proxy ConfigMap, for one) still carry. kube-proxy v1.34 reads
-// such files through a lenient fallback; kipvs accepts these known fields with a notice
-// and refuses every other unknown field.
+// such files through its lenient fallback; kipvs names these known fields in a notice
+// with the reason, where any other unknown field gets a warning.
 func obsoleteFields() map[string]string {
 	return map[string]string{
 		"udpIdleTimeout":    "an old kube-proxy field of the userspace proxy mode, since removed",
@@ -236,6 +322,9 @@ func fromKubeProxyConfiguration(kp *v1alpha1.KubeProxyConfiguration, present []s
 	c.NodePortAddresses, c.NodePortPrimary, perrs = parseNodePortAddresses(sNodePortAddresses.fieldOnly(), kp.NodePortAddresses)
 	errs = append(errs, perrs...)
 
+	if kp.OOMScoreAdj != nil {
+		c.OOMScoreAdj = *kp.OOMScoreAdj
+	}
 	if len(kp.FeatureGates) > 0 {
 		c.FeatureGates = maps.Clone(kp.FeatureGates)
 	}
@@ -297,8 +386,6 @@ func ignoredFields() []ignoredField {
 			func(k *v1alpha1.KubeProxyConfiguration) any { return k.Winkernel }},
 		{"windowsRunAsService", "used on Windows only",
 			func(k *v1alpha1.KubeProxyConfiguration) any { return k.WindowsRunAsService }},
-		{"oomScoreAdj", "kipvs does not change its OOM score adjustment",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.OOMScoreAdj }},
 		{"portRange", "not used by kube-proxy either",
 			func(k *v1alpha1.KubeProxyConfiguration) any { return k.PortRange }},
 		{"showHiddenMetricsForVersion", "kipvs has no hidden metrics",
@@ -340,6 +427,29 @@ func ignoredNotices(kp *v1alpha1.KubeProxyConfiguration, present []string) []not
 		out = append(out, notice{f.path, f.reason})
 	}
 	return out
+}
+
+func logWarnings(log *zap.Logger, file string, warnings []fileWarning) {
+	if log == nil {
+		return
+	}
+	for _, w := range warnings {
+		fields := []zap.Field{zap.String("field", w.field)}
+		if file != "" {
+			fields = append(fields, zap.String("file", file))
+		}
+		if w.line > 0 {
+			fields = append(fields, zap.Int("line", w.line))
+		}
+		if w.duplicate {
+			log.Warn("duplicate field in the config file; the last one is used, as kube-proxy does", fields...)
+			continue
+		}
+		if w.suggestion != "" {
+			fields = append(fields, zap.String("did_you_mean", w.suggestion))
+		}
+		log.Warn("unknown field in the config file, ignored as kube-proxy ignores it", fields...)
+	}
 }
 
 func logNotices(log *zap.Logger, file string, notices []notice) {

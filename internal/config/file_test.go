@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestParseSeedFiles(t *testing.T) {
@@ -78,10 +81,6 @@ func TestParseFileErrors(t *testing.T) {
 		file string
 		want []FieldError
 	}{
-		{"unknown-field.yaml", []FieldError{
-			{Field: "ipvs.schedular", Value: "rr", Detail: `did you mean "ipvs.scheduler"?`},
-			{Field: "conntrackMax", Value: "1000", Detail: "unknown field"},
-		}},
 		{"wrong-type.yaml", []FieldError{
 			{Field: "ipvs.syncPeriod", Value: "30", Detail: `expected a duration such as "30s"`},
 			{Field: "ipvs.strictARP", Value: "maybe", Detail: "expected true or false, got a string"},
@@ -128,16 +127,12 @@ func TestParseInlineErrors(t *testing.T) {
 			{Field: "kind", Value: "KubeletConfiguration"}}},
 		{"apiVersion not a string", "apiVersion: 1\nkind: KubeProxyConfiguration\n", []FieldError{
 			{Field: "apiVersion", Value: "1"}}},
-		{"unknown nested field with wrong case", head + "ipvs:\n  SyncPeriod: 30s\n", []FieldError{
-			{Field: "ipvs.SyncPeriod", Value: "30s", Detail: `did you mean "ipvs.syncPeriod"?`}}},
 		{"section of the wrong type", head + "conntrack: 5\n", []FieldError{
 			{Field: "conntrack", Value: "5", Detail: "expected an object"}}},
 		{"list item of the wrong type", head + "ipvs:\n  excludeCIDRs: [10.0.0.0/8, 7]\n", []FieldError{
 			{Field: "ipvs.excludeCIDRs[1]", Value: "7", Detail: "expected a string, got a number"}}},
 		{"feature gate of the wrong type", head + "featureGates:\n  A: yes-please\n", []FieldError{
 			{Field: "featureGates.A", Value: "yes-please", Detail: "expected true or false"}}},
-		{"duplicate JSON field", `{"apiVersion":"kubeproxy.config.k8s.io/v1alpha1","kind":"KubeProxyConfiguration","mode":"ipvs","mode":"ipvs"}`,
-			[]FieldError{{Field: "mode", Value: "ipvs", Detail: "duplicate field"}}},
 		{"bad duration text", head + "configSyncPeriod: soon\n", []FieldError{
 			{Field: "configSyncPeriod", Value: "soon", Detail: "duration"}}},
 		{"bad bind address", head + "bindAddress: 1.2.3\n", []FieldError{
@@ -167,13 +162,48 @@ func TestParseInlineErrors(t *testing.T) {
 	}
 }
 
+// Unknown fields are ignored and of duplicate fields the last is used, as kube-proxy's
+// lenient fallback does; each gets a warning, an unknown field with the closest known one.
+func TestParseWarnsAboutUnknownAndDuplicateFields(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	c, err := Parse(readTestdata(t, "unknown-field.yaml"), zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := FileDefaults()
+	want.ClusterCIDRs = []netip.Prefix{mustPrefix("10.245.0.0/16")}
+	if diff := cmp.Diff(want, c, cmpConfig()...); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	type entry struct {
+		Level   zapcore.Level
+		Message string
+		Fields  map[string]any
+	}
+	var got []entry
+	for _, e := range logs.All() {
+		got = append(got, entry{e.Level, e.Message, e.ContextMap()})
+	}
+	const unknown = "unknown field in the config file, ignored as kube-proxy ignores it"
+	wantLog := []entry{
+		{zapcore.WarnLevel, unknown, map[string]any{"field": "ipvs.scheduller", "did_you_mean": "ipvs.scheduler", "line": int64(8)}},
+		{zapcore.WarnLevel, unknown, map[string]any{"field": "ipvs.SyncPeriod", "did_you_mean": "ipvs.syncPeriod", "line": int64(9)}},
+		{zapcore.WarnLevel, unknown, map[string]any{"field": "conntrackMax", "line": int64(10)}},
+		{zapcore.WarnLevel, "duplicate field in the config file; the last one is used, as kube-proxy does",
+			map[string]any{"field": "clusterCIDR", "line": int64(12)}},
+	}
+	if diff := cmp.Diff(wantLog, got); diff != "" {
+		t.Errorf("log (-want +got):\n%s", diff)
+	}
+}
+
 // Errors about the document as a whole (not a field) still explain themselves.
 func TestParseDocumentErrors(t *testing.T) {
 	for _, tc := range []struct{ name, doc, want string }{
 		{"empty", "  \n", "empty"},
 		{"not YAML", "apiVersion: [unclosed\n", "not valid YAML or JSON"},
 		{"a list", "- a\n- b\n", "expected a KubeProxyConfiguration object"},
-		{"duplicate YAML key", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nmode: ipvs\n", "mode"},
+		{"YAML flow mapping", "{apiVersion: kubeproxy.config.k8s.io/v1alpha1, kind: KubeProxyConfiguration}", "read as JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.doc), nil)
@@ -213,8 +243,9 @@ func TestParseDefaulting(t *testing.T) {
 		{"empty mode and scheduler", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ''\nipvs:\n  scheduler: ''\n", func(c *Config) {}},
 		{"nulls leave defaults", head + "ipvs: null\nconntrack:\n  maxPerCore: null\nnodePortAddresses: null\n", func(c *Config) {}},
 		{"json log format", head + "logging:\n  format: json\n  verbosity: 4\n", func(c *Config) { c.LogFormat, c.Verbosity = LogFormatJSON, 4 }},
-		{"YAML flow mapping", "{apiVersion: kubeproxy.config.k8s.io/v1alpha1, kind: KubeProxyConfiguration, mode: ipvs, ipvs: {strictARP: true}}",
-			func(c *Config) { c.IPVS.StrictARP = true }},
+		{"YAML flow mapping inside", head + "ipvs: {strictARP: true}\n", func(c *Config) { c.IPVS.StrictARP = true }},
+		{"oomScoreAdj", head + "oomScoreAdj: -500\n", func(c *Config) { c.OOMScoreAdj = -500 }},
+		{"oomScoreAdj null is the default", head + "oomScoreAdj: null\n", func(c *Config) {}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse([]byte(tc.doc), nil)
@@ -242,7 +273,7 @@ func TestParseIgnoredFieldNotices(t *testing.T) {
 		{"changed values are reported", head + "iptables:\n  syncPeriod: 10s\n  localhostNodePorts: false\noomScoreAdj: -500\n" +
 			"nftables:\n  masqueradeAll: true\nwinkernel:\n  enableDSR: true\nportRange: 30000-32767\n" +
 			"showHiddenMetricsForVersion: '1.33'\nlogging:\n  vmodule:\n  - filePattern: proxier.go\n    verbosity: 4\n  options:\n    text:\n      splitStream: true\n",
-			[]string{"iptables.localhostNodePorts", "iptables.syncPeriod", "logging.options", "logging.vmodule", "nftables", "oomScoreAdj",
+			[]string{"iptables.localhostNodePorts", "iptables.syncPeriod", "logging.options", "logging.vmodule", "nftables",
 				"portRange", "showHiddenMetricsForVersion", "winkernel"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	netutils "k8s.io/utils/net"
 )
 
 // Flags is the set of command-line flags AddFlags registered. Load reads them after the
@@ -49,10 +52,11 @@ type Flags struct {
 	verbosity     uint32
 	loggingFormat string
 
+	oomScoreAdj int32
+
 	// kube-proxy flags kipvs accepts and ignores.
 	iptablesSyncPeriod, iptablesMinSyncPeriod, logFlushFrequency time.Duration
 	iptablesLocalhostNodePorts, logTextSplit, logJSONSplit       bool
-	oomScoreAdj                                                  int32
 	showHiddenMetrics, vmodule, logTextBuffer, logJSONBuffer     string
 
 	sourceFile, serviceCIDR, logFormat string
@@ -67,7 +71,6 @@ func ignoredFlags() []notice {
 		{"--iptables-sync-period", "used in iptables mode only; kipvs uses --ipvs-sync-period"},
 		{"--iptables-min-sync-period", "used in iptables mode only; kipvs uses --ipvs-min-sync-period"},
 		{"--iptables-localhost-nodeports", "used in iptables mode only; IPVS mode never serves NodePorts on localhost"},
-		{"--oom-score-adj", "kipvs does not change its OOM score adjustment"},
 		{"--show-hidden-metrics-for-version", "kipvs has no hidden metrics"},
 		{"--feature-gates", "kipvs has no feature gates"},
 		{"--vmodule", "per-file verbosity is not supported; use -v"},
@@ -83,8 +86,7 @@ func ignoredFlags() []notice {
 // kube-proxy v1.34 on Linux) and kipvs's own --kipvs-* flags on fs, and returns them for
 // Load. Like kube-proxy, fs then accepts "_" in place of "-" in flag names.
 //
-// Unlike kube-proxy, which ignores most flags when --config is given, a flag set explicitly
-// on the command line overrides the file.
+// As in kube-proxy, most flags are ignored when --config is given (see AppliesWithConfig).
 func AddFlags(fs *pflag.FlagSet) *Flags {
 	d := Defaults()
 	f := &Flags{fs: fs}
@@ -93,7 +95,9 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	// The invocation.
 	fs.StringVar(&f.configFile, "config", "",
 		"Path of a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1, YAML or JSON). "+
-			"Flags given explicitly on the command line take precedence over the file.")
+			"As in kube-proxy, the other flags are then ignored, except --hostname-override, --master, the logging flags, "+
+			"--cleanup, --init-only, --write-config-to, --proxy-mode=ipvs and the --kipvs-* flags. "+
+			"kipvs exits when the file changes, to be restarted with it.")
 	fs.StringVar(&f.writeConfigTo, "write-config-to", "",
 		"Write the effective configuration (defaults, then --config, then the flags given) to this file as a KubeProxyConfiguration, and exit.")
 	fs.BoolVar(&f.cleanup, "cleanup", false,
@@ -191,6 +195,9 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.DurationVar(&f.ctUDPStream, "conntrack-udp-timeout-stream", 0,
 		"Conntrack timeout of UDP flows that saw traffic both ways; 0 leaves the kernel's value.")
 
+	fs.Int32Var(&f.oomScoreAdj, "oom-score-adj", d.OOMScoreAdj,
+		"OOM score adjustment of the kipvs process (written to /proc/self/oom_score_adj at start), -1000 to 1000.")
+
 	// Logging.
 	fs.VarP(&levelValue{&f.verbosity}, "v", "v", "Log verbosity: 0 logs the essentials, higher numbers log more detail.")
 	fs.StringVar(&f.loggingFormat, "logging-format", "text",
@@ -201,7 +208,6 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.DurationVar(&f.iptablesSyncPeriod, "iptables-sync-period", 30*time.Second, "iptables mode only."+ignored)
 	fs.DurationVar(&f.iptablesMinSyncPeriod, "iptables-min-sync-period", time.Second, "iptables mode only."+ignored)
 	fs.BoolVar(&f.iptablesLocalhostNodePorts, "iptables-localhost-nodeports", true, "iptables mode only."+ignored)
-	fs.Int32Var(&f.oomScoreAdj, "oom-score-adj", -999, "OOM score adjustment of the process."+ignored)
 	fs.StringVar(&f.showHiddenMetrics, "show-hidden-metrics-for-version", "", "Re-enable metrics hidden in this release."+ignored)
 	fs.Var(&mapStringBool{&f.featureGates}, "feature-gates", "Feature gates, as name=true|false pairs separated by commas."+ignored)
 	fs.Var(newTextValue(&f.vmodule, "pattern=N,...", ""), "vmodule", "Per-file log verbosity."+ignored)
@@ -229,16 +235,81 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	return f
 }
 
-// apply copies the flags set explicitly on the command line into c. It returns one error
-// per bad flag value and the notices for flags kipvs ignores.
-func (f *Flags) apply(c *Config) ([]error, []notice) {
+// AppliesWithConfig reports whether kube-proxy v1.34 still applies the flag name (without
+// dashes) when a --config file is given: the invocation flags (--config, --write-config-to,
+// --cleanup, --init-only), --hostname-override, --master and the logging flags (-v,
+// --vmodule, --logging-format, --log-*), which kube-proxy copies over the file's settings.
+// It ignores every other flag then. kipvs also applies its own --kipvs-* flags, which have
+// no field in the file, and --proxy-mode=ipvs (see apply).
+func AppliesWithConfig(name string) bool {
+	switch name {
+	case "config", "write-config-to", "cleanup", "init-only", "hostname-override", "master",
+		"v", "vmodule", "logging-format", "log-flush-frequency", "log-text-split-stream",
+		"log-text-info-buffer-size", "log-json-split-stream", "log-json-info-buffer-size":
+		return true
+	}
+	return strings.HasPrefix(name, "kipvs-")
+}
+
+// ignoredFlag is a flag given on the command line that does not apply because of --config.
+type ignoredFlag struct {
+	flag  string
+	field string // the file field that holds the setting instead ("" when none)
+}
+
+// flagFields maps the flags kube-proxy ignores with --config to the file fields that hold
+// the same setting.
+func flagFields() map[string]string {
+	return map[string]string{
+		"kubeconfig": "clientConnection.kubeconfig", "kube-api-content-type": "clientConnection.contentType",
+		"kube-api-qps": "clientConnection.qps", "kube-api-burst": "clientConnection.burst",
+		"config-sync-period": "configSyncPeriod", "bind-address": "bindAddress",
+		"healthz-bind-address": "healthzBindAddress", "healthz-port": "healthzBindAddress",
+		"metrics-bind-address": "metricsBindAddress", "metrics-port": "metricsBindAddress",
+		"bind-address-hard-fail": "bindAddressHardFail", "profiling": "enableProfiling",
+		"proxy-mode": "mode", "cluster-cidr": "clusterCIDR", "masquerade-all": "iptables.masqueradeAll",
+		"iptables-masquerade-bit": "iptables.masqueradeBit", "detect-local-mode": "detectLocalMode",
+		"pod-bridge-interface": "detectLocal.bridgeInterface", "pod-interface-name-prefix": "detectLocal.interfaceNamePrefix",
+		"nodeport-addresses": "nodePortAddresses", "ipvs-scheduler": "ipvs.scheduler", "ipvs-strict-arp": "ipvs.strictARP",
+		"ipvs-exclude-cidrs": "ipvs.excludeCIDRs", "ipvs-sync-period": "ipvs.syncPeriod",
+		"ipvs-min-sync-period": "ipvs.minSyncPeriod", "ipvs-tcp-timeout": "ipvs.tcpTimeout",
+		"ipvs-tcpfin-timeout": "ipvs.tcpFinTimeout", "ipvs-udp-timeout": "ipvs.udpTimeout",
+		"conntrack-max-per-core": "conntrack.maxPerCore", "conntrack-min": "conntrack.min",
+		"conntrack-tcp-timeout-established": "conntrack.tcpEstablishedTimeout",
+		"conntrack-tcp-timeout-close-wait":  "conntrack.tcpCloseWaitTimeout", "conntrack-tcp-be-liberal": "conntrack.tcpBeLiberal",
+		"conntrack-udp-timeout": "conntrack.udpTimeout", "conntrack-udp-timeout-stream": "conntrack.udpStreamTimeout",
+		"feature-gates": "featureGates", "oom-score-adj": "oomScoreAdj",
+		"iptables-sync-period": "iptables.syncPeriod", "iptables-min-sync-period": "iptables.minSyncPeriod",
+		"iptables-localhost-nodeports":    "iptables.localhostNodePorts",
+		"show-hidden-metrics-for-version": "showHiddenMetricsForVersion",
+	}
+}
+
+// apply copies the flags set explicitly on the command line that apply into c: all of
+// them without --config; with it, those AppliesWithConfig names, plus --proxy-mode when it
+// says ipvs (kipvs implements only IPVS mode, and --proxy-mode=ipvs is how it is told to read
+// a file kube-proxy runs in another mode; kube-proxy itself ignores the flag). As in
+// kube-proxy, --healthz-port and --metrics-port are also ignored with --write-config-to.
+// apply returns one error per bad flag value, the notices for applied flags kipvs does not
+// act on, and the flags given that do not apply.
+func (f *Flags) apply(c *Config) ([]error, []notice, []ignoredFlag) {
 	var errs []error
 	add := func(err error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	set := f.fs.Changed
+	withConfig := f.configFile != ""
+	applies := func(name string) bool {
+		switch {
+		case !withConfig:
+			return name != "healthz-port" && name != "metrics-port" || f.writeConfigTo == ""
+		case name == "proxy-mode":
+			return f.proxyMode == "" || f.proxyMode == ProxyModeIPVS
+		}
+		return AppliesWithConfig(name)
+	}
+	set := func(name string) bool { return f.fs.Changed(name) && applies(name) }
 
 	c.ConfigFile = f.configFile
 	c.WriteConfigTo = f.writeConfigTo
@@ -276,8 +347,10 @@ func (f *Flags) apply(c *Config) ([]error, []notice) {
 			add(sBindAddress.invalid(f.bindAddress, "must be an IP address"))
 		}
 	}
-	add(f.applyServer(&c.HealthzBindAddress, sHealthzBindAddress, sHealthzPort, DefaultHealthzPort, f.healthzBindAddress, f.healthzPort))
-	add(f.applyServer(&c.MetricsBindAddress, sMetricsBindAddress, sMetricsPort, DefaultMetricsPort, f.metricsBindAddr, f.metricsPort))
+	add(applyServer(&c.HealthzBindAddress, sHealthzBindAddress, sHealthzPort, DefaultHealthzPort,
+		set("healthz-bind-address"), set("healthz-port"), f.healthzBindAddress, f.healthzPort))
+	add(applyServer(&c.MetricsBindAddress, sMetricsBindAddress, sMetricsPort, DefaultMetricsPort,
+		set("metrics-bind-address"), set("metrics-port"), f.metricsBindAddr, f.metricsPort))
 	if set("bind-address-hard-fail") {
 		c.BindAddressHardFail = f.bindAddressHardFail
 	}
@@ -359,6 +432,9 @@ func (f *Flags) apply(c *Config) ([]error, []notice) {
 		c.Conntrack.TCPBeLiberal = f.ctBeLiberal
 	}
 
+	if set("oom-score-adj") {
+		c.OOMScoreAdj = f.oomScoreAdj
+	}
 	if set("feature-gates") {
 		c.FeatureGates = f.featureGates
 	}
@@ -393,15 +469,74 @@ func (f *Flags) apply(c *Config) ([]error, []notice) {
 			notices = append(notices, n)
 		}
 	}
-	return errs, notices
+	if withConfig {
+		// kube-proxy's flag parser checks these before it looks at --config.
+		for _, a := range []struct {
+			s      setting
+			value  string
+			ipPort bool
+		}{{sBindAddress, f.bindAddress, false}, {sHealthzBindAddress, f.healthzBindAddress, true}, {sMetricsBindAddress, f.metricsBindAddr, true}} {
+			if f.fs.Changed(strings.TrimPrefix(a.s.flag(), "--")) && !applies(strings.TrimPrefix(a.s.flag(), "--")) {
+				add(checkAddressSyntax(a.s, a.value, a.ipPort))
+			}
+		}
+	}
+	var ignored []ignoredFlag
+	fields := flagFields()
+	f.fs.Visit(func(fl *pflag.Flag) {
+		if fl.Name != "help" && !applies(fl.Name) {
+			ignored = append(ignored, ignoredFlag{flag: "--" + fl.Name, field: fields[fl.Name]})
+		}
+	})
+	return errs, notices, ignored
 }
 
-// applyServer applies --X-bind-address and the deprecated --X-port the way kube-proxy
-// combines them: the port flag gives the port of a bare IP, and a port of 0 disables the
-// server. An address set explicitly to "" also disables it.
-func (f *Flags) applyServer(dst *netip.AddrPort, addrS, portS setting, defPort uint16, addr string, port int32) error {
-	addrSet := f.fs.Changed(strings.TrimPrefix(addrS.flag(), "--"))
-	portSet := f.fs.Changed(strings.TrimPrefix(portS.flag(), "--"))
+// checkAddressSyntax checks an address flag the way kube-proxy's flag parser does: empty,
+// an IP, or (with ipPort) an ip:port with a port number from 0 to 65535.
+func checkAddressSyntax(s setting, v string, ipPort bool) error {
+	if v == "" || netutils.ParseIPSloppy(v) != nil {
+		return nil
+	}
+	if !ipPort {
+		return s.invalid(v, "must be an IP address")
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return s.wrap(v, err, "must be an ip or ip:port")
+	}
+	if netutils.ParseIPSloppy(host) == nil {
+		return s.invalid(v, "must be an ip or ip:port; %q is not an IP address", host)
+	}
+	if _, err := netutils.ParsePort(port, true); err != nil {
+		return s.wrap(v, err, "must be an ip or ip:port; %q is not a port number", port)
+	}
+	return nil
+}
+
+// logIgnoredFlags logs, once each, the flags given on the command line that do not apply.
+func logIgnoredFlags(log *zap.Logger, file string, ignored []ignoredFlag) {
+	if log == nil {
+		return
+	}
+	for _, i := range ignored {
+		fields := []zap.Field{zap.String("flag", i.flag)}
+		if i.field != "" {
+			fields = append(fields, zap.String("field", i.field))
+		}
+		if file == "" {
+			// Only --healthz-port and --metrics-port, with --write-config-to.
+			log.Warn("flag ignored with --write-config-to, as kube-proxy ignores it", fields...)
+			continue
+		}
+		fields = append(fields, zap.String("file", file))
+		log.Warn("flag ignored because --config is given, as kube-proxy ignores it; set the field in the file instead", fields...)
+	}
+}
+
+// applyServer applies --X-bind-address and the deprecated --X-port (each when it was set
+// and applies) the way kube-proxy combines them: the port flag gives the port of a bare IP,
+// and a port of 0 disables the server. An address set explicitly to "" also disables it.
+func applyServer(dst *netip.AddrPort, addrS, portS setting, defPort uint16, addrSet, portSet bool, addr string, port int32) error {
 	if portSet && (port < 0 || port > 65535) {
 		return portS.invalid(strconv.Itoa(int(port)), "must be between 0 and 65535 (0 disables the server)")
 	}

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestFlagParsing(t *testing.T) {
@@ -68,6 +71,7 @@ func TestFlagParsing(t *testing.T) {
 					ServiceCIDRs: []netip.Prefix{mustPrefix("10.96.0.0/12"), mustPrefix("fd00:96::/108")}}
 				c.LogFormat = LogFormatJSON
 			}},
+		{"oom score adjustment", []string{"--oom-score-adj=-500"}, func(c *Config) { c.OOMScoreAdj = -500 }},
 		{"invocation", []string{"--cleanup", "--init-only", "--write-config-to=/tmp/out.yaml"},
 			func(c *Config) { c.Cleanup, c.InitOnly, c.WriteConfigTo = true, true, "/tmp/out.yaml" }},
 		{"underscores stand for dashes", []string{"--ipvs_sync_period=2m", "--masquerade_all"},
@@ -75,7 +79,7 @@ func TestFlagParsing(t *testing.T) {
 		{"feature gates are kept", []string{"--feature-gates=A=true,B=false", "--feature-gates=C=true"},
 			func(c *Config) { c.FeatureGates = map[string]bool{"A": true, "B": false, "C": true} }},
 		{"ignored flags parse", []string{"--iptables-sync-period=10s", "--iptables-min-sync-period=0", "--iptables-localhost-nodeports=false",
-			"--oom-score-adj=-500", "--show-hidden-metrics-for-version=1.33", "--vmodule=proxier=4", "--log-flush-frequency=1s",
+			"--show-hidden-metrics-for-version=1.33", "--vmodule=proxier=4", "--log-flush-frequency=1s",
 			"--log-text-split-stream", "--log-text-info-buffer-size=1Mi", "--log-json-split-stream", "--log-json-info-buffer-size=1Mi"},
 			func(c *Config) {}},
 		// kube-proxy ignores an empty --hostname-override and --bind-address.
@@ -179,6 +183,8 @@ func TestFlagErrors(t *testing.T) {
 			{Field: "logging.format", Flag: "--kipvs-log-format", Value: "text"}}},
 		{"service CIDR syntax", []string{"--kipvs-service-cidr=10.96.0.0"}, []FieldError{
 			{Flag: "--kipvs-service-cidr", Value: "10.96.0.0"}}},
+		{"oom score adjustment", []string{"--oom-score-adj=1001"}, []FieldError{
+			{Field: "oomScoreAdj", Flag: "--oom-score-adj", Value: "1001", Detail: "[-1000, 1000]"}}},
 		{"graceful period", []string{"--kipvs-graceful-period=-1s"}, []FieldError{
 			{Flag: "--kipvs-graceful-period", Value: "-1s"}}},
 		{"cluster CIDR is the service CIDR", []string{"--cluster-cidr=10.96.0.0/12", "--kipvs-service-cidr=10.96.0.0/12"}, []FieldError{
@@ -215,57 +221,121 @@ func TestFlagSyntaxErrors(t *testing.T) {
 	}
 }
 
-// Precedence: defaults, then the file, then only the flags given on the command line.
-func TestPrecedence(t *testing.T) {
+// With --config, kube-proxy v1.34 reads the file and applies over it only the invocation
+// flags, --hostname-override, --master and the logging flags; every other flag given is
+// ignored, and kipvs warns once for each. kipvs also applies its own --kipvs-* flags and
+// --proxy-mode=ipvs.
+func TestFlagsWithConfig(t *testing.T) {
 	file := writeFile(t, `apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
-mode: ipvs
+mode: iptables
 clusterCIDR: 10.244.0.0/16
+hostnameOverride: from-file
 ipvs:
   scheduler: wrr
   syncPeriod: 1m
 conntrack:
   maxPerCore: 0
+oomScoreAdj: -500
 metricsBindAddress: 0.0.0.0:10249
+logging:
+  verbosity: 1
 `)
 	for _, tc := range []struct {
-		name string
-		args []string
-		want func(c *Config)
+		name        string
+		args        []string
+		want        func(c *Config)
+		wantIgnored []string
 	}{
-		{"file over defaults", nil, func(c *Config) {}},
-		{"set flags over file", []string{"--ipvs-scheduler=sh", "--cluster-cidr=10.200.0.0/16", "--conntrack-max-per-core=1000"},
+		{"the file alone", []string{"--proxy-mode=ipvs"}, func(c *Config) {}, nil},
+		{"flags kube-proxy applies over the file", []string{"--proxy-mode=ipvs", "--hostname-override=Node-B", "--master=https://10.0.0.1:6443",
+			"-v=4", "--logging-format=json", "--cleanup", "--init-only", "--write-config-to=/tmp/out.yaml"},
 			func(c *Config) {
-				c.IPVS.Scheduler = "sh"
-				c.ClusterCIDRs = []netip.Prefix{mustPrefix("10.200.0.0/16")}
-				c.Conntrack.MaxPerCore = 1000
-			}},
-		{"a flag set to its default still wins", []string{"--conntrack-max-per-core=32768", "--ipvs-sync-period=30s"},
-			func(c *Config) { c.Conntrack.MaxPerCore, c.IPVS.SyncPeriod = 32768, 30*time.Second }},
-		{"a flag set to empty clears the file's value", []string{"--cluster-cidr="}, func(c *Config) { c.ClusterCIDRs = nil }},
-		{"flags not given do not override with their defaults", []string{"--masquerade-all"}, func(c *Config) { c.MasqueradeAll = true }},
+				c.HostnameOverride, c.ClientConnection.Master = "node-b", "https://10.0.0.1:6443"
+				c.Verbosity, c.LogFormat = 4, LogFormatJSON
+				c.Cleanup, c.InitOnly, c.WriteConfigTo = true, true, "/tmp/out.yaml"
+			}, nil},
+		{"kipvs's own flags apply", []string{"--proxy-mode=ipvs", "--kipvs-graceful-period=0", "--kipvs-log-format=json", "--kipvs-endpoint-metrics"},
+			func(c *Config) { c.Kipvs.GracefulPeriod, c.LogFormat, c.Kipvs.EndpointMetrics = 0, LogFormatJSON, true }, nil},
+		{"other flags are ignored", []string{"--proxy-mode=ipvs", "--ipvs-scheduler=sh", "--cluster-cidr=10.200.0.0/16",
+			"--conntrack-max-per-core=1000", "--kubeconfig=/k", "--masquerade-all", "--oom-score-adj=10", "--healthz-port=0",
+			"--metrics-bind-address=", "--feature-gates=A=true", "--iptables-sync-period=1s", "--ipvs_sync_period=2m"},
+			func(c *Config) {},
+			[]string{"--cluster-cidr", "--conntrack-max-per-core", "--feature-gates", "--healthz-port", "--iptables-sync-period",
+				"--ipvs-scheduler", "--ipvs-sync-period", "--kubeconfig", "--masquerade-all", "--metrics-bind-address", "--oom-score-adj"}},
+		{"--proxy-mode other than ipvs is ignored", []string{"--proxy-mode=iptables"}, func(c *Config) { c.Mode = "iptables" },
+			[]string{"--proxy-mode"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := loadArgs(t, nil, append([]string{"--config", file}, tc.args...)...)
+			core, logs := observer.New(zapcore.WarnLevel)
+			c, err := loadArgs(t, zap.New(core), append([]string{"--config", file}, tc.args...)...)
+			if c.Mode != ProxyModeIPVS {
+				// Refused by validation, the mode being the file's.
+				wantFieldErrors(t, err, FieldError{Field: "mode", Flag: "--proxy-mode", Value: "iptables"})
+				c, err = loadArgs(t, nil, "--config", file, "--proxy-mode=ipvs")
+				c.Mode = "iptables"
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := FileDefaults()
 			want.ClusterCIDRs = []netip.Prefix{mustPrefix("10.244.0.0/16")}
+			want.HostnameOverride = "from-file"
 			want.IPVS.Scheduler = "wrr"
 			want.IPVS.SyncPeriod = time.Minute
 			want.Conntrack.MaxPerCore = 0
+			want.OOMScoreAdj = -500
 			want.MetricsBindAddress = mustAddrPort("0.0.0.0:10249")
+			want.Verbosity = 1
 			want.ConfigFile = file
 			tc.want(&want)
 			if diff := cmp.Diff(want, c, cmpConfig()...); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
-			// The file leaves ipvs.minSyncPeriod unset: 0, not the flag default 1s.
-			if c.IPVS.MinSyncPeriod != 0 {
-				t.Errorf("ipvs.minSyncPeriod = %s, want 0s", c.IPVS.MinSyncPeriod)
+			var ignored []string
+			for _, e := range logs.All() {
+				m := e.ContextMap()
+				if m["file"] != file || !strings.Contains(e.Message, "--config") {
+					t.Errorf("warning %q %v does not say why", e.Message, m)
+				}
+				ignored = append(ignored, m["flag"].(string))
+			}
+			if !slices.Equal(ignored, tc.wantIgnored) {
+				t.Errorf("warned about %v, want %v", ignored, tc.wantIgnored)
 			}
 		})
+	}
+}
+
+// Without --config, a flag given overrides the default even when set to the default value.
+func TestFlagsWithoutConfig(t *testing.T) {
+	c, err := loadArgs(t, nil, "--conntrack-max-per-core=32768", "--ipvs-min-sync-period=0", "--cluster-cidr=")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Defaults()
+	want.IPVS.MinSyncPeriod = 0
+	if diff := cmp.Diff(want, c, cmpConfig()...); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// kube-proxy ignores --healthz-port and --metrics-port with --write-config-to too.
+func TestPortFlagsIgnoredWithWriteConfigTo(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	c, err := loadArgs(t, zap.New(core), "--write-config-to=/tmp/x.yaml", "--healthz-port=0", "--metrics-bind-address=0.0.0.0", "--metrics-port=1234")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HealthzBindAddress != mustAddrPort("0.0.0.0:10256") || c.MetricsBindAddress != mustAddrPort("0.0.0.0:10249") {
+		t.Errorf("healthz %v metrics %v", c.HealthzBindAddress, c.MetricsBindAddress)
+	}
+	var ignored []string
+	for _, e := range logs.All() {
+		ignored = append(ignored, e.ContextMap()["flag"].(string))
+	}
+	if want := []string{"--healthz-port", "--metrics-port"}; !slices.Equal(ignored, want) {
+		t.Errorf("warned about %v, want %v", ignored, want)
 	}
 }
 
@@ -273,7 +343,7 @@ metricsBindAddress: 0.0.0.0:10249
 func TestLoadReportsFileAndFlagErrorsTogether(t *testing.T) {
 	file := writeFile(t, "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n"+
 		"clusterCIDR: 10.0.0.0/40\nipvs:\n  scheduler: bogus\n")
-	_, err := loadArgs(t, nil, "--config", file, "--iptables-masquerade-bit=99")
+	_, err := loadArgs(t, nil, "--config", file, "--hostname-override=node_1")
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -283,7 +353,7 @@ func TestLoadReportsFileAndFlagErrorsTogether(t *testing.T) {
 	wantFieldErrors(t, err,
 		FieldError{Field: "clusterCIDR", Value: "10.0.0.0/40"},
 		FieldError{Field: "ipvs.scheduler", Flag: "--ipvs-scheduler", Value: "bogus"},
-		FieldError{Field: "iptables.masqueradeBit", Flag: "--iptables-masquerade-bit", Value: "99"},
+		FieldError{Field: "hostnameOverride", Flag: "--hostname-override", Value: "node_1"},
 	)
 }
 
@@ -292,10 +362,10 @@ func TestLoadFileProblems(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/kube-proxy.yaml") {
 		t.Errorf("missing file: %v", err)
 	}
-	file := writeFile(t, "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs:\n  sync: 1s\n")
+	file := writeFile(t, "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs:\n  syncPeriod: 1\n")
 	_, err = loadArgs(t, nil, "--config", file)
-	if err == nil || !strings.Contains(err.Error(), "config file "+file) || !strings.Contains(err.Error(), "ipvs.sync") {
-		t.Errorf("unknown field: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "config file "+file) || !strings.Contains(err.Error(), "ipvs.syncPeriod") {
+		t.Errorf("wrong type: %v", err)
 	}
 }
 
@@ -306,7 +376,7 @@ func TestIgnoredFlagNotices(t *testing.T) {
 	}
 	got := noticeFields(logs)
 	slices.Sort(got)
-	want := []string{"--feature-gates", "--iptables-sync-period", "--oom-score-adj"}
+	want := []string{"--feature-gates", "--iptables-sync-period"}
 	if !slices.Equal(got, want) {
 		t.Errorf("notices for %v, want %v", got, want)
 	}
@@ -321,5 +391,27 @@ func TestLoadLogsFileNotices(t *testing.T) {
 	entries := logs.All()
 	if len(entries) != 1 || entries[0].ContextMap()["field"] != "udpIdleTimeout" || entries[0].ContextMap()["file"] != file {
 		t.Errorf("notices: %v", entries)
+	}
+}
+
+// kube-proxy's flag parser refuses a bad IP or ip:port in --bind-address,
+// --healthz-bind-address and --metrics-bind-address before it looks at --config, so these
+// are refused even when --config makes the flags ignored.
+func TestIgnoredAddressFlagsStillParse(t *testing.T) {
+	file := writeFile(t, "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n")
+	_, err := loadArgs(t, nil, "--config", file, "--bind-address=node-1", "--healthz-bind-address=10.0.0.1:http",
+		"--metrics-bind-address=localhost:10249")
+	wantFieldErrors(t, err,
+		FieldError{Field: "bindAddress", Flag: "--bind-address", Value: "node-1", Detail: "IP address"},
+		FieldError{Field: "healthzBindAddress", Flag: "--healthz-bind-address", Value: "10.0.0.1:http", Detail: "ip or ip:port"},
+		FieldError{Field: "metricsBindAddress", Flag: "--metrics-bind-address", Value: "localhost:10249", Detail: "ip or ip:port"})
+	c, err := loadArgs(t, nil, "--config", file, "--bind-address=010.0.0.1", "--healthz-bind-address=10.0.0.1:0",
+		"--metrics-bind-address=", "--healthz-port=-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := FileDefaults(); c.BindAddress != want.BindAddress || c.HealthzBindAddress != want.HealthzBindAddress ||
+		c.MetricsBindAddress != want.MetricsBindAddress {
+		t.Errorf("ignored flags changed the servers: %+v", c)
 	}
 }

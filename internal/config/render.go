@@ -130,6 +130,7 @@ func (c *Config) KubeProxyConfiguration() *v1alpha1.KubeProxyConfiguration {
 		UDPTimeout:            dur(c.Conntrack.UDPTimeout),
 		UDPStreamTimeout:      dur(c.Conntrack.UDPStreamTimeout),
 	}
+	kp.OOMScoreAdj = ptrTo(c.OOMScoreAdj)
 	kp.ConfigSyncPeriod = dur(c.ConfigSyncPeriod)
 	return kp
 }

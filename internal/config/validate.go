@@ -80,6 +80,9 @@ func (c *Config) Validate() error {
 	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
 		add(sMasqueradeBit.invalid(strconv.Itoa(int(c.MasqueradeBit)), "must be within [0, 31]"))
 	}
+	if c.OOMScoreAdj < -1000 || c.OOMScoreAdj > 1000 {
+		add(sOOMScoreAdj.invalid(strconv.Itoa(int(c.OOMScoreAdj)), "must be within [-1000, 1000]"))
+	}
 
 	v := c.IPVS
 	add(positive(sIPVSSyncPeriod, v.SyncPeriod))
