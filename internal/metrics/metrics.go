@@ -42,6 +42,8 @@ type Metrics struct {
 
 	SourceFileReloadErrors prometheus.Counter // kipvs_source_file_reload_errors_total
 	SourceFileLastGood     prometheus.Gauge   // kipvs_source_file_last_good_timestamp_seconds
+
+	ClusterCIDROverlapsServiceCIDR prometheus.Gauge // kipvs_cluster_cidr_overlaps_service_cidr
 }
 
 // networkProgrammingBuckets are kube-proxy's: a 0 bucket, 0.25 s and 0.5 s, every second to
@@ -135,6 +137,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		SourceFileLastGood: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: kipvs, Name: "source_file_last_good_timestamp_seconds",
 			Help: "When the source file revision in effect was applied"}),
+		ClusterCIDROverlapsServiceCIDR: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: kipvs, Name: "cluster_cidr_overlaps_service_cidr",
+			Help: "1 while a clusterCIDR is, contains or lies inside a Service CIDR (a misconfiguration; it is then not used to detect local traffic), else 0"}),
 	}
 	reg.MustRegister(
 		m.SyncProxyRulesLatency, m.SyncFullProxyRulesLatency, m.SyncPartialProxyRulesLatency,
@@ -143,7 +148,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.IPTablesRestoreFailuresTotal, m.IPTablesRulesTotal, m.IPTablesRulesLastSync, m.NoLocalEndpointsTotal,
 		m.ProxyHealthzTotal, m.ProxyLivezTotal,
 		m.ObjectsChanged, m.DriftRepaired, m.SyncFull, m.SyncIncr, m.SyncErrors, m.SourceErrors,
-		m.SourceFileReloadErrors, m.SourceFileLastGood,
+		m.SourceFileReloadErrors, m.SourceFileLastGood, m.ClusterCIDROverlapsServiceCIDR,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
