@@ -128,7 +128,7 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		Sysctl:    sysctl.New("/proc/sys", ns),
 		SysfsRoot: "/sys",
 		HostAddrs: netlinkHostAddrs(DummyName),
-		IPv6:      func() error { return ipv6Usable(ctx, runner, backend.Mode, "/proc/net/if_inet6") },
+		IPv6:      func() error { return IPv6Usable(ctx, runner, backend.Mode, "/proc/net/if_inet6") },
 		RandomFully: func(f proxy.Family) bool {
 			nf := netfilter.IPv4
 			if f == proxy.IPv6 {
@@ -147,9 +147,10 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 	return deps, closeAll, nil
 }
 
-// ipv6Usable is upstream's test for running the IPv6 family: the kernel has IPv6
-// (ifInet6, /proc/net/if_inet6, exists) and ip6tables works. The host needs no IPv6 address.
-func ipv6Usable(ctx context.Context, r netfilter.Runner, m netfilter.Mode, ifInet6 string) error {
+// IPv6Usable is upstream's test for running the IPv6 family: the kernel has IPv6
+// (ifInet6, /proc/net/if_inet6, exists) and ip6tables works. The host needs no IPv6
+// address. kipvs doctor applies it too, to tell the families a daemon would run.
+func IPv6Usable(ctx context.Context, r netfilter.Runner, m netfilter.Mode, ifInet6 string) error {
 	if err := netfilter.Usable(ctx, r, netfilter.IPv6, m); err != nil {
 		return err
 	}

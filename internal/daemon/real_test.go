@@ -11,7 +11,7 @@ import (
 	"github.com/kipvs/kipvs/internal/netfilter"
 )
 
-// ipv6Usable is upstream's condition: ip6tables works and /proc/net/if_inet6 exists. The
+// IPv6Usable is upstream's condition: ip6tables works and /proc/net/if_inet6 exists. The
 // host's addresses do not matter.
 func TestIPv6Usable(t *testing.T) {
 	dir := t.TempDir()
@@ -29,13 +29,13 @@ func TestIPv6Usable(t *testing.T) {
 		return nil, errors.New("exit status 3")
 	})
 	ctx := context.Background()
-	if err := ipv6Usable(ctx, ok, netfilter.ModeLegacy, present); err != nil {
+	if err := IPv6Usable(ctx, ok, netfilter.ModeLegacy, present); err != nil {
 		t.Errorf("ip6tables works, if_inet6 exists: %v", err)
 	}
-	if err := ipv6Usable(ctx, ok, netfilter.ModeLegacy, filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "the kernel has no IPv6") {
+	if err := IPv6Usable(ctx, ok, netfilter.ModeLegacy, filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "the kernel has no IPv6") {
 		t.Errorf("no if_inet6: %v", err)
 	}
-	if err := ipv6Usable(ctx, broken, netfilter.ModeLegacy, present); err == nil || !strings.Contains(err.Error(), "ip6tables-legacy cannot list the nat table") {
+	if err := IPv6Usable(ctx, broken, netfilter.ModeLegacy, present); err == nil || !strings.Contains(err.Error(), "ip6tables-legacy cannot list the nat table") {
 		t.Errorf("broken ip6tables: %v", err)
 	}
 }
