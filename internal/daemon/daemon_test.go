@@ -575,3 +575,53 @@ func TestDaemonFamilies(t *testing.T) {
 		})
 	}
 }
+
+// The Service CIDRs come from the ServiceCIDR objects, else --kipvs-service-cidr; with
+// neither, default/kubernetes's cluster IP inside a clusterCIDR is the evidence. Only the
+// overlapping clusterCIDRs of a dual-stack pair are left out.
+func TestClusterCIDROverlaps(t *testing.T) {
+	pfx := func(ss ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, s := range ss {
+			out = append(out, netip.MustParsePrefix(s))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		cluster   []netip.Prefix
+		flag      []netip.Prefix
+		sc        watch.ServiceCIDRs
+		wantBad   []netip.Prefix
+		wantError []string
+	}{
+		{name: "pod CIDR", cluster: pfx("10.244.0.0/16"), flag: pfx("10.96.0.0/12")},
+		{name: "flag", cluster: pfx("10.96.0.0/12", "fd00:10:244::/56"), flag: pfx("10.96.0.0/12"),
+			wantBad: pfx("10.96.0.0/12"), wantError: []string{"--kipvs-service-cidr", "is the Service CIDR 10.96.0.0/12"}},
+		{name: "API over flag", cluster: pfx("10.244.0.0/16", "fd00:10:96::/112"), flag: pfx("10.244.0.0/16"),
+			sc:      watch.ServiceCIDRs{CIDRs: pfx("10.96.0.0/16", "fd00:10:96::/108")},
+			wantBad: pfx("fd00:10:96::/112"), wantError: []string{"ServiceCIDR objects", "overlaps the Service CIDR fd00:10:96::/108"}},
+		{name: "default/kubernetes", cluster: pfx("10.96.0.0/12"),
+			sc:      watch.ServiceCIDRs{KubernetesServiceIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}},
+			wantBad: pfx("10.96.0.0/12"), wantError: []string{"contains 10.96.0.1, the cluster IP of default/kubernetes"}},
+		{name: "nothing known", cluster: pfx("10.96.0.0/12")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.ClusterCIDRs, cfg.Kipvs.ServiceCIDRs = tc.cluster, tc.flag
+			d := &Daemon{cfg: cfg}
+			bad, err := d.clusterCIDROverlaps(tc.sc)
+			if !slices.Equal(bad, tc.wantBad) {
+				t.Errorf("overlapping = %v, want %v", bad, tc.wantBad)
+			}
+			if (err != nil) != (len(tc.wantError) > 0) {
+				t.Fatalf("error = %v", err)
+			}
+			for _, w := range tc.wantError {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
