@@ -20,11 +20,12 @@ func parseDoctorFlags(t *testing.T, args ...string) (*pflag.FlagSet, *config.Fla
 }
 
 // doctor takes run's flags, and keeps a clusterCIDR that overlaps --kipvs-service-cidr
-// (which run refuses) so its cluster CIDR check can judge it; other bad values still fail.
+// (which run accepts and reports) so its cluster CIDR check can judge it; other bad values
+// still fail.
 func TestLoadDoctorConfig(t *testing.T) {
 	fs, flags := parseDoctorFlags(t, "--cluster-cidr", "10.96.0.0/12", "--kipvs-service-cidr", "10.96.0.0/12", "--ipvs-scheduler", "sh")
-	if _, err := config.Load(flags, nil); err == nil {
-		t.Fatal("config.Load accepted a clusterCIDR equal to the Service CIDR")
+	if _, err := config.Load(flags, nil); err != nil {
+		t.Fatalf("config.Load refused a clusterCIDR equal to the Service CIDR (kube-proxy runs with it): %v", err)
 	}
 	cfg, err := loadDoctorConfig(fs, flags)
 	if err != nil {

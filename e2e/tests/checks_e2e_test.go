@@ -98,13 +98,13 @@ func driftSamples(m harness.Metrics) string {
 // wrote reads back as written.
 func expectNoDrift(t *testing.T, k *harness.Kipvs) {
 	t.Helper()
-	full := k.Metrics(t).Get("kipvs_sync_full_total")
+	full := k.Metrics(t).Get("kipvs_sync_full_total", `ip_family="IPv4"`)
 	waitProgrammed(t, k, programLimit, "a full sync", func() (bool, string) {
 		m, err := harness.FetchMetrics()
 		if err != nil {
 			return false, err.Error()
 		}
-		return m.Get("kipvs_sync_full_total") > full+1, "no full sync started after the last check yet"
+		return m.Get("kipvs_sync_full_total", `ip_family="IPv4"`) > full+1, "no full sync started after the last check yet"
 	})
 	if m := k.Metrics(t); m.Get("kipvs_kernel_drift_repaired_total") != 0 {
 		t.Errorf("a full sync repaired drift nobody caused: %s", driftSamples(m))

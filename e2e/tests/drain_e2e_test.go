@@ -68,14 +68,14 @@ func TestDrainRestoredAndRebuiltAfterRestart(t *testing.T) {
 	k.Stop(t)
 	k = s.startKipvs(args...)
 	// The drain must survive kipvs's adoption and a periodic full sync after the restart.
-	full := k.Metrics(t).Get("kipvs_sync_full_total")
+	full := k.Metrics(t).Get("kipvs_sync_full_total", `ip_family="IPv4"`)
 	limit, _ := fullSyncLimit(t, k)
 	harness.Poll(t, limit, "a periodic full sync after the restart", func() (bool, string) {
 		m, err := harness.FetchMetrics()
 		if err != nil {
 			return false, err.Error()
 		}
-		return m.Get("kipvs_sync_full_total") > full, "no full sync yet"
+		return m.Get("kipvs_sync_full_total", `ip_family="IPv4"`) > full, "no full sync yet"
 	})
 	k.WaitSynced(t, programLimit, "drain rebuilt after the restart", harness.IPVSHas(map[string]map[string]int{
 		tcpVS: draining, udpVS: harness.Weights(1, b),

@@ -168,14 +168,14 @@ func TestForeignStateSurvives(t *testing.T) {
 	k.WaitSynced(t, programLimit, "s8 scaled", harness.IPVSHas(map[string]map[string]int{vs(harness.TCP, vip, 80): harness.Weights(1, backends...)}))
 	checkForeign(t, "after an incremental sync")
 
-	full := k.Metrics(t).Get("kipvs_sync_full_total")
+	full := k.Metrics(t).Get("kipvs_sync_full_total", `ip_family="IPv4"`)
 	limit, _ := fullSyncLimit(t, k)
 	harness.Poll(t, limit, "a periodic full sync", func() (bool, string) {
 		m, err := harness.FetchMetrics()
 		if err != nil {
 			return false, err.Error()
 		}
-		return m.Get("kipvs_sync_full_total") > full, "no full sync yet"
+		return m.Get("kipvs_sync_full_total", `ip_family="IPv4"`) > full, "no full sync yet"
 	})
 	k.WaitSynced(t, programLimit, "the periodic full sync", nil)
 	checkForeign(t, "after a periodic full sync")

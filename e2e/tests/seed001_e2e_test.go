@@ -3,10 +3,13 @@
 package tests
 
 import (
+	"context"
 	"net/netip"
-	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipvs/kipvs/e2e/harness"
 )
@@ -15,9 +18,11 @@ import (
 // the Service CIDR (only its on-link pod subnet), which works only when kipvs masquerades
 // the node's own connections: with --cluster-cidr set to the pod CIDR (! -s CIDR rule),
 // and with it unset (the src,dst rule). A cluster CIDR equal to the Service CIDR, which
-// would break exactly this, makes `kipvs run` refuse to start with an explanation. The
-// second run reconfigures the state the first one left (as a restart with new flags does):
-// the rule must change, not pile up.
+// breaks exactly this under kube-proxy, does not stop kipvs (kube-proxy runs too): kipvs
+// leaves it out of local-traffic detection, so it programs the src,dst rule and the node
+// still reaches the ClusterIP, and reports the mistake (ERROR log, Warning Event on the
+// Node, kipvs_cluster_cidr_overlaps_service_cidr 1). Each run reconfigures the state the
+// one before left (as a restart with new flags does): the rule must change, not pile up.
 func TestSeed001NodeToClusterIP(t *testing.T) {
 	s := newScenario(t)
 	lonely := s.topo.AddPod(t, "lonely", netip.MustParseAddr("10.244.0.31"), harness.PodOptions{NoDefaultRoute: true})
@@ -68,50 +73,74 @@ func TestSeed001NodeToClusterIP(t *testing.T) {
 		})
 	}
 
-	// A cluster CIDR that is the Service CIDR: refused, from the flag and, when the
-	// apiserver serves ServiceCIDR objects (or from default/kubernetes otherwise), from the
-	// API. The kernel state the runs above left must stay as it is.
+	// A cluster CIDR that is the Service CIDR, named by the flag and, when the apiserver
+	// serves ServiceCIDR objects (or from default/kubernetes otherwise), by the API: kipvs
+	// runs, masquerades the node's own connections (the src,dst rule) and reports it.
 	served := s.api.ServiceCIDRServed(t)
 	t.Logf("apiserver serves networking.k8s.io/v1 ServiceCIDR: %v", served)
-	type refusal struct {
+	type overlap struct {
 		name string
 		args []string
-		want []string
+		want []string // in kipvs's log
 	}
-	refusals := []refusal{
+	overlaps := []overlap{
 		{"service-cidr flag", harness.RunArgs(s.env, "--cluster-cidr", harness.ServiceCIDR.String(), "--kipvs-service-cidr", harness.ServiceCIDR.String()),
 			[]string{"10.96.0.0/16", "is the Service CIDR", "clusterCIDR must be the pod CIDR"}},
 	}
 	if served {
-		refusals = append(refusals, refusal{"ServiceCIDR API", harness.RunArgs(s.env, "--cluster-cidr", harness.ServiceCIDR.String()),
+		overlaps = append(overlaps, overlap{"ServiceCIDR API", harness.RunArgs(s.env, "--cluster-cidr", harness.ServiceCIDR.String()),
 			[]string{"ServiceCIDR objects", "10.96.0.0/16", "is the Service CIDR", "clusterCIDR must be the pod CIDR"}})
 	} else {
-		refusals = append(refusals, refusal{"default/kubernetes", harness.RunArgs(s.env, "--cluster-cidr", harness.ServiceCIDR.String()),
+		overlaps = append(overlaps, overlap{"default/kubernetes", harness.RunArgs(s.env, "--cluster-cidr", harness.ServiceCIDR.String()),
 			[]string{"default/kubernetes", "clusterCIDR must be the pod CIDR"}})
 	}
-	for _, r := range refusals {
-		t.Run("refused/"+r.name, func(t *testing.T) {
-			before, err := harness.ReadIPVS()
-			if err != nil {
-				t.Fatal(err)
+	unset := cases[1].wantRule
+	for _, o := range overlaps {
+		t.Run("overlap/"+o.name, func(t *testing.T) {
+			k := harness.StartKipvs(t, s.env, o.args...)
+			k.WaitSynced(t, startLimit, "s2 programmed", programmed)
+			save := harness.MustRun(t, "iptables-save", "-t", "nat")
+			if !strings.Contains(save, unset+"\n") || strings.Contains(save, "! -s "+harness.ServiceCIDR.String()) {
+				t.Errorf("nat table: want the src,dst rule and no ! -s %s rule\n%s\n--- iptables-save -t nat:\n%s", harness.ServiceCIDR, unset, save)
 			}
-			k := harness.StartKipvs(t, s.env, r.args...)
-			out, err := k.Wait(t, startLimit)
-			if err == nil {
-				t.Fatalf("kipvs run %s exited 0, want a refusal; output:\n%s", strings.Join(r.args, " "), out)
-			}
-			for _, w := range r.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("kipvs's refusal does not say %q; output:\n%s", w, out)
+			for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
+				a, err := s.topo.NodeClient().Do(p, ap(vip, 80))
+				if err != nil || a.Backend != lonely.PodName || a.Source.Addr() != harness.PodGateway.Addr() {
+					t.Errorf("node -> %s %s with clusterCIDR = Service CIDR: answer %q, %v; want %s seeing %s", p, vip, a, err, lonely.PodName, harness.PodGateway.Addr())
 				}
 			}
-			if t.Failed() {
-				return
+			if got := k.Metrics(t).Get("kipvs_cluster_cidr_overlaps_service_cidr"); got != 1 {
+				t.Errorf("kipvs_cluster_cidr_overlaps_service_cidr = %v, want 1", got)
 			}
-			t.Logf("refused (%v): %s", err, lastLine(out))
-			if after, err := harness.ReadIPVS(); err != nil || !reflect.DeepEqual(before, after) {
-				t.Errorf("a refused kipvs changed the IPVS table: %v -> %v (%v)", before, after, err)
+			log := k.Log()
+			for _, w := range append([]string{"ERROR", "clusterCIDR overlaps the Service CIDR"}, o.want...) {
+				if !strings.Contains(log, w) {
+					t.Errorf("kipvs's log does not say %q:\n%s", w, log)
+				}
 			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var found bool
+			for !found && ctx.Err() == nil {
+				evs, err := s.api.CS.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					t.Fatalf("list Events: %v", err)
+				}
+				for _, e := range evs.Items {
+					found = found || e.Regarding.Kind == "Node" && e.Regarding.Name == harness.NodeName && e.Type == "Warning" &&
+						e.Reason == "ClusterCIDROverlapsServiceCIDR" && e.ReportingController == "kipvs"
+				}
+				if !found {
+					time.Sleep(200 * time.Millisecond) // the event broadcaster writes asynchronously
+				}
+			}
+			if !found {
+				t.Errorf("no Warning Event ClusterCIDROverlapsServiceCIDR on Node %s", harness.NodeName)
+			}
+			if k.Exited() {
+				t.Errorf("kipvs exited: %s", lastLine(k.Log()))
+			}
+			k.Stop(t)
 		})
 	}
 }

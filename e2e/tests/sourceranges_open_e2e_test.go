@@ -102,7 +102,7 @@ func TestSourceRangesOpenAndSingleAddress(t *testing.T) {
 		}
 	}
 	expectRound("before any periodic full sync")
-	full := k.Metrics(t).Get("kipvs_sync_full_total")
+	full := k.Metrics(t).Get("kipvs_sync_full_total", `ip_family="IPv4"`)
 	for i := 1; i <= 3; i++ {
 		target := full + 1
 		waitProgrammed(t, k, period+programLimit, fmt.Sprintf("periodic full sync %d", i), func() (bool, string) {
@@ -110,9 +110,9 @@ func TestSourceRangesOpenAndSingleAddress(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			return m.Get("kipvs_sync_full_total") >= target, "no full sync since the last round"
+			return m.Get("kipvs_sync_full_total", `ip_family="IPv4"`) >= target, "no full sync since the last round"
 		})
-		full = k.Metrics(t).Get("kipvs_sync_full_total")
+		full = k.Metrics(t).Get("kipvs_sync_full_total", `ip_family="IPv4"`)
 		expectRound(fmt.Sprintf("after periodic full sync %d", i))
 	}
 	t.Logf("%d requests (3 clients x 2 LoadBalancer IPs) before and after each of 3 periodic full syncs (--ipvs-sync-period %s)", len(checks), period)

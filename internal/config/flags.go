@@ -223,7 +223,7 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 			"--kubeconfig and --master are then not used.")
 	fs.StringVar(&f.serviceCIDR, "kipvs-service-cidr", "",
 		"The Service CIDR (the range ClusterIPs come from), or one IPv4 and one IPv6 CIDR separated by a comma. "+
-			"kipvs refuses to start when --cluster-cidr equals or overlaps it. Used until the Service CIDRs are known from the API server.")
+			"A --cluster-cidr that equals or overlaps it is reported (ERROR, Node Event, metric) and not used to detect local traffic. Used until the Service CIDRs are known from the API server.")
 	fs.DurationVar(&f.gracefulPeriod, "kipvs-graceful-period", d.Kipvs.GracefulPeriod,
 		"How long a removed TCP or SCTP endpoint keeps its IPVS real server at weight 0 so open connections can finish, before it is deleted. "+
 			"UDP real servers are deleted at once. 0 deletes at once.")

@@ -187,8 +187,6 @@ func TestFlagErrors(t *testing.T) {
 			{Field: "oomScoreAdj", Flag: "--oom-score-adj", Value: "1001", Detail: "[-1000, 1000]"}}},
 		{"graceful period", []string{"--kipvs-graceful-period=-1s"}, []FieldError{
 			{Flag: "--kipvs-graceful-period", Value: "-1s"}}},
-		{"cluster CIDR is the service CIDR", []string{"--cluster-cidr=10.96.0.0/12", "--kipvs-service-cidr=10.96.0.0/12"}, []FieldError{
-			{Field: "clusterCIDR", Flag: "--cluster-cidr", Value: "10.96.0.0/12", Detail: "is the Service CIDR"}}},
 		{"several at once", []string{"--ipvs-scheduler=x", "--iptables-masquerade-bit=40", "--proxy-mode=userspace"}, []FieldError{
 			{Field: "ipvs.scheduler", Flag: "--ipvs-scheduler", Value: "x"},
 			{Field: "iptables.masqueradeBit", Flag: "--iptables-masquerade-bit", Value: "40"},

@@ -16,8 +16,9 @@ import (
 )
 
 // Validate checks every field of c and returns an errors.Join of one *FieldError per bad
-// field (nil when c is valid). When Kipvs.ServiceCIDRs is set it also applies
-// CheckClusterCIDR.
+// field (nil when c is valid). A clusterCIDR overlapping --kipvs-service-cidr is not
+// refused (kube-proxy runs with it too): the daemon reports it and does not use it
+// (CheckClusterCIDR).
 func (c *Config) Validate() error {
 	var errs []error
 	add := func(err error) {
@@ -119,17 +120,14 @@ func (c *Config) Validate() error {
 
 	errs = append(errs, validateDualStack(sServiceCIDR, c.Kipvs.ServiceCIDRs)...)
 	add(nonNegative(sGracefulPeriod, c.Kipvs.GracefulPeriod))
-	if len(c.Kipvs.ServiceCIDRs) > 0 {
-		add(CheckClusterCIDR(c.ClusterCIDRs, c.Kipvs.ServiceCIDRs))
-	}
 	return errors.Join(errs...)
 }
 
-// CheckClusterCIDR refuses a cluster (pod) CIDR that is, contains or lies inside one of the
-// Service CIDRs. kube-proxy accepted that mistake silently, and it leaves nodes unable to
-// reach ClusterIPs. It returns nil or an errors.Join of one *FieldError per overlapping pair.
-// Validate applies it when --kipvs-service-cidr is set; the daemon applies it again once it
-// learns the Service CIDRs from the API.
+// CheckClusterCIDR finds a cluster (pod) CIDR that is, contains or lies inside one of the
+// Service CIDRs (seed-001). kube-proxy accepts that mistake silently, and it leaves nodes
+// unable to reach ClusterIPs. It returns nil or an errors.Join of one *FieldError per
+// overlapping pair. The daemon applies it at every sync, with the Service CIDRs from the
+// API or --kipvs-service-cidr, and leaves such a clusterCIDR out of local-traffic detection.
 func CheckClusterCIDR(clusterCIDRs, serviceCIDRs []netip.Prefix) error {
 	var errs []error
 	for _, pod := range clusterCIDRs {
@@ -139,15 +137,15 @@ func CheckClusterCIDR(clusterCIDRs, serviceCIDRs []netip.Prefix) error {
 			}
 			how := "overlaps the Service CIDR " + svc.String()
 			if pod.Masked() == svc.Masked() {
-				how = "is the Service CIDR"
+				how = "is the Service CIDR " + svc.String()
 			}
 			errs = append(errs, sClusterCIDR.invalid(pod.String(),
 				"%s. clusterCIDR must be the pod CIDR: the range pod IPs are allocated from, which "+
 					"kipvs uses to tell traffic from pods apart from traffic from the node when it decides what "+
 					"to masquerade. The Service CIDR is something else: the range ClusterIPs are allocated from "+
 					"(kube-apiserver --service-cluster-ip-range). With a Service CIDR here, connections the node "+
-					"itself makes to a ClusterIP look like pod traffic and are not masqueraded, so the node cannot "+
-					"reach Services. Set clusterCIDR (--cluster-cidr) to the pod CIDR (kube-controller-manager "+
+					"itself makes to a ClusterIP look like pod traffic and are not masqueraded, so with kube-proxy the "+
+					"node cannot reach Services (kipvs leaves such a clusterCIDR out of local-traffic detection). Set clusterCIDR (--cluster-cidr) to the pod CIDR (kube-controller-manager "+
 					"--cluster-cidr or the CNI plugin's pod network), or leave it empty", how))
 		}
 	}

@@ -95,10 +95,6 @@ func TestValidate(t *testing.T) {
 		}, FieldError{Flag: "--kipvs-service-cidr", Value: "fd00:1::/108,fd00:2::/108"}},
 		{"graceful period", func(c *Config) { c.Kipvs.GracefulPeriod = -time.Second },
 			FieldError{Flag: "--kipvs-graceful-period", Value: "-1s"}},
-		{"cluster CIDR inside the service CIDR", func(c *Config) {
-			c.ClusterCIDRs = []netip.Prefix{mustPrefix("10.96.128.0/17")}
-			c.Kipvs.ServiceCIDRs = []netip.Prefix{mustPrefix("10.96.0.0/12")}
-		}, FieldError{Field: "clusterCIDR", Flag: "--cluster-cidr", Value: "10.96.128.0/17", Detail: "overlaps the Service CIDR 10.96.0.0/12"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Defaults()
@@ -206,25 +202,27 @@ func TestCheckClusterCIDR(t *testing.T) {
 	}
 }
 
-// The guard runs in Validate only when a service CIDR is known.
-func TestValidateAppliesClusterCIDRGuardOnlyWithServiceCIDR(t *testing.T) {
+// Validate accepts a clusterCIDR overlapping the Service CIDR, as kube-proxy does: the
+// daemon keeps running, leaves it out of local-traffic detection and reports it.
+func TestValidateAcceptsClusterCIDROverlappingServiceCIDR(t *testing.T) {
 	c := Defaults()
-	c.ClusterCIDRs = []netip.Prefix{mustPrefix("10.96.0.0/12")}
+	c.ClusterCIDRs = []netip.Prefix{mustPrefix("10.96.128.0/17")}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("without a service CIDR: %v", err)
 	}
 	c.Kipvs.ServiceCIDRs = []netip.Prefix{mustPrefix("10.96.0.0/12")}
-	if err := c.Validate(); err == nil || !isFieldError(err) {
-		t.Fatalf("with the same service CIDR: %v", err)
+	if err := c.Validate(); err != nil {
+		t.Fatalf("with a service CIDR around it: %v", err)
 	}
 }
 
-// The seed-001 file is refused once the service CIDR is known.
+// The seed-001 file loads (kube-proxy runs with it); CheckClusterCIDR names the mistake.
 func TestSeed001File(t *testing.T) {
 	path := writeFile(t, string(readTestdata(t, "service-cidr-as-cluster-cidr.yaml")))
-	if _, err := loadArgs(t, nil, "--config", path); err != nil {
-		t.Fatalf("without --kipvs-service-cidr: %v", err)
+	c, err := loadArgs(t, nil, "--config", path)
+	if err != nil {
+		t.Fatalf("seed-001 file: %v", err)
 	}
-	_, err := loadArgs(t, nil, "--config", path, "--kipvs-service-cidr=10.96.0.0/12")
-	wantFieldErrors(t, err, FieldError{Field: "clusterCIDR", Flag: "--cluster-cidr", Value: "10.96.0.0/12", Detail: "is the Service CIDR"})
+	wantFieldErrors(t, CheckClusterCIDR(c.ClusterCIDRs, []netip.Prefix{mustPrefix("10.96.0.0/12")}),
+		FieldError{Field: "clusterCIDR", Flag: "--cluster-cidr", Value: "10.96.0.0/12", Detail: "is the Service CIDR 10.96.0.0/12"})
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,8 +48,15 @@ type Deps struct {
 	StatsIPVS ipvs.Interface
 	Sysctl    sysctl.Interface
 	// SysfsRoot is normally /sys (conntrack hashsize); "" skips it.
-	SysfsRoot     string
-	HostAddrs     func() ([]netip.Addr, error)
+	SysfsRoot string
+	HostAddrs func() ([]netip.Addr, error)
+	// IPv6 reports whether the IPv6 family can run on this node (nil), or why not. kipvs
+	// runs it whenever it can, as upstream does: ip6tables works and /proc/net/if_inet6
+	// exists, whatever addresses the host has. nil: IPv4 only.
+	IPv6 func() error
+	// RandomFully reports whether a family's iptables supports MASQUERADE --random-fully
+	// (iptables 1.6.2 and later); upstream then adds it. nil: never.
+	RandomFully   func(proxy.Family) bool
 	KernelRelease string
 	NumCPU        int
 	Clock         clock.WithTicker
@@ -85,7 +93,11 @@ type Daemon struct {
 	// retry until it is gone.
 	probeLeftover bool
 	hc            *healthcheck.Manager
-	hcWant        map[types.NamespacedName]healthcheck.Service
+	// badClusterCIDRs are the clusterCIDRs found overlapping the Service CIDR (seed-001),
+	// left out of local-traffic detection; clusterCIDRChecked: the check ran once.
+	badClusterCIDRs    []netip.Prefix
+	clusterCIDRChecked bool
+	hcWant             map[types.NamespacedName]healthcheck.Service
 }
 
 type problemKey struct {
@@ -94,11 +106,13 @@ type problemKey struct {
 }
 
 type family struct {
-	f       proxy.Family
-	kernel  reconcile.Kernel
-	opts    proxy.Options
-	desired *proxy.Desired
-	rec     *reconcile.Reconciler
+	f      proxy.Family
+	kernel reconcile.Kernel
+	// randomFully: this family's iptables takes MASQUERADE --random-fully.
+	randomFully bool
+	opts        proxy.Options
+	desired     *proxy.Desired
+	rec         *reconcile.Reconciler
 	// noLocal holds the Services with a Local policy and no local endpoint.
 	noLocalInternal, noLocalExternal map[types.NamespacedName]bool
 }
@@ -132,29 +146,26 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	}
 	d.health = server.NewHealth(deps.Clock, 2*cfg.IPVS.SyncPeriod, d.nodeForHealth, d.m)
 
-	host, err := deps.HostAddrs()
-	if err != nil {
-		return nil, fmt.Errorf("read the node's addresses: %w", err)
-	}
 	fams := []proxy.Family{proxy.IPv4}
-	for _, a := range host {
-		if a.Is6() {
-			fams = append(fams, proxy.IPv6)
-			break
-		}
-	}
-	for _, p := range cfg.ClusterCIDRs {
-		if p.Addr().Is6() && len(fams) == 1 {
-			fams = append(fams, proxy.IPv6)
-		}
+	if err := ipv6Support(deps.IPv6); err != nil {
+		log.Info("the IPv6 family is not run", zap.Error(err))
+	} else {
+		fams = append(fams, proxy.IPv6)
 	}
 	for _, f := range fams {
 		k, err := deps.Kernel(f)
 		if err != nil {
 			return nil, fmt.Errorf("%s kernel adapters: %w", f, err)
 		}
+		randomFully := deps.RandomFully != nil && deps.RandomFully(f)
+		if randomFully {
+			log.Info("iptables supports --random-fully", zap.String("ipFamily", f.String()))
+		} else {
+			log.Info("iptables does not support --random-fully", zap.String("ipFamily", f.String()))
+		}
 		d.families = append(d.families, &family{
 			f:               f,
+			randomFully:     randomFully,
 			kernel:          k,
 			desired:         proxy.NewDesired(f),
 			noLocalInternal: map[types.NamespacedName]bool{},
@@ -171,6 +182,14 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	}
 	d.hc = healthcheck.New(nil, func() bool { return d.health.Report().Healthy }, deps.HealthCheckListen, report, log.Named("healthcheck"))
 	return d, nil
+}
+
+// ipv6Support calls check, treating a missing check as "IPv4 only".
+func ipv6Support(check func() error) error {
+	if check == nil {
+		return errors.New("no IPv6 check configured")
+	}
+	return check()
 }
 
 // Metrics returns the daemon's metrics (tests).
@@ -306,9 +325,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := src.WaitForSync(ctx); err != nil {
 		return fmt.Errorf("wait for Services and EndpointSlices: %w", err)
 	}
-	if err := d.checkServiceCIDR(src.ServiceCIDRs()); err != nil {
-		return err
-	}
 	d.run = runner.New(d.sync, runner.Options{
 		MinInterval: d.cfg.IPVS.MinSyncPeriod,
 		MaxInterval: d.cfg.IPVS.SyncPeriod,
@@ -361,33 +377,82 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return err
 }
 
-// checkServiceCIDR is the seed-001 guard at run time: a clusterCIDR equal to or overlapping
-// the service CIDR leaves nodes unable to reach cluster IPs, so kipvs refuses to run.
-func (d *Daemon) checkServiceCIDR(sc watch.ServiceCIDRs) error {
+// clusterCIDROverlaps finds the seed-001 mistake: clusterCIDRs that are, contain or lie
+// inside a Service CIDR. It returns them and an error explaining each (nil: none). The
+// Service CIDRs come from the cluster's ServiceCIDR objects, else --kipvs-service-cidr;
+// with neither, a clusterCIDR holding default/kubernetes's cluster IP is the evidence.
+func (d *Daemon) clusterCIDROverlaps(sc watch.ServiceCIDRs) ([]netip.Prefix, error) {
 	cidrs := sc.CIDRs
 	source := "the cluster's ServiceCIDR objects"
 	if len(cidrs) == 0 {
 		cidrs = d.cfg.Kipvs.ServiceCIDRs
 		source = "--kipvs-service-cidr"
 	}
-	if len(cidrs) == 0 {
+	var bad []netip.Prefix
+	var errs []error
+	for _, p := range d.cfg.ClusterCIDRs {
+		if len(cidrs) > 0 {
+			if err := config.CheckClusterCIDR([]netip.Prefix{p}, cidrs); err != nil {
+				bad = append(bad, p)
+				errs = append(errs, fmt.Errorf("service CIDR from %s: %w", source, err))
+			}
+			continue
+		}
 		for _, ip := range sc.KubernetesServiceIPs {
-			for _, p := range d.cfg.ClusterCIDRs {
-				if p.Contains(ip) {
-					return fmt.Errorf("clusterCIDR %s contains %s, the cluster IP of default/kubernetes: %w", p, ip,
-						config.CheckClusterCIDR(d.cfg.ClusterCIDRs, []netip.Prefix{netip.PrefixFrom(ip, ip.BitLen())}))
-				}
+			if p.Contains(ip) {
+				bad = append(bad, p)
+				errs = append(errs, fmt.Errorf("clusterCIDR %s contains %s, the cluster IP of default/kubernetes: %w", p, ip,
+					config.CheckClusterCIDR([]netip.Prefix{p}, []netip.Prefix{netip.PrefixFrom(ip, ip.BitLen())})))
+				break
 			}
 		}
-		if len(d.cfg.ClusterCIDRs) > 0 {
-			d.log.Info("service CIDR unknown (no ServiceCIDR API, no --kipvs-service-cidr); clusterCIDR checked only against default/kubernetes")
+	}
+	return bad, errors.Join(errs...)
+}
+
+// checkClusterCIDR runs at every sync (the Service CIDRs can change), before the options
+// are built. A clusterCIDR that overlaps the Service CIDR is not used to detect local
+// traffic: kube-proxy would use it, so the node's own connections to cluster IPs (whose
+// source is the cluster IP itself) would look like pod traffic and not be masqueraded,
+// and the node could not reach Services. kipvs keeps running instead of crash-looping,
+// masquerades as it does with no detector (the node's own connections to cluster IPs), and
+// reports the mistake loudly: an ERROR log, a Warning Event on the Node and
+// kipvs_cluster_cidr_overlaps_service_cidr 1, each time the finding changes.
+func (d *Daemon) checkClusterCIDR() {
+	var sc watch.ServiceCIDRs
+	if d.deps.Source != nil {
+		sc = d.deps.Source.ServiceCIDRs()
+	}
+	bad, err := d.clusterCIDROverlaps(sc)
+	if slices.Equal(bad, d.badClusterCIDRs) && d.clusterCIDRChecked {
+		return
+	}
+	prev := d.badClusterCIDRs
+	d.clusterCIDRChecked = true
+	d.badClusterCIDRs = bad
+	if len(bad) == 0 {
+		d.m.ClusterCIDROverlapsServiceCIDR.Set(0)
+		if len(prev) > 0 {
+			d.log.Info("clusterCIDR no longer overlaps the Service CIDR; it detects local traffic again", zap.Stringers("clusterCIDRs", d.cfg.ClusterCIDRs))
 		}
-		return nil
+		return
 	}
-	if err := config.CheckClusterCIDR(d.cfg.ClusterCIDRs, cidrs); err != nil {
-		return fmt.Errorf("service CIDR from %s: %w", source, err)
+	d.m.ClusterCIDROverlapsServiceCIDR.Set(1)
+	msg := fmt.Sprintf("clusterCIDR %s is not used to detect local traffic: %v. kipvs keeps running and masquerades "+
+		"traffic to cluster IPs as it does with no local-traffic detector (the node's own connections, whose source is "+
+		"the cluster IP itself); fix clusterCIDR", prefixList(bad), err)
+	d.log.Error("clusterCIDR overlaps the Service CIDR", zap.Stringers("clusterCIDRs", bad), zap.Error(err))
+	if d.deps.Events != nil {
+		d.deps.Events.WarnNode(d.nodeName, "ClusterCIDROverlapsServiceCIDR", msg)
 	}
-	return nil
+}
+
+func prefixList(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
 }
 
 func (d *Daemon) drain(ctx context.Context) {

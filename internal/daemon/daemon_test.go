@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipvs/kipvs/internal/config"
@@ -211,30 +213,86 @@ func TestDaemonFileSourceEndToEnd(t *testing.T) {
 	}
 }
 
-// Seed-001: a clusterCIDR that is really the service CIDR is refused with an explanation,
-// before anything is programmed.
-func TestDaemonRefusesServiceCIDRAsClusterCIDR(t *testing.T) {
-	log := zaptest.NewLogger(t)
+// runUntilSynced runs a daemon over node until its first sync, stops it, and returns what
+// it programmed: the iptables and IPVS dumps.
+func runUntilSynced(t *testing.T, cfg config.Config, node *fakeNode, log *zap.Logger, reg *prometheus.Registry, ev EventSink) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "s.yaml")
 	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	node := newFakeNode()
-	cfg := testConfig(t)
-	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}
-	cfg.Kipvs.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}
-	d, err := New(cfg, "node-a", log, node.deps(startFileSource(t, ctx, path, log), prometheus.NewRegistry(), nil))
+	ready := make(chan struct{})
+	deps := node.deps(startFileSource(t, ctx, path, log), reg, ready)
+	deps.Events = ev
+	cfg.Kipvs.SourceFile = path
+	d, err := New(cfg, "node-a", log, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = d.Run(ctx)
-	if err == nil || !strings.Contains(err.Error(), "10.96.0.0/12") {
-		t.Fatalf("Run = %v, want the seed-001 refusal naming the CIDR", err)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run ended before the first sync: %v", err)
 	}
-	if dump, _ := node.ipvs.Dump(); dump != "" {
-		t.Errorf("kernel touched before refusing:\n%s", dump)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	nf, err := node.nf.Dump(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, _ := node.ipvs.Dump()
+	return nf + "\n" + vs
+}
+
+// Seed-001: a clusterCIDR that is, or contains, the Service CIDR does not stop kipvs (kube-
+// proxy runs too). It is left out of local-traffic detection, so kipvs programs exactly
+// what it programs with no clusterCIDR (the node's own connections to cluster IPs are
+// masqueraded), and says so loudly: ERROR log, Warning Event on the Node, metric at 1.
+func TestDaemonClusterCIDROverlappingServiceCIDR(t *testing.T) {
+	noCIDR := testConfig(t)
+	noCIDR.ClusterCIDRs = nil
+	reg := prometheus.NewRegistry()
+	want := runUntilSynced(t, noCIDR, newFakeNode(), zaptest.NewLogger(t), reg, &recordedEvents{})
+	if got := counter(t, reg, "kipvs_cluster_cidr_overlaps_service_cidr"); got != 0 {
+		t.Errorf("no clusterCIDR: kipvs_cluster_cidr_overlaps_service_cidr = %v, want 0", got)
+	}
+	if !strings.Contains(want, "--match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ") {
+		t.Fatalf("no clusterCIDR: no node-originated masquerade rule:\n%s", want)
+	}
+	for _, tc := range []struct{ cluster, svc, finding string }{
+		{"10.96.0.0/12", "10.96.0.0/12", "is the Service CIDR 10.96.0.0/12"},
+		{"10.0.0.0/8", "10.96.0.0/12", "overlaps the Service CIDR 10.96.0.0/12"},
+	} {
+		t.Run(tc.cluster, func(t *testing.T) {
+			core, logs := observer.New(zap.ErrorLevel)
+			cfg := testConfig(t)
+			cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix(tc.cluster)}
+			cfg.Kipvs.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix(tc.svc)}
+			reg := prometheus.NewRegistry()
+			ev := &recordedEvents{}
+			got := runUntilSynced(t, cfg, newFakeNode(), zap.New(core), reg, ev)
+			if got != want {
+				t.Errorf("programmed state differs from the one with no clusterCIDR:\n--- got ---\n%s\n--- want ---\n%s", got, want)
+			}
+			if v := counter(t, reg, "kipvs_cluster_cidr_overlaps_service_cidr"); v != 1 {
+				t.Errorf("kipvs_cluster_cidr_overlaps_service_cidr = %v, want 1", v)
+			}
+			errs := logs.FilterMessage("clusterCIDR overlaps the Service CIDR").All()
+			if len(errs) != 1 || !strings.Contains(fmt.Sprint(errs[0].ContextMap()["error"]), tc.finding) {
+				t.Errorf("ERROR logs: %v, want one naming %q", logs.All(), tc.finding)
+			}
+			evs := ev.all()
+			if len(evs) != 1 || !strings.HasPrefix(evs[0], "Node/node-a ClusterCIDROverlapsServiceCIDR clusterCIDR "+tc.cluster+" is not used to detect local traffic") ||
+				!strings.Contains(evs[0], tc.finding) {
+				t.Errorf("events = %q, want one Warning on Node/node-a naming %q", evs, tc.finding)
+			}
+		})
 	}
 }
 
@@ -314,6 +372,12 @@ func (r *recordedEvents) Warn(svc types.NamespacedName, reason, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, svc.String()+" "+reason+" "+msg)
+}
+
+func (r *recordedEvents) WarnNode(node, reason, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, "Node/"+node+" "+reason+" "+msg)
 }
 
 func (r *recordedEvents) all() []string {
@@ -414,4 +478,150 @@ endpoints:
 	}
 	cancel()
 	<-done
+}
+
+// The IPv6 family runs whenever the node can run it (ip6tables works, the kernel has IPv6),
+// as upstream decides, even on a host with no global IPv6 address: its rules are
+// programmed, its metric series exist and /healthz reports its status. Without IPv6
+// support only IPv4 runs. The MASQUERADE rule carries --random-fully exactly for the
+// families whose iptables supports it.
+func TestDaemonFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ipv6     func() error
+		families []string
+	}{
+		{"IPv6 supported, no IPv6 address", func() error { return nil }, []string{"IPv4", "IPv6"}},
+		{"no ip6tables", func() error { return errors.New("ip6tables-nft cannot list the nat table") }, []string{"IPv4"}},
+		{"no check", nil, []string{"IPv4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.yaml")
+			if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			log := zaptest.NewLogger(t)
+			node := newFakeNode()
+			nf6 := netfilter.NewFake(netfilter.IPv6)
+			reg := prometheus.NewRegistry()
+			ready := make(chan struct{})
+			deps := node.deps(startFileSource(t, ctx, path, log), reg, ready)
+			deps.Kernel = func(f proxy.Family) (reconcile.Kernel, error) {
+				nf := node.nf
+				if f == proxy.IPv6 {
+					nf = nf6
+				}
+				return reconcile.Kernel{IPVS: node.ipvs, IPSet: node.ipset, Netfilter: nf, Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
+			}
+			deps.IPv6 = tc.ipv6
+			deps.RandomFully = func(f proxy.Family) bool { return f == proxy.IPv4 }
+			cfg := testConfig(t)
+			cfg.Kipvs.SourceFile = path
+			d, err := New(cfg, "node-a", log, deps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			select {
+			case <-ready:
+			case err := <-done:
+				t.Fatalf("Run ended before the first sync: %v", err)
+			}
+			var status []string
+			for fam := range d.Health().Report().Status {
+				status = append(status, fam)
+			}
+			slices.Sort(status)
+			if !slices.Equal(status, tc.families) {
+				t.Errorf("/healthz status families = %v, want %v", status, tc.families)
+			}
+			var series []string
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() != "kipvs_sync_full_total" {
+					continue
+				}
+				for _, m := range mf.Metric {
+					for _, l := range m.Label {
+						series = append(series, l.GetValue())
+					}
+				}
+			}
+			slices.Sort(series)
+			if !slices.Equal(series, tc.families) {
+				t.Errorf("kipvs_sync_full_total series = %v, want %v", series, tc.families)
+			}
+			v4 := node.nf.Save(netfilter.TableNAT)
+			if !strings.Contains(v4, `-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`) {
+				t.Errorf("IPv4 nat table lacks MASQUERADE --random-fully:\n%s", v4)
+			}
+			v6 := nf6.Save(netfilter.TableNAT)
+			switch {
+			case len(tc.families) == 1 && strings.Contains(v6, "KUBE-"):
+				t.Errorf("IPv6 rules programmed without IPv6 support:\n%s", v6)
+			case len(tc.families) == 2 && !strings.Contains(v6, `-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE`+"\n"):
+				t.Errorf("IPv6 nat table lacks the plain MASQUERADE rule:\n%s", v6)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+}
+
+// The Service CIDRs come from the ServiceCIDR objects, else --kipvs-service-cidr; with
+// neither, default/kubernetes's cluster IP inside a clusterCIDR is the evidence. Only the
+// overlapping clusterCIDRs of a dual-stack pair are left out.
+func TestClusterCIDROverlaps(t *testing.T) {
+	pfx := func(ss ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, s := range ss {
+			out = append(out, netip.MustParsePrefix(s))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		cluster   []netip.Prefix
+		flag      []netip.Prefix
+		sc        watch.ServiceCIDRs
+		wantBad   []netip.Prefix
+		wantError []string
+	}{
+		{name: "pod CIDR", cluster: pfx("10.244.0.0/16"), flag: pfx("10.96.0.0/12")},
+		{name: "flag", cluster: pfx("10.96.0.0/12", "fd00:10:244::/56"), flag: pfx("10.96.0.0/12"),
+			wantBad: pfx("10.96.0.0/12"), wantError: []string{"--kipvs-service-cidr", "is the Service CIDR 10.96.0.0/12"}},
+		{name: "API over flag", cluster: pfx("10.244.0.0/16", "fd00:10:96::/112"), flag: pfx("10.244.0.0/16"),
+			sc:      watch.ServiceCIDRs{CIDRs: pfx("10.96.0.0/16", "fd00:10:96::/108")},
+			wantBad: pfx("fd00:10:96::/112"), wantError: []string{"ServiceCIDR objects", "overlaps the Service CIDR fd00:10:96::/108"}},
+		{name: "default/kubernetes", cluster: pfx("10.96.0.0/12"),
+			sc:      watch.ServiceCIDRs{KubernetesServiceIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}},
+			wantBad: pfx("10.96.0.0/12"), wantError: []string{"contains 10.96.0.1, the cluster IP of default/kubernetes"}},
+		{name: "nothing known", cluster: pfx("10.96.0.0/12")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.ClusterCIDRs, cfg.Kipvs.ServiceCIDRs = tc.cluster, tc.flag
+			d := &Daemon{cfg: cfg}
+			bad, err := d.clusterCIDROverlaps(tc.sc)
+			if !slices.Equal(bad, tc.wantBad) {
+				t.Errorf("overlapping = %v, want %v", bad, tc.wantBad)
+			}
+			if (err != nil) != (len(tc.wantError) > 0) {
+				t.Fatalf("error = %v", err)
+			}
+			for _, w := range tc.wantError {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
 }

@@ -10,9 +10,10 @@ import (
 	"k8s.io/client-go/tools/events"
 )
 
-// EventSink records a Warning Event on a Service.
+// EventSink records Warning Events on a Service, or on this node's Node.
 type EventSink interface {
 	Warn(svc types.NamespacedName, reason, message string)
+	WarnNode(node, reason, message string)
 }
 
 // apiEvents writes events.k8s.io/v1 Events through the API, reported by "kipvs" from this
@@ -31,4 +32,11 @@ func NewAPIEvents(ctx context.Context, client kubernetes.Interface, nodeName str
 func (e *apiEvents) Warn(svc types.NamespacedName, reason, message string) {
 	ref := &v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name}
 	e.rec.Eventf(ref, nil, v1.EventTypeWarning, reason, "Programming", "%s", message)
+}
+
+// WarnNode records a Warning Event on a Node, referenced as kube-proxy references its node
+// (the UID is the node name).
+func (e *apiEvents) WarnNode(node, reason, message string) {
+	ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)}
+	e.rec.Eventf(ref, nil, v1.EventTypeWarning, reason, "Configuration", "%s", message)
 }

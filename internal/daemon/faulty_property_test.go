@@ -626,6 +626,7 @@ func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful tim
 	}
 	if n.dualStack {
 		deps.HostAddrs = func() ([]netip.Addr, error) { return []netip.Addr{faultyNodeIP, faultyNodeIP6}, nil }
+		deps.IPv6 = func() error { return nil }
 	}
 	cfg := testConfig(t)
 	cfg.Kipvs.GracefulPeriod = graceful

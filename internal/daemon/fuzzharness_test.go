@@ -109,6 +109,7 @@ func newFuzzDaemon(localMode string) (*fuzzDaemon, error) {
 		},
 		Sysctl:            n.sysctl,
 		HostAddrs:         func() ([]netip.Addr, error) { return slices.Clone(fuzzHostAddrs), nil },
+		IPv6:              func() error { return nil },
 		KernelRelease:     "6.1.0-56-amd64",
 		NumCPU:            4,
 		Registry:          prometheus.NewRegistry(),

@@ -86,7 +86,8 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 	} else {
 		closers = append(closers, ct.Close)
 	}
-	backend, err := netfilter.Detect(ctx, netfilter.NewRunner(ns), "")
+	runner := netfilter.NewRunner(ns)
+	backend, err := netfilter.Detect(ctx, runner, "")
 	if err != nil {
 		return fail(fmt.Errorf("find an iptables backend (install the iptables package, with iptables-restore): %w", err))
 	}
@@ -124,13 +125,39 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 			}
 			return k, nil
 		},
-		Sysctl:        sysctl.New("/proc/sys", ns),
-		SysfsRoot:     "/sys",
-		HostAddrs:     netlinkHostAddrs(DummyName),
+		Sysctl:    sysctl.New("/proc/sys", ns),
+		SysfsRoot: "/sys",
+		HostAddrs: netlinkHostAddrs(DummyName),
+		IPv6:      func() error { return IPv6Usable(ctx, runner, backend.Mode, "/proc/net/if_inet6") },
+		RandomFully: func(f proxy.Family) bool {
+			nf := netfilter.IPv4
+			if f == proxy.IPv6 {
+				nf = netfilter.IPv6
+			}
+			v, err := netfilter.ToolVersion(ctx, runner, nf, backend.Mode)
+			if err != nil {
+				log.Warn("cannot read the iptables version; MASQUERADE is written without --random-fully", zap.String("ipFamily", f.String()), zap.Error(err))
+				return false
+			}
+			return v.AtLeast(netfilter.RandomFullyMinVersion)
+		},
 		KernelRelease: unix.ByteSliceToString(uts.Release[:]),
 		Clock:         clock.RealClock{},
 	}
 	return deps, closeAll, nil
+}
+
+// IPv6Usable is upstream's test for running the IPv6 family: the kernel has IPv6
+// (ifInet6, /proc/net/if_inet6, exists) and ip6tables works. The host needs no IPv6
+// address. kipvs doctor applies it too, to tell the families a daemon would run.
+func IPv6Usable(ctx context.Context, r netfilter.Runner, m netfilter.Mode, ifInet6 string) error {
+	if err := netfilter.Usable(ctx, r, netfilter.IPv6, m); err != nil {
+		return err
+	}
+	if _, err := os.Stat(ifInet6); err != nil {
+		return fmt.Errorf("the kernel has no IPv6 (%s): %w", ifInet6, err)
+	}
+	return nil
 }
 
 // newSource returns the file source, or the API source with its client.

@@ -28,6 +28,7 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 	defer d.mu.Unlock()
 	start := d.deps.Clock.Now()
 	src := d.deps.Source
+	d.checkClusterCIDR()
 	host, err := d.deps.HostAddrs()
 	if err != nil {
 		return fmt.Errorf("read the node's addresses: %w", err)
@@ -129,6 +130,17 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 // options computes one family's proxy options now.
 func (d *Daemon) options(f proxy.Family, node *v1.Node, host []netip.Addr) proxy.Options {
 	o := buildOptions(&d.cfg, f, d.nodeName, node, host)
+	if o.LocalDetector.Mode == proxy.LocalClusterCIDR {
+		// A clusterCIDR overlapping the Service CIDR is no pod CIDR (checkClusterCIDR).
+		o.LocalDetector.CIDRs = slices.DeleteFunc(o.LocalDetector.CIDRs, func(p netip.Prefix) bool {
+			return slices.Contains(d.badClusterCIDRs, p)
+		})
+	}
+	for _, fam := range d.families {
+		if fam.f == f {
+			o.MasqueradeRandomFully = fam.randomFully
+		}
+	}
 	for s, ok := range d.schedulers {
 		if !ok {
 			o.UnavailableSchedulers = append(o.UnavailableSchedulers, s)

@@ -189,7 +189,8 @@ func (c *checkup) gather() {
 }
 
 // deriveFamilies returns the daemon's families, or the ones it would run: IPv4, plus IPv6
-// when the node has an IPv6 address or an IPv6 clusterCIDR.
+// when ip6tables works and the kernel has IPv6 (the daemon's test, upstream's), whatever
+// the node's addresses.
 func (c *checkup) deriveFamilies() []proxy.Family {
 	if c.state != nil && len(c.state.Families) > 0 {
 		var out []proxy.Family
@@ -203,24 +204,7 @@ func (c *checkup) deriveFamilies() []proxy.Family {
 		return out
 	}
 	out := []proxy.Family{proxy.IPv4}
-	v6 := false
-	for _, l := range c.links {
-		if l.Name == daemon.DummyName {
-			continue
-		}
-		for _, p := range l.Addrs {
-			a := p.Addr()
-			if a.Is6() && !a.Is4In6() && !a.IsLoopback() && !a.IsLinkLocalUnicast() {
-				v6 = true
-			}
-		}
-	}
-	for _, p := range c.cfg.ClusterCIDRs {
-		if p.Addr().Is6() {
-			v6 = true
-		}
-	}
-	if v6 {
+	if c.v.IPv6 != nil && c.v.IPv6() == nil {
 		out = append(out, proxy.IPv6)
 	}
 	return out

@@ -301,8 +301,10 @@ func TestBrokenNode(t *testing.T) {
 		{
 			name:  "clusterCIDR is the Service CIDR (flag)",
 			breaK: func(f *fixture) { f.cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")} },
-			want: []expect{{check: "cluster CIDR", status: Fail, finding: []string{"clusterCIDR 10.96.0.0/12 is the Service CIDR 10.96.0.0/12 (from --kipvs-service-cidr)"},
-				fix: []string{"--cluster-cidr", "pod CIDR"}}},
+			want: []expect{
+				{check: "local traffic detector", status: Warn, finding: []string{"clusterCIDR 10.96.0.0/12 overlaps the Service CIDR", "does not use it", "src,dst"}},
+				{check: "cluster CIDR", status: Fail, finding: []string{"clusterCIDR 10.96.0.0/12 is the Service CIDR 10.96.0.0/12 (from --kipvs-service-cidr)"},
+					fix: []string{"--cluster-cidr", "pod CIDR"}}},
 		},
 		{
 			name: "clusterCIDR overlaps the API's Service CIDR",
@@ -311,7 +313,9 @@ func TestBrokenNode(t *testing.T) {
 				f.apiCIDR = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
 				f.cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 			},
-			want: []expect{{check: "cluster CIDR", status: Fail, finding: []string{"10.0.0.0/8 overlaps the Service CIDR 10.96.0.0/16", "ServiceCIDR objects"}}},
+			want: []expect{
+				{check: "local traffic detector", status: Warn, finding: []string{"clusterCIDR 10.0.0.0/8 overlaps the Service CIDR", "does not use it"}},
+				{check: "cluster CIDR", status: Fail, finding: []string{"10.0.0.0/8 overlaps the Service CIDR 10.96.0.0/16", "ServiceCIDR objects"}}},
 		},
 		{
 			name: "Service CIDR from the daemon",
@@ -443,11 +447,11 @@ func TestBrokenNode(t *testing.T) {
 			want:  []expect{{check: "daemon", status: OK, finding: []string{"drift is not checked"}}},
 		},
 		{
-			name: "IPv6 node address without a daemon",
+			// As the daemon decides: the node can run IPv6, whatever its addresses (none here).
+			name: "IPv6 supported without a daemon",
 			breaK: func(f *fixture) {
 				f.daemon.err = ErrNoDaemon
-				eth0 := f.net.link("eth0")
-				eth0.Addrs = append(eth0.Addrs, netip.MustParsePrefix("2001:db8::10/64"), netip.MustParsePrefix("fe80::1/64"))
+				f.ipv6 = func() error { return nil }
 			},
 			want: []expect{
 				{check: "daemon", status: Warn},

@@ -166,7 +166,9 @@ type fixture struct {
 	noAPI   bool
 	// noDaemon: no daemon address (metrics server disabled).
 	noDaemon bool
-	now      time.Time
+	// ipv6: the node can run the IPv6 family (View.IPv6; nil: it cannot).
+	ipv6 func() error
+	now  time.Time
 }
 
 type fixtureOpts struct {
@@ -287,6 +289,7 @@ func (f *fixture) view() View {
 		Iptables:      map[proxy.Family]IptablesReader{proxy.IPv4: f.ipt},
 		Conntrack:     f.ct,
 		Daemon:        f.daemon,
+		IPv6:          f.ipv6,
 		Now:           func() time.Time { return f.now },
 	}
 	if f.other != nil {

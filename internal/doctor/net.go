@@ -164,6 +164,13 @@ func (c *checkup) checkLocalDetector() {
 			c.add(check, OK, "masqueradeAll (--masquerade-all): all traffic to cluster IPs is masqueraded, pod traffic included", "")
 			continue
 		}
+		set := proxy.SetName(f, proxy.SetClusterIP)
+		if p, ok := c.cfg.ClusterCIDR(ipv6); ok && c.cfg.DetectLocalMode == config.LocalModeClusterCIDR && c.overlapsServiceCIDR(p) {
+			c.add(check, Warn, fmt.Sprintf("clusterCIDR %s overlaps the Service CIDR, so kipvs does not use it to tell pod traffic apart: it masquerades traffic to cluster IPs "+
+				"only when the packet's source is the cluster IP itself (nat KUBE-SERVICES -m set --match-set %s src,dst -j KUBE-MARK-MASQ), which is how the node's own connections look", p, set),
+				"set --cluster-cidr (clusterCIDR) to the pod CIDR")
+			continue
+		}
 		if c.cfg.HasLocalDetector(ipv6) {
 			var how string
 			switch c.cfg.DetectLocalMode {
@@ -180,13 +187,23 @@ func (c *checkup) checkLocalDetector() {
 			c.add(check, OK, "pod traffic is recognised by "+how+": traffic to cluster IPs from anywhere else is masqueraded", "")
 			continue
 		}
-		set := proxy.SetName(f, proxy.SetClusterIP)
 		c.add(check, Warn, fmt.Sprintf("no clusterCIDR for detect-local-mode %s: kipvs cannot tell pod traffic apart, so it masquerades traffic to cluster IPs only when the packet's source is the cluster IP itself "+
 			"(nat KUBE-SERVICES -m set --match-set %s src,dst -j KUBE-MARK-MASQ), which is how the node's own connections look; "+
 			"connections from off-node clients routed to the Service CIDR keep their source, so replies from pods on other nodes bypass this node and are lost",
 			c.cfg.DetectLocalMode, set),
 			"set --cluster-cidr (clusterCIDR) to the pod CIDR, or --detect-local-mode=NodeCIDR when Nodes have spec.podCIDRs")
 	}
+}
+
+// overlapsServiceCIDR reports whether p is, contains or lies inside a known Service CIDR;
+// the daemon then leaves it out of local-traffic detection.
+func (c *checkup) overlapsServiceCIDR(p netip.Prefix) bool {
+	for _, s := range c.svcCIDRs {
+		if p.Overlaps(s) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkClusterCIDR: the clusterCIDR is not (inside, around) the Service CIDR (seed-001).
@@ -212,7 +229,8 @@ func (c *checkup) checkClusterCIDR() {
 			}
 		}
 		if len(bad) > 0 {
-			c.add(check, Fail, strings.Join(bad, "; ")+" (from "+c.svcSource+"): the node's own connections to cluster IPs look like pod traffic and are not masqueraded, so the node cannot reach Services", fix)
+			c.add(check, Fail, strings.Join(bad, "; ")+" (from "+c.svcSource+"): with kube-proxy the node's own connections to cluster IPs would look like pod traffic and not be masqueraded, so the node could not reach Services; "+
+				"kipvs leaves this clusterCIDR out of local-traffic detection (it masquerades only the node's own connections to cluster IPs) and reports it (kipvs_cluster_cidr_overlaps_service_cidr 1, a Warning Event on the Node)", fix)
 			return
 		}
 		c.add(check, OK, fmt.Sprintf("clusterCIDR %s does not overlap the Service CIDR %s (from %s)", pods, prefixes(c.svcCIDRs), c.svcSource), "")
@@ -235,7 +253,7 @@ func (c *checkup) checkClusterCIDR() {
 	for _, a := range ips {
 		for _, p := range c.cfg.ClusterCIDRs {
 			if p.Contains(a) {
-				c.add(check, Fail, fmt.Sprintf("cluster IP %s lies in clusterCIDR %s: the clusterCIDR is (part of) the Service CIDR, so the node's own connections to cluster IPs are not masqueraded", a, p), fix)
+				c.add(check, Fail, fmt.Sprintf("cluster IP %s lies in clusterCIDR %s: the clusterCIDR is (part of) the Service CIDR; kipvs leaves it out of local-traffic detection and masquerades only the node's own connections to cluster IPs", a, p), fix)
 				return
 			}
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -92,6 +93,7 @@ func NewRealView(ctx context.Context, cfg *config.Config, o RealOptions) (View, 
 			proxy.IPv4: &iptablesReader{runner: runner, family: netfilter.IPv4, backend: b},
 			proxy.IPv6: &iptablesReader{runner: runner, family: netfilter.IPv6, backend: b},
 		}
+		v.IPv6 = func() error { return daemon.IPv6Usable(ctx, runner, b.Mode, "/proc/net/if_inet6") }
 		other := netfilter.Backend{Mode: netfilter.ModeLegacy}
 		if b.Mode == netfilter.ModeLegacy {
 			other.Mode = netfilter.ModeNFT

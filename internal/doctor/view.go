@@ -34,6 +34,9 @@ type View struct {
 	OtherIptables map[proxy.Family]IptablesReader
 	OtherBackend  string
 	Conntrack     ConntrackReader
+	// IPv6 says whether the daemon would run the IPv6 family (daemon.IPv6Usable: ip6tables
+	// works and the kernel has IPv6), for when no daemon answers. nil: IPv4 only.
+	IPv6 func() error
 	// Daemon reaches the running kipvs daemon; nil means no daemon is looked for.
 	Daemon DaemonReader
 	// APIServiceCIDRs lists the cluster's ServiceCIDR objects; nil when no API server is

@@ -46,6 +46,8 @@ type Metrics struct {
 
 	SourceFileReloadErrors prometheus.Counter // kipvs_source_file_reload_errors_total
 	SourceFileLastGood     prometheus.Gauge   // kipvs_source_file_last_good_timestamp_seconds
+
+	ClusterCIDROverlapsServiceCIDR prometheus.Gauge // kipvs_cluster_cidr_overlaps_service_cidr
 }
 
 // alpha is help as component-base exports a metric of stability level ALPHA: kube-proxy's
@@ -162,6 +164,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		SourceFileLastGood: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: kipvs, Name: "source_file_last_good_timestamp_seconds",
 			Help: "When the source file revision in effect was applied"}),
+		ClusterCIDROverlapsServiceCIDR: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: kipvs, Name: "cluster_cidr_overlaps_service_cidr",
+			Help: "1 while a clusterCIDR is, contains or lies inside a Service CIDR (a misconfiguration; it is then not used to detect local traffic), else 0"}),
 	}
 	reg.MustRegister(
 		m.SyncProxyRulesLatency, m.SyncFullProxyRulesLatency, m.SyncPartialProxyRulesLatency,
@@ -170,7 +175,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.IPTablesRestoreFailuresTotal, m.IPTablesRulesTotal, m.IPTablesRulesLastSync, m.NoLocalEndpointsTotal,
 		m.ProxyHealthzTotal, m.ProxyLivezTotal, m.ConntrackReconcileLatency, m.ConntrackDeletedEntries,
 		m.ObjectsChanged, m.DriftRepaired, m.SyncFull, m.SyncIncr, m.SyncErrors, m.SourceErrors,
-		m.SourceFileReloadErrors, m.SourceFileLastGood,
+		m.SourceFileReloadErrors, m.SourceFileLastGood, m.ClusterCIDROverlapsServiceCIDR,
 		buildInfo(),
 		// component-base's legacy registry exports every runtime/metrics series besides the
 		// go_memstats_* set.

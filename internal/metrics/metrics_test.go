@@ -78,6 +78,7 @@ func TestNamesAndLabels(t *testing.T) {
 		"kipvs_source_errors_total":                                  "COUNTER{source}",
 		"kipvs_source_file_reload_errors_total":                      "COUNTER{}",
 		"kipvs_source_file_last_good_timestamp_seconds":              "GAUGE{}",
+		"kipvs_cluster_cidr_overlaps_service_cidr":                   "GAUGE{}",
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %q, want %q", name, got[name], want)

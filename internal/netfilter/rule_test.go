@@ -80,6 +80,8 @@ func TestCanonical(t *testing.T) {
 		{IPv6, `-p udp -m udp --sport 53 -j ACCEPT`},
 		{IPv4, `-p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type \'hash ip:port\'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`},
 		{IPv4, `-m comment --comment "back\\slash" -j RETURN`},
+		{IPv4, `-m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`},
+		{IPv6, `-m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`},
 	}
 	for _, c := range ok {
 		if err := Canonical(c.f, c.rule); err != nil {

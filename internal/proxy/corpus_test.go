@@ -39,6 +39,7 @@ func ruleVariants() []ruleVariant {
 		}{
 			{"cluster-cidr", func(o *Options) {
 				o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix(pod)}}
+				o.MasqueradeRandomFully = true // as on any node with iptables >= 1.6.2
 			}},
 			{"node-cidr", func(o *Options) {
 				o.LocalDetector = LocalDetector{Mode: LocalNodeCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix(nodeCIDR)}}

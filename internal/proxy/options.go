@@ -56,7 +56,10 @@ type Options struct {
 	MasqueradeAll bool
 	// MasqueradeBit is the fwmark bit marking packets for SNAT (default 14 -> 0x4000).
 	MasqueradeBit int
-	LocalDetector LocalDetector
+	// MasqueradeRandomFully adds --random-fully to KUBE-POSTROUTING's MASQUERADE rule, as
+	// upstream does whenever the node's iptables supports it (1.6.2 and later).
+	MasqueradeRandomFully bool
+	LocalDetector         LocalDetector
 	// StrictARP only affects sysctls; it is here so a change triggers a rebuild.
 	StrictARP bool
 	// UnavailableSchedulers are scheduler names whose kernel module failed to load (found by
@@ -70,6 +73,7 @@ func (o Options) Equal(p Options) bool {
 		mapsEqual(o.NodeLabels, p.NodeLabels) &&
 		slices.Equal(o.NodePortAddresses, p.NodePortAddresses) && slices.Equal(o.LocalAddresses, p.LocalAddresses) &&
 		o.MasqueradeAll == p.MasqueradeAll && o.MasqueradeBit == p.MasqueradeBit &&
+		o.MasqueradeRandomFully == p.MasqueradeRandomFully &&
 		o.LocalDetector.Mode == p.LocalDetector.Mode && o.LocalDetector.Interface == p.LocalDetector.Interface &&
 		slices.Equal(o.LocalDetector.CIDRs, p.LocalDetector.CIDRs) && o.StrictARP == p.StrictARP &&
 		slices.Equal(o.UnavailableSchedulers, p.UnavailableSchedulers)

@@ -224,7 +224,11 @@ func BuildRules(o *Options, d *Desired) *Rules {
 
 	add("nat", ChainPostrouting, "-m mark ! --mark "+mark+"/"+mark+" -j RETURN")
 	add("nat", ChainPostrouting, "-j MARK --set-xmark "+mark+"/0x0")
-	add("nat", ChainPostrouting, "-m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE")
+	masq := "-m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE"
+	if o.MasqueradeRandomFully {
+		masq += " --random-fully" // iptables-save prints the target's option after it
+	}
+	add("nat", ChainPostrouting, masq)
 	add("nat", ChainMarkMasq, "-j MARK --set-xmark "+mark+"/"+mark)
 
 	chains := func(m map[string][]string, names ...string) []ChainRules {

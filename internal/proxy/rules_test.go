@@ -38,6 +38,8 @@ func TestRulesGolden(t *testing.T) {
 			o.MasqueradeBit = 15
 		}},
 		{name: "empty-node", empty: true},
+		// iptables >= 1.6.2: upstream's MASQUERADE rule carries --random-fully.
+		{name: "random-fully", opts: func(o *Options) { o.LocalDetector = cidr; o.MasqueradeRandomFully = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := testOptions()
