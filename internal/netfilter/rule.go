@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/iptsave"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -61,31 +62,9 @@ func tokenize(rule string) ([]string, error) {
 	return words, nil
 }
 
-// Quote renders s the way iptables-save prints a string option such as a comment: bare when it
-// is made only of letters, digits, '_' and '-', otherwise in double quotes with double quotes,
-// backslashes and single quotes escaped by a backslash. Use it to build comment arguments: `-m comment --comment ` + Quote(c).
-func Quote(s string) string {
-	bare := s != ""
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			bare = false
-			break
-		}
-	}
-	if bare {
-		return s
-	}
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, c := range s {
-		if c == '"' || c == '\\' || c == '\'' {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+// Quote renders s the way iptables-save prints a string option such as a comment (see
+// iptsave.Quote). Use it to build comment arguments: `-m comment --comment ` + Quote(c).
+func Quote(s string) string { return iptsave.Quote(s) }
 
 // isStringOption reports the options whose value iptables-save prints with Quote; every other
 // word is printed as is.

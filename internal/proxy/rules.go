@@ -3,6 +3,8 @@ package proxy
 import (
 	"fmt"
 	"strings"
+
+	"github.com/kipvs/kipvs/internal/iptsave"
 )
 
 // Chain names, identical to kube-proxy's IPVS mode.
@@ -74,33 +76,9 @@ func (r *Rules) Render() string {
 	return b.String()
 }
 
-// quoteComment quotes a comment exactly as iptables-save prints it (xtables_save_string):
-// bare when it is made only of letters, digits, '_' and '-', otherwise in double quotes with
-// every double quote, backslash and single quote escaped by a backslash. Upstream's SCTP set
-// comments contain single quotes, which iptables-save prints as \'. This is the same form
-// netfilter.Quote produces and netfilter.Canonical checks; proxy stays free of that import.
-func quoteComment(c string) string {
-	bare := c != ""
-	for _, r := range c {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			bare = false
-			break
-		}
-	}
-	if bare {
-		return c
-	}
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range c {
-		if r == '"' || r == '\\' || r == '\'' {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+// quoteComment quotes a comment exactly as iptables-save prints it (iptsave.Quote, the form
+// netfilter.Canonical checks).
+func quoteComment(c string) string { return iptsave.Quote(c) }
 
 // setRule describes one rule that exists only while its set is non-empty.
 type setRule struct {
