@@ -321,7 +321,13 @@ func poll(t testing.TB, limit time.Duration, what string, cond func() (bool, str
 }
 
 func run(name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return runWithin(2*time.Minute, name, args...)
+}
+
+// runWithin is run with another time limit, for commands that are slow under TCG (rootfs.sh
+// copies the iptables tools and their libraries over 9p).
+func runWithin(limit time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	var stderr bytes.Buffer

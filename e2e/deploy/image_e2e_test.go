@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // imageFiles are the only files the image may hold besides directories: kipvs, the two
@@ -36,7 +37,7 @@ var imageFiles = regexp.MustCompile(`^(` +
 func TestImageRootfs(t *testing.T) {
 	e := loadEnv(t)
 	root := filepath.Join(t.TempDir(), "rootfs")
-	if out, err := run("sh", filepath.Join(e.deployDir, "image", "rootfs.sh"), root); err != nil {
+	if out, err := runWithin(8*time.Minute, "sh", filepath.Join(e.deployDir, "image", "rootfs.sh"), root); err != nil {
 		t.Fatalf("rootfs.sh: %v\n%s", err, out)
 	}
 	bin, err := os.ReadFile(e.kipvs)
