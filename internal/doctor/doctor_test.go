@@ -455,6 +455,23 @@ func TestBrokenNode(t *testing.T) {
 			},
 			want: []expect{
 				{check: "daemon", status: Warn},
+				{check: "local traffic detector (IPv6)", status: OK, finding: []string{"single-stack cluster"}},
+				{check: "FORWARD policy (IPv6)", status: Warn, finding: []string{"cannot read ip6tables"}},
+				{check: "sysctl net.bridge.bridge-nf-call-ip6tables", status: OK},
+				{check: "local traffic detector", status: OK},
+			},
+		},
+		{
+			// A dual-stack cluster whose IPv6 pods have no clusterCIDR: IPv6 pod traffic to
+			// cluster IPs cannot be told apart.
+			name: "IPv6 Service CIDR without an IPv6 clusterCIDR",
+			breaK: func(f *fixture) {
+				f.daemon.err = ErrNoDaemon
+				f.ipv6 = func() error { return nil }
+				f.cfg.Kipvs.ServiceCIDRs = append(f.cfg.Kipvs.ServiceCIDRs, netip.MustParsePrefix("fd00:10:96::/112"))
+			},
+			want: []expect{
+				{check: "daemon", status: Warn},
 				{check: "local traffic detector (IPv6)", status: Warn, finding: []string{"KUBE-6-CLUSTER-IP src,dst"}},
 				{check: "FORWARD policy (IPv6)", status: Warn, finding: []string{"cannot read ip6tables"}},
 				{check: "sysctl net.bridge.bridge-nf-call-ip6tables", status: OK},

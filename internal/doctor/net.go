@@ -187,12 +187,28 @@ func (c *checkup) checkLocalDetector() {
 			c.add(check, OK, "pod traffic is recognised by "+how+": traffic to cluster IPs from anywhere else is masqueraded", "")
 			continue
 		}
+		if _, other := c.cfg.ClusterCIDR(!ipv6); other && c.cfg.DetectLocalMode == config.LocalModeClusterCIDR && !c.hasServiceCIDR(f) {
+			// A single-stack cluster on a host where the other family works: kipvs runs that
+			// family (as kube-proxy does) but it has no Services, so nothing is masqueraded.
+			c.add(check, OK, fmt.Sprintf("single-stack cluster: no %s clusterCIDR and no %s Service CIDR, so the %s family has no cluster IPs to masquerade for", f, f, f), "")
+			continue
+		}
 		c.add(check, Warn, fmt.Sprintf("no clusterCIDR for detect-local-mode %s: kipvs cannot tell pod traffic apart, so it masquerades traffic to cluster IPs only when the packet's source is the cluster IP itself "+
 			"(nat KUBE-SERVICES -m set --match-set %s src,dst -j KUBE-MARK-MASQ), which is how the node's own connections look; "+
 			"connections from off-node clients routed to the Service CIDR keep their source, so replies from pods on other nodes bypass this node and are lost",
 			c.cfg.DetectLocalMode, set),
 			"set --cluster-cidr (clusterCIDR) to the pod CIDR, or --detect-local-mode=NodeCIDR when Nodes have spec.podCIDRs")
 	}
+}
+
+// hasServiceCIDR reports whether a Service CIDR of family f is known.
+func (c *checkup) hasServiceCIDR(f proxy.Family) bool {
+	for _, p := range c.svcCIDRs {
+		if f.Matches(p.Addr()) {
+			return true
+		}
+	}
+	return false
 }
 
 // overlapsServiceCIDR reports whether p is, contains or lies inside a known Service CIDR;
