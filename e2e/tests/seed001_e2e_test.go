@@ -124,6 +124,9 @@ func TestSeed001NodeToClusterIP(t *testing.T) {
 			for !found && ctx.Err() == nil {
 				evs, err := s.api.CS.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 				if err != nil {
+					if ctx.Err() != nil {
+						break // the wait is over: reported below as no Event
+					}
 					t.Fatalf("list Events: %v", err)
 				}
 				for _, e := range evs.Items {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,12 +32,29 @@ func NewAPIEvents(ctx context.Context, client kubernetes.Interface, nodeName str
 
 func (e *apiEvents) Warn(svc types.NamespacedName, reason, message string) {
 	ref := &v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name}
-	e.rec.Eventf(ref, nil, v1.EventTypeWarning, reason, "Programming", "%s", message)
+	e.rec.Eventf(ref, nil, v1.EventTypeWarning, reason, "Programming", "%s", fitNote(message))
 }
 
 // WarnNode records a Warning Event on a Node, referenced as kube-proxy references its node
 // (the UID is the node name).
 func (e *apiEvents) WarnNode(node, reason, message string) {
 	ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)}
-	e.rec.Eventf(ref, nil, v1.EventTypeWarning, reason, "Configuration", "%s", message)
+	e.rec.Eventf(ref, nil, v1.EventTypeWarning, reason, "Configuration", "%s", fitNote(message))
+}
+
+// maxNote is the longest note the apiserver accepts in an events.k8s.io/v1 Event; a longer
+// one is rejected whole ("can have at most 1024 characters") and the Event is lost.
+const maxNote = 1024
+
+// fitNote shortens a message to maxNote bytes at a rune boundary, ending it with "..." when
+// it was cut; the log line keeps the whole message.
+func fitNote(msg string) string {
+	if len(msg) <= maxNote {
+		return msg
+	}
+	cut := maxNote - len("...")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "..."
 }
