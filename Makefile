@@ -55,13 +55,18 @@ test-kernel: vm-prepare
 	done; \
 	$(GO) run ./e2e/vm/cmd/vmrun --cache $(VMCACHE) --timeout $(KERNEL_TIMEOUT) $$tests
 
-# A real etcd and kube-apiserver, built from the nested module e2e/k8s (k8s.io/kubernetes
+# The oracle of the differential tests: kube-proxy v1.34.10, with the version it reports.
+KPVER        := k8s.io/component-base/version
+KUBE_PROXY_LDFLAGS := -X $(KPVER).gitVersion=v1.34.10 -X $(KPVER).gitMajor=1 -X $(KPVER).gitMinor=34 -X $(KPVER).gitTreeState=clean
+
+# A real etcd and kube-apiserver, and kube-proxy, built from the nested module e2e/k8s (k8s.io/kubernetes
 # stays out of the main module). Cold: several minutes; afterwards the Go build cache
 # makes this a few seconds.
 e2e-bins:
 	@mkdir -p $(K8SBIN)
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -o $(K8SBIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -o $(K8SBIN)/etcd go.etcd.io/etcd/server/v3
+	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -ldflags '$(KUBE_PROXY_LDFLAGS)' -o $(K8SBIN)/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 
 # API-level end-to-end tests: etcd + kube-apiserver run natively on the host (127.0.0.1),
 # the tests and kipvs run inside the VM, which reaches only the apiserver.
@@ -72,7 +77,7 @@ test-e2e: vm-prepare e2e-bins build $(BIN)/kustomize
 	CGO_ENABLED=0 $(GO) build -o $(E2EBIN)/echo ./e2e/echo
 	$(GO) run ./e2e/cluster/cmd/e2erun --k8s-bin $(K8SBIN) --state $(CACHE)/e2e --vm-cache $(VMCACHE) \
 		--timeout $(E2E_TIMEOUT) --env KIPVS_BIN=$(BIN)/kipvs --env KIPVS_ECHO_BIN=$(E2EBIN)/echo \
-		--env KIPVS_KUSTOMIZE=$(BIN)/kustomize --env KIPVS_DEPLOY_DIR=$(CURDIR)/deploy \
+		--env KIPVS_KUSTOMIZE=$(BIN)/kustomize --env KIPVS_DEPLOY_DIR=$(CURDIR)/deploy --env KIPVS_KUBE_PROXY_BIN=$(K8SBIN)/kube-proxy \
 		--test $(E2EBIN)/e2e.test --test $(E2EBIN)/deploy.test -- $(E2E_ARGS)
 
 # kustomize renders deploy/ for the e2e tests (installed from the Go module proxy).
