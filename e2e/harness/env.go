@@ -56,6 +56,23 @@ type Env struct {
 	Kubeconfig string // KIPVS_E2E_KUBECONFIG: kubeconfig for the apiserver as the VM sees it
 	KipvsBin   string // KIPVS_BIN: the kipvs binary
 	EchoBin    string // KIPVS_ECHO_BIN: the echo backend (e2e/echo)
+	// KubeProxyBin is KIPVS_KUBE_PROXY_BIN, kube-proxy v1.34.10 built from e2e/k8s (make
+	// e2e-bins), as the host path; RequireKubeProxy stages it.
+	KubeProxyBin string
+}
+
+// RequireKubeProxy fails the test when KIPVS_KUBE_PROXY_BIN is not set or missing, and
+// otherwise returns the path of its copy in StageDir.
+func (e Env) RequireKubeProxy(t testing.TB) string {
+	t.Helper()
+	if e.KubeProxyBin == "" {
+		t.Fatal("KIPVS_KUBE_PROXY_BIN is not set: run the scenarios through make test-e2e, which builds kube-proxy (make e2e-bins)")
+	}
+	p, err := stage(e.KubeProxyBin, "kube-proxy")
+	if err != nil {
+		t.Fatalf("KIPVS_KUBE_PROXY_BIN: %v", err)
+	}
+	return p
 }
 
 // StageDir is where LoadEnv copies the binaries: a tmpfs in the VM. Executing a binary from
@@ -71,6 +88,8 @@ func LoadEnv(t testing.TB) Env {
 		Kubeconfig: os.Getenv("KIPVS_E2E_KUBECONFIG"),
 		KipvsBin:   os.Getenv("KIPVS_BIN"),
 		EchoBin:    os.Getenv("KIPVS_ECHO_BIN"),
+
+		KubeProxyBin: os.Getenv("KIPVS_KUBE_PROXY_BIN"),
 	}
 	for name, v := range map[string]string{"KIPVS_E2E_KUBECONFIG": e.Kubeconfig, "KIPVS_BIN": e.KipvsBin, "KIPVS_ECHO_BIN": e.EchoBin} {
 		if v == "" {

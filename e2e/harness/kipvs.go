@@ -20,8 +20,11 @@ import (
 // SyncPeriod is --ipvs-sync-period in the scenarios: the longest a drift stays unrepaired.
 const SyncPeriod = 5 * time.Second
 
-// Kipvs is a `kipvs run` subprocess in the node's namespace.
+// Kipvs is a `kipvs run` subprocess in the node's namespace, or (StartKubeProxy) the real
+// kube-proxy, the oracle of the differential tests: both serve the same metrics on
+// MetricsAddr and HealthAddr.
 type Kipvs struct {
+	Name string // "kipvs" or "kube-proxy", for messages
 	Args []string
 	cmd  *exec.Cmd
 	log  *syncBuffer
@@ -66,18 +69,30 @@ func RunArgs(env Env, extra ...string) []string {
 // has failed by then (or KIPVS_E2E_SHOW_LOGS=1), kipvs's log goes into the test log.
 func StartKipvs(t testing.TB, env Env, args ...string) *Kipvs {
 	t.Helper()
-	k := &Kipvs{Args: args, log: &syncBuffer{}, done: make(chan struct{})}
-	k.cmd = exec.Command(env.KipvsBin, args...)
+	return startProxy(t, "kipvs", env.KipvsBin, args)
+}
+
+// StartKubeProxy starts the kube-proxy binary (Env.RequireKubeProxy) with args, as
+// StartKipvs starts kipvs.
+func StartKubeProxy(t testing.TB, env Env, args ...string) *Kipvs {
+	t.Helper()
+	return startProxy(t, "kube-proxy", env.RequireKubeProxy(t), args)
+}
+
+func startProxy(t testing.TB, name, bin string, args []string) *Kipvs {
+	t.Helper()
+	k := &Kipvs{Name: name, Args: args, log: &syncBuffer{}, done: make(chan struct{})}
+	k.cmd = exec.Command(bin, args...)
 	k.cmd.Stdout, k.cmd.Stderr = k.log, k.log
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := k.cmd.Start(); err != nil {
-		t.Fatalf("start kipvs: %v", err)
+		t.Fatalf("start %s: %v", name, err)
 	}
 	go func() { k.err = k.cmd.Wait(); close(k.done) }()
 	t.Cleanup(func() {
 		k.Stop(t)
 		if t.Failed() || os.Getenv("KIPVS_E2E_SHOW_LOGS") == "1" {
-			t.Logf("kipvs %s log:\n%s", strings.Join(args, " "), tailLines(k.log.String(), 400))
+			t.Logf("%s %s log:\n%s", name, strings.Join(args, " "), tailLines(k.log.String(), 400))
 		}
 	})
 	return k
@@ -109,11 +124,11 @@ func (k *Kipvs) Stop(t testing.TB) {
 	case <-time.After(30 * time.Second):
 		_ = k.cmd.Process.Kill()
 		<-k.done
-		t.Errorf("kipvs did not stop within 30 s of SIGTERM")
+		t.Errorf("%s did not stop within 30 s of SIGTERM", k.Name)
 		return
 	}
 	if k.err != nil {
-		t.Errorf("kipvs exited with %v", k.err)
+		t.Errorf("%s exited with %v", k.Name, k.err)
 	}
 }
 
@@ -124,7 +139,7 @@ func (k *Kipvs) Wait(t testing.TB, limit time.Duration) (string, error) {
 	case <-k.done:
 		return k.log.String(), k.err
 	case <-time.After(limit):
-		t.Fatalf("kipvs %s still running after %s; log:\n%s", strings.Join(k.Args, " "), limit, tailLines(k.log.String(), 100))
+		t.Fatalf("%s %s still running after %s; log:\n%s", k.Name, strings.Join(k.Args, " "), limit, tailLines(k.log.String(), 100))
 		return "", nil
 	}
 }
@@ -137,7 +152,7 @@ func (k *Kipvs) WaitSynced(t testing.TB, limit time.Duration, what string, cond 
 	t.Helper()
 	return Poll(t, limit, what, func() (bool, string) {
 		if k.Exited() {
-			t.Fatalf("kipvs exited (%v) while waiting for %s; log:\n%s", k.err, what, tailLines(k.log.String(), 200))
+			t.Fatalf("%s exited (%v) while waiting for %s; log:\n%s", k.Name, k.err, what, tailLines(k.log.String(), 200))
 		}
 		if cond != nil {
 			if ok, detail := cond(); !ok {
