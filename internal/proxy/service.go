@@ -87,7 +87,11 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 	}
 	b := builder{o: o, svc: svc, st: st, members: map[Member]struct{}{}, addrs: map[netip.Addr]struct{}{}}
 	clusterIPs, valid := b.validateService()
-	if !valid {
+	if !valid || len(clusterIPs) == 0 {
+		// No cluster IP of this family (headless, single-stack of the other family, or
+		// unusable): the Service has nothing in this family, not even its node ports, as
+		// in kube-proxy (each family's proxier sees only the Services with a cluster IP of
+		// its family; an IPv4-only NodePort Service has no IPv6 node port).
 		b.finish()
 		return st
 	}
@@ -120,11 +124,11 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 		// client's source IP reaches the pod; when the node has none, fall back to the
 		// cluster's endpoints WITH SNAT, so pods on this node and stray external packets
 		// get an answer instead of a black hole (the health check already reports 503).
-		clusterEps := topologyFilter(ready, svc, zone)
+		clusterEps := topologyFilter(ready, o.NodeName, zone)
 		if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal {
 			clusterEps = local
 		}
-		externalEps := topologyFilter(ready, svc, zone)
+		externalEps := topologyFilter(ready, o.NodeName, zone)
 		externalLocal := externalPolicyLocal(svc) && len(local) > 0
 		if externalLocal {
 			externalEps = local

@@ -203,6 +203,32 @@ func buildCases() []buildCase {
 				"10.244.1.5:zone-a", "10.244.1.6")},
 		},
 		{
+			// kube-proxy v1.34 follows the hints whatever the Service says: the EndpointSlice
+			// controller writes them only when the Service asks (differential test).
+			name: "topology-hints-followed-without-service-field",
+			svc:  svc("default", "topo", "10.96.0.24"),
+			slices: []*discoveryv1.EndpointSlice{slice("topo", "t-1", "http", 8080, tcp,
+				"10.244.1.5:zone-a", "10.244.1.6:zone-b", "10.244.1.7:zone-b")},
+		},
+		{
+			name: "topology-node-hints-before-zone-hints",
+			svc:  svc("default", "topo", "10.96.0.24"),
+			slices: []*discoveryv1.EndpointSlice{slice("topo", "t-1", "http", 8080, tcp,
+				"10.244.1.5:zone-a:fornode-node-b", "10.244.2.6:local:zone-a:fornode-"+testNode, "10.244.1.7:zone-a:fornode-node-c")},
+		},
+		{
+			name: "topology-node-hints-not-for-this-node-then-zone",
+			svc:  svc("default", "topo", "10.96.0.24"),
+			slices: []*discoveryv1.EndpointSlice{slice("topo", "t-1", "http", 8080, tcp,
+				"10.244.1.5:zone-a:fornode-node-b", "10.244.1.6:zone-b:fornode-node-c")},
+		},
+		{
+			name: "topology-terminating-fallback-not-filtered",
+			svc:  svc("default", "topo", "10.96.0.24"),
+			slices: []*discoveryv1.EndpointSlice{slice("topo", "t-1", "http", 8080, tcp,
+				"10.244.1.5:terminating:zone-a", "10.244.1.6:terminating:zone-b", "10.244.1.7:notready:zone-a")},
+		},
+		{
 			name:   "externalname-contributes-nothing",
 			svc:    svc("default", "ext", "", svcType(v1.ServiceTypeExternalName)),
 			slices: nil,
@@ -224,6 +250,17 @@ func buildCases() []buildCase {
 				s.Spec.ClusterIP = "10.96.0.25"
 			}),
 			slices: []*discoveryv1.EndpointSlice{slice("v6", "v6-1", "http", 8080, tcp, "fd00:10:244::5|local")},
+		},
+		{
+			name: "ipv4-only-nodeport-lb-in-ipv6-proxier-contributes-nothing",
+			opts: func(o *Options) {
+				o.Family = IPv6
+				o.NodePortAddresses = []netip.Addr{netip.MustParseAddr("fd00:1::10")}
+			},
+			svc: svc("default", "v4np", "10.96.0.27", svcType(v1.ServiceTypeLoadBalancer), etpLocal, lbIngress("203.0.113.27"),
+				ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30086}, v1.ServicePort{Name: "s", Port: 3868, Protocol: sctp, NodePort: 31869}),
+				func(s *v1.Service) { s.Spec.HealthCheckNodePort = 30087 }),
+			slices: []*discoveryv1.EndpointSlice{slice("v4np", "v4np-1", "http", 8080, tcp, "10.244.2.6:local")},
 		},
 		{
 			name:   "unsupported-protocol-is-a-problem",
@@ -389,6 +426,17 @@ func TestBuildServiceSemantics(t *testing.T) {
 	if v := st.VirtualServers[0]; v.Scheduler != "sh" || strings.Join(v.SchedFlags, ",") != "sh-fallback,sh-port" || len(st.Problems) != 1 {
 		t.Errorf("annotation scheduler = %s %v, problems %v", v.Scheduler, v.SchedFlags, st.Problems)
 	}
+	for name, want := range map[string]string{
+		"topology-hints-followed-without-service-field":   "10.244.1.5:8080",
+		"topology-node-hints-before-zone-hints":           "10.244.2.6:8080",
+		"topology-node-hints-not-for-this-node-then-zone": "10.244.1.5:8080",
+		"topology-terminating-fallback-not-filtered":      "10.244.1.5:8080 10.244.1.6:8080",
+		"topology-hints-incomplete-uses-all":              "10.244.1.5:8080 10.244.1.6:8080",
+	} {
+		if got := strings.Join(dests(build(name), KindClusterIP), " "); got != want {
+			t.Errorf("%s: real servers %s, want %s", name, got, want)
+		}
+	}
 	if got := strings.Join(dests(build("topology-hints-for-my-zone"), KindClusterIP), " "); got != "10.244.1.5:8080 10.244.1.7:8080" {
 		t.Errorf("zone hints = %s", got)
 	}
@@ -408,5 +456,24 @@ func TestSetNames(t *testing.T) {
 	}
 	if got := SetName(IPv4, SetLoadBalancerSourceNet); got != "KUBE-LOAD-BALANCER-SOURCE-CIDR" {
 		t.Errorf("v4 name = %s", got)
+	}
+}
+
+// kube-proxy's proxier of a family sees only the Services with a cluster IP of that family:
+// an IPv4-only NodePort or LoadBalancer Service has no IPv6 node port, health check node
+// port or set member (found by the differential test against kube-proxy).
+func TestOtherFamilyServiceContributesNothing(t *testing.T) {
+	for _, tc := range buildCases() {
+		if tc.name != "ipv4-only-nodeport-lb-in-ipv6-proxier-contributes-nothing" && tc.name != "ipv6-service-in-ipv4-proxier-contributes-nothing" {
+			continue
+		}
+		o := testOptions()
+		if tc.opts != nil {
+			tc.opts(o)
+		}
+		st := BuildService(ServiceInput{Service: tc.svc, Slices: tc.slices}, o)
+		if len(st.VirtualServers) > 0 || len(st.Members) > 0 || len(st.Addresses) > 0 || len(st.OutFilter) > 0 || st.HealthCheckNodePort != 0 || len(st.Problems) > 0 {
+			t.Errorf("%s: contributes:\n%s", tc.name, formatState(st))
+		}
 	}
 }
