@@ -16,8 +16,9 @@ import (
 // Issue 4, topology-aware routing with real packets: a Service with trafficDistribution
 // PreferClose sends this node's traffic only to the endpoints hinted for the node's zone
 // (topology.kubernetes.io/zone on its Node); the node moving to another zone moves the
-// traffic with it; a Service that does not ask for it, or hints that are incomplete, get
-// every endpoint.
+// traffic with it; hints are followed whatever the Service says (kube-proxy v1.34 does
+// so; the EndpointSlice controller writes them only for Services that ask), and hints that
+// are incomplete give every endpoint.
 func TestTopologyAwareRouting(t *testing.T) {
 	s := newScenario(t)
 	pods := s.pods("tz", 10, 3)
@@ -53,7 +54,9 @@ func TestTopologyAwareRouting(t *testing.T) {
 	serving("PreferClose, node moved to zone-b", p3)
 
 	s.api.UpdateService(t, svc.Name, func(svc *v1.Service) { svc.Spec.TrafficDistribution = nil })
-	serving("no trafficDistribution: hints ignored", p1, p2, p3)
+	// As in kube-proxy v1.34, the hints decide, not the Service field: the EndpointSlice
+	// controller removes them when the Service stops asking (this test writes its own).
+	serving("no trafficDistribution, hints still there: followed", p3)
 
 	s.api.UpdateService(t, svc.Name, func(svc *v1.Service) {
 		svc.Spec.TrafficDistribution = ptr.To(v1.ServiceTrafficDistributionPreferClose)

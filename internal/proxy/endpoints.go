@@ -16,7 +16,8 @@ type endpoint struct {
 	serving     bool
 	terminating bool
 	local       bool
-	zoneHints   []string // nil when the endpoint carries no zone hints
+	zoneHints   []string // empty when the endpoint carries no zone hints
+	nodeHints   []string // empty when the endpoint carries no node hints
 }
 
 // endpointsFor collects the endpoints of one service port (matched by port name and
@@ -66,9 +67,11 @@ func endpointsFor(slicesIn []checkedSlice, portName string, proto v1.Protocol, n
 			e.terminating = ep.Conditions.Terminating != nil && *ep.Conditions.Terminating
 			e.local = ep.NodeName != nil && nodeName != "" && *ep.NodeName == nodeName
 			if ep.Hints != nil {
-				e.zoneHints = make([]string, 0, len(ep.Hints.ForZones))
 				for _, z := range ep.Hints.ForZones {
 					e.zoneHints = append(e.zoneHints, z.Name)
+				}
+				for _, n := range ep.Hints.ForNodes {
+					e.nodeHints = append(e.nodeHints, n.Name)
 				}
 			}
 			out = append(out, e)
@@ -122,38 +125,46 @@ func localOnly(eps []endpoint) []endpoint {
 	return out
 }
 
-// topologyFilter applies zone hints (topology-aware routing, or trafficDistribution
-// PreferClose, whose EndpointSlice controller writes the same hints) when every usable
-// endpoint carries hints and at least one names this node's zone; otherwise all endpoints
-// are used, as upstream does.
-func topologyFilter(eps []endpoint, svc *v1.Service, zone string) []endpoint {
-	if zone == "" || len(eps) == 0 || !wantsTopology(svc) {
+// topologyFilter is kube-proxy v1.34's topology-aware routing (pkg/proxy/topology.go),
+// applied to the ready endpoints only (serving terminating ones, used when none is ready,
+// are never filtered). Hints are written by the EndpointSlice controller only for Services
+// that ask for them (trafficDistribution, the topology-mode annotation), so their presence
+// is what decides, not the Service: when every ready endpoint has node hints and one names
+// this node, those (PreferSameNode, on by default since 1.34); otherwise when every one has
+// zone hints and one names this node's zone, those; otherwise all.
+func topologyFilter(eps []endpoint, nodeName, zone string) []endpoint {
+	if readyCount(eps) == 0 {
+		return eps
+	}
+	allNode, forNode, allZone, forZone := true, false, true, false
+	for _, e := range eps {
+		if len(e.nodeHints) == 0 {
+			allNode = false
+		} else if slices.Contains(e.nodeHints, nodeName) {
+			forNode = true
+		}
+		if len(e.zoneHints) == 0 {
+			allZone = false
+		} else if zone != "" && slices.Contains(e.zoneHints, zone) {
+			forZone = true
+		}
+	}
+	var keep func(endpoint) bool
+	switch {
+	case allNode && forNode:
+		keep = func(e endpoint) bool { return slices.Contains(e.nodeHints, nodeName) }
+	case allZone && forZone:
+		keep = func(e endpoint) bool { return slices.Contains(e.zoneHints, zone) }
+	default:
 		return eps
 	}
 	var out []endpoint
 	for _, e := range eps {
-		if e.zoneHints == nil {
-			return eps
-		}
-		if slices.Contains(e.zoneHints, zone) {
+		if keep(e) {
 			out = append(out, e)
 		}
 	}
-	if len(out) == 0 {
-		return eps
-	}
 	return out
-}
-
-func wantsTopology(svc *v1.Service) bool {
-	if d := svc.Spec.TrafficDistribution; d != nil && (*d == v1.ServiceTrafficDistributionPreferClose || *d == v1.ServiceTrafficDistributionPreferSameZone) {
-		return true
-	}
-	a := svc.Annotations[v1.AnnotationTopologyMode]
-	if a == "" {
-		a = svc.Annotations[v1.DeprecatedAnnotationTopologyAwareHints]
-	}
-	return a == "Auto" || a == "auto"
 }
 
 // ZoneLabel is the node label naming its zone.

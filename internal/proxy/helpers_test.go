@@ -83,7 +83,8 @@ func affinity(timeout int32) svcOpt {
 }
 
 // ep describes one endpoint: "10.244.1.5" ready on another node; modifiers after a colon:
-// "10.244.1.5:local", ":notready", ":terminating" (serving, not ready), ":zone-b".
+// "10.244.1.5:local", ":notready", ":terminating" (serving, not ready), ":zone-b" (a zone
+// hint), ":fornode-NAME" (a node hint); several may follow each other.
 func slice(svcName, name string, portName string, port int32, proto v1.Protocol, eps ...string) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svcName}},
@@ -112,7 +113,15 @@ func slice(svcName, name string, portName string, port int32, proto v1.Protocol,
 				ep.Conditions.Serving = ptr.To(true)
 				ep.Conditions.Terminating = ptr.To(true)
 			case strings.HasPrefix(m, "zone-"):
-				ep.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: m}}}
+				if ep.Hints == nil {
+					ep.Hints = &discoveryv1.EndpointHints{}
+				}
+				ep.Hints.ForZones = append(ep.Hints.ForZones, discoveryv1.ForZone{Name: m})
+			case strings.HasPrefix(m, "fornode-"):
+				if ep.Hints == nil {
+					ep.Hints = &discoveryv1.EndpointHints{}
+				}
+				ep.Hints.ForNodes = append(ep.Hints.ForNodes, discoveryv1.ForNode{Name: strings.TrimPrefix(m, "fornode-")})
 			}
 		}
 		s.Endpoints = append(s.Endpoints, ep)
