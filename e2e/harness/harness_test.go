@@ -124,3 +124,50 @@ COMMIT
 		t.Errorf("wholeRules:\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestLineDiff(t *testing.T) {
+	a := []string{"x", "a", "b", "c"}
+	b := []string{"a", "c", "b", "y"}
+	onlyA, onlyB := LineDiff(a, b)
+	// "b" moved after "c": the common subsequence is a, c (or a, b); either way one
+	// side loses a line that the other has elsewhere.
+	if len(onlyA) != 2 || len(onlyB) != 2 || onlyA[0] != "x" || onlyB[len(onlyB)-1] != "y" {
+		t.Errorf("LineDiff = %q, %q", onlyA, onlyB)
+	}
+	if x, y := LineDiff(a, a); len(x)+len(y) != 0 {
+		t.Errorf("LineDiff of equal lists = %q, %q", x, y)
+	}
+}
+
+func TestRuleLines(t *testing.T) {
+	save := `*nat
+:KUBE-B - [0:0]
+:KUBE-A - [0:0]
+-A KUBE-B -j RETURN
+-A POSTROUTING -j KUBE-B
+-A KUBE-A -m mark --mark 0x4000/0x4000 -j ACCEPT
+-A KUBE-A -j RETURN
+*filter
+:KUBE-F - [0:0]
+-A KUBE-F -j ACCEPT
+:KUBE-O - [0:0]
+-A KUBE-O -s 203.0.113.11/32 -m ipvs --vproto 6 -j DROP
+-A KUBE-O -s 203.0.113.10/32 -m ipvs --vproto 6 -j DROP
+`
+	want := []string{
+		"filter :KUBE-F - [0:0]",
+		"filter :KUBE-O - [0:0]",
+		"filter -A KUBE-F -j ACCEPT",
+		"filter -A KUBE-O -s 203.0.113.10/32 -m ipvs --vproto 6 -j DROP",
+		"filter -A KUBE-O -s 203.0.113.11/32 -m ipvs --vproto 6 -j DROP",
+		"nat :KUBE-A - [0:0]",
+		"nat :KUBE-B - [0:0]",
+		"nat -A KUBE-A -m mark --mark 0x4000/0x4000 -j ACCEPT",
+		"nat -A KUBE-A -j RETURN",
+		"nat -A KUBE-B -j RETURN",
+		"nat -A POSTROUTING -j KUBE-B",
+	}
+	if got := ruleLines(save); !reflect.DeepEqual(got, want) {
+		t.Errorf("ruleLines =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
