@@ -304,7 +304,7 @@ func diffCorpus(t *testing.T, api *harness.Cluster) {
 		{svc: with(svcOf("diff-internal-local", "10.96.201.10", v1.ServiceTypeClusterIP, tcp("http", 80)), func(s *v1.Service) {
 			s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
 		}), slices: [][]discoveryv1.Endpoint{{local("10.244.0.71"), remote("10.244.1.71")}}},
-		{svc: with(svcOf("diff-internal-local-none", "10.96.201.11", v1.ServiceTypeClusterIP, tcp("http", 80)), func(s *v1.Service) {
+		{svc: with(svcOf("diff-internal-local-none", "10.96.201.11", v1.ServiceTypeNodePort, nodePort(tcp("http", 80), 30181)), func(s *v1.Service) {
 			s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
 		}), slices: [][]discoveryv1.Endpoint{{remote("10.244.1.72")}}},
 		{svc: svcOf("diff-terminating", "10.96.201.12", v1.ServiceTypeClusterIP, tcp("http", 80)),
@@ -322,7 +322,7 @@ func diffCorpus(t *testing.T, api *harness.Cluster) {
 		{svc: with(svcOf("diff-dual-stack", "10.96.201.19", v1.ServiceTypeNodePort, nodePort(tcp("http", 80), 30171), nodePort(udp("udp", 80), 30172)), func(s *v1.Service) {
 			s.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicyRequireDualStack)
 			s.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-			s.Spec.ClusterIPs = []string{"10.96.201.19", "fd00:10:96::201:19"}
+			s.Spec.ClusterIPs = []string{"10.96.201.19", "fd00:10:96::c913"}
 		}), slices: [][]discoveryv1.Endpoint{{local("10.244.0.95")}}, v6: []discoveryv1.Endpoint{local("fd00:10:244::95"), remote("fd00:10:244:1::95")}},
 	}
 	ctx, cancel := apiCtxLong()
