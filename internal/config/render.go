@@ -68,11 +68,13 @@ func defaultKubeProxyConfiguration() *v1alpha1.KubeProxyConfiguration {
 	}
 }
 
-// KubeProxyConfiguration renders c as a complete kube-proxy configuration (mode: ipvs). It
-// marshals to JSON as kube-proxy's file format, so it is also the value /configz serves
-// (under "kubeproxy.config.k8s.io"). Fields kipvs ignores carry kube-proxy's defaults. Settings a KubeProxyConfiguration cannot
-// hold are left out: --master, the --kipvs-* settings and the invocation flags. A disabled
-// health or metrics server is rendered as "", which kube-proxy reads as its default.
+// KubeProxyConfiguration renders c as a complete kube-proxy configuration (mode: ipvs), as
+// kube-proxy v1.34 writes it with --write-config-to in IPVS mode (the config differential,
+// e2e/configdiff, compares the two). It is also the value /configz is built from. Fields
+// kipvs ignores carry kube-proxy's defaults, except the other modes' sync periods, which
+// kube-proxy writes as 0s in IPVS mode. Settings a KubeProxyConfiguration cannot hold are
+// left out: --master, the --kipvs-* settings and the invocation flags. A disabled health or
+// metrics server is rendered as "", which kube-proxy reads as its default.
 func (c *Config) KubeProxyConfiguration() *v1alpha1.KubeProxyConfiguration {
 	kp := defaultKubeProxyConfiguration()
 	dur := func(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
@@ -98,6 +100,10 @@ func (c *Config) KubeProxyConfiguration() *v1alpha1.KubeProxyConfiguration {
 
 	kp.IPTables.MasqueradeAll = c.MasqueradeAll
 	kp.IPTables.MasqueradeBit = ptrTo(c.MasqueradeBit)
+	// kube-proxy keeps one pair of sync periods, the active mode's, and writes it back into
+	// that mode's section only: in IPVS mode the iptables and nftables ones are 0s.
+	kp.IPTables.SyncPeriod, kp.IPTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
+	kp.NFTables.SyncPeriod, kp.NFTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
 
 	kp.IPVS = v1alpha1.KubeProxyIPVSConfiguration{
 		SyncPeriod:    dur(c.IPVS.SyncPeriod),

@@ -117,7 +117,7 @@ func TestConfigzJSON(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, kp[k], want)
 		}
 	}
-	if ipvs, _ := kp["ipvs"].(map[string]any); ipvs["syncPeriod"] != "30s" || ipvs["minSyncPeriod"] != "1s" || ipvs["scheduler"] != "rr" {
+	if ipvs, _ := kp["ipvs"].(map[string]any); ipvs["syncPeriod"] != "30s" || ipvs["minSyncPeriod"] != "1s" || ipvs["scheduler"] != "" {
 		t.Errorf("ipvs section %v", kp["ipvs"])
 	}
 	inner, err := json.Marshal(kp)
@@ -175,5 +175,31 @@ func TestRenderDisabledServers(t *testing.T) {
 	kp := c.KubeProxyConfiguration()
 	if kp.HealthzBindAddress != "" || kp.MetricsBindAddress != "" {
 		t.Errorf("healthz %q metrics %q, want empty", kp.HealthzBindAddress, kp.MetricsBindAddress)
+	}
+}
+
+// The IPVS scheduler is written as given, as kube-proxy writes it: empty when it was not
+// set (kube-proxy resolves it to rr only when it creates its proxier), rr when rr was
+// asked for. SchedulerName is what is programmed either way.
+func TestRenderSchedulerAsGiven(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		want, name string
+	}{
+		{nil, "", "rr"},
+		{[]string{"--ipvs-scheduler="}, "", "rr"},
+		{[]string{"--ipvs-scheduler=rr"}, "rr", "rr"},
+		{[]string{"--ipvs-scheduler=mh"}, "mh", "mh"},
+	} {
+		c, err := loadArgs(t, nil, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.KubeProxyConfiguration().IPVS.Scheduler; got != tc.want {
+			t.Errorf("%v: ipvs.scheduler %q, want %q", tc.args, got, tc.want)
+		}
+		if got := c.IPVS.SchedulerName(); got != tc.name {
+			t.Errorf("%v: SchedulerName() %q, want %q", tc.args, got, tc.name)
+		}
 	}
 }
