@@ -151,33 +151,68 @@ func (c *Config) RenderYAML() ([]byte, error) {
 	return b, nil
 }
 
-// WriteConfigFile writes RenderYAML to path (for --write-config-to), replacing the file
-// atomically.
+// WriteConfigFile writes RenderYAML to path (for --write-config-to). A regular file (also
+// one reached through a symbolic link) is replaced atomically; anything else that exists
+// there, such as /dev/stdout, a pipe or a terminal, is written to as it is, as kube-proxy
+// writes to it.
 func (c *Config) WriteConfigFile(path string) error {
 	b, err := c.RenderYAML()
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	target := path
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		target = resolved
+		st, err := os.Stat(target)
+		if err != nil {
+			return fmt.Errorf("write configuration to %s: %w", path, err)
+		}
+		if !st.Mode().IsRegular() {
+			return writeInPlace(path, b)
+		}
+	}
+	if err := replaceFile(target, b); err != nil {
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeInPlace writes b to the existing non-regular file path.
+func writeInPlace(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	return nil
+}
+
+// replaceFile replaces the regular file path with b (mode 0644) by renaming a temporary
+// file of the same directory over it.
+func replaceFile(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
-		return fmt.Errorf("write configuration to %s: %w", path, err)
+		return err
 	}
 	if err := tmp.Chmod(0o644); err != nil {
 		tmp.Close()
-		return fmt.Errorf("write configuration to %s: %w", path, err)
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write configuration to %s: %w", path, err)
+		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write configuration to %s: %w", path, err)
-	}
-	return nil
+	return os.Rename(tmp.Name(), path)
 }
 
 func v1alpha1ClientConnection(cc ClientConnection) componentbaseconfig.ClientConnectionConfiguration {
