@@ -26,14 +26,14 @@ UNITDIR      ?= $(PREFIX)/lib/systemd/system
 IMAGE        ?= ghcr.io/kipvs/kipvs:$(VERSION)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench fuzz clean install image
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench fuzz clean install image
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kipvs ./cmd/kipvs
 
-test: deps lint-quick test-unit test-kernel test-e2e
+test: deps lint-quick test-unit test-configdiff test-kernel test-e2e
 
 # Boots the VM, runs kipvs on the standalone source e2e/demo/services.yaml with three
 # backends in network namespaces, and shows requests to the ClusterIP and ipvsadm -Ln.
@@ -43,6 +43,11 @@ demo: deps build vm-prepare
 
 test-unit:
 	$(GO) test -count=1 ./...
+
+# The config and flag differential (e2e/configdiff): kube-proxy v1.34.10 and kipvs run with
+# the same files and flags plus --write-config-to, on the host (no VM, no root); seconds.
+test-configdiff: e2e-bins build
+	KIPVS_KUBE_PROXY_BIN=$(K8SBIN)/kube-proxy KIPVS_BIN=$(BIN)/kipvs $(GO) test -count=1 -tags oracle ./e2e/configdiff
 
 # Boots the Debian kernel under qemu/TCG once and runs every kernel test binary in it.
 test-kernel: vm-prepare
@@ -127,6 +132,7 @@ lint-quick:
 	$(GO) vet ./...
 	$(GO) vet -tags kernel ./...
 	$(GO) vet -tags e2e ./...
+	$(GO) vet -tags oracle ./...
 
 lint: lint-quick
 	@command -v golangci-lint >/dev/null || GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.6.2

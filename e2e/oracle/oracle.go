@@ -176,7 +176,7 @@ binary (built from the nested module ` + "`e2e/k8s`" + `), which run in ` + "`ma
   (` + "`TestDifferentialKubeProxy`" + `). A line found on one side only fails the test unless an
   entry below explains it (the "kernel lines" column).
 - **config**: both binaries' ` + "`--write-config-to`" + ` over a table of configuration files and
-  command lines; the IPVS-relevant effective configuration and the accept or reject decision
+  command lines; the accept or reject decision and every field of the configurations written
   are compared (` + "`e2e/configdiff`" + `, the "config cases" column).
 
 An entry with neither column is behaviour the two differentials cannot see (a server, a

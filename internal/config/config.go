@@ -71,6 +71,10 @@ const (
 	LogFormatJSON LogFormat = "json"
 )
 
+// DefaultScheduler is the IPVS scheduler used when ipvs.scheduler (--ipvs-scheduler) is
+// empty, as in kube-proxy.
+const DefaultScheduler = "rr"
+
 // Schedulers returns the IPVS schedulers kipvs accepts: kube-proxy's documented set plus mh.
 func Schedulers() []string {
 	return []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
@@ -187,8 +191,10 @@ type IPVS struct {
 	// MinSyncPeriod is the shortest time between two syncs; 0 syncs on every change
 	// (ipvs.minSyncPeriod, --ipvs-min-sync-period).
 	MinSyncPeriod time.Duration
-	// Scheduler is the IPVS scheduler of every virtual server (ipvs.scheduler,
-	// --ipvs-scheduler); an empty setting means "rr".
+	// Scheduler is the setting of the IPVS scheduler of every virtual server as given
+	// (ipvs.scheduler, --ipvs-scheduler); empty means DefaultScheduler. It is kept empty,
+	// as kube-proxy keeps it, so that --write-config-to and /configz show what kube-proxy
+	// shows; SchedulerName is the scheduler to program.
 	Scheduler string
 	// ExcludeCIDRs are left alone when deleting virtual servers kipvs does not want
 	// (ipvs.excludeCIDRs, --ipvs-exclude-cidrs).
@@ -201,6 +207,15 @@ type IPVS struct {
 	TCPTimeout    time.Duration
 	TCPFinTimeout time.Duration
 	UDPTimeout    time.Duration
+}
+
+// SchedulerName is the IPVS scheduler to program: Scheduler, or DefaultScheduler when
+// that is empty.
+func (v IPVS) SchedulerName() string {
+	if v.Scheduler == "" {
+		return DefaultScheduler
+	}
+	return v.Scheduler
 }
 
 // Conntrack is the conntrack section: sysctls set at start-up.
@@ -277,7 +292,6 @@ func FileDefaults() Config {
 		MasqueradeBit:      14,
 		IPVS: IPVS{
 			SyncPeriod: 30 * time.Second,
-			Scheduler:  "rr",
 		},
 		Conntrack: Conntrack{
 			MaxPerCore:            32 * 1024,

@@ -42,8 +42,10 @@ func TestDefaultKubeProxyConfigurationIsKubeProxys(t *testing.T) {
 	}
 }
 
-// Rendering FileDefaults gives kube-proxy's defaults except for the three values kube-proxy
-// resolves later (mode, detectLocalMode, the IPVS scheduler), which kipvs writes out.
+// Rendering FileDefaults gives kube-proxy's defaults except for the two values kube-proxy
+// resolves later (mode, detectLocalMode), which kipvs writes out, and the iptables and
+// nftables sync periods, which kube-proxy writes as 0s in IPVS mode (only the active mode's
+// section carries them). The IPVS scheduler stays empty, as in kube-proxy.
 func TestRenderedFileDefaultsDifferFromKubeProxyOnlyInResolvedValues(t *testing.T) {
 	c := FileDefaults()
 	got, err := c.RenderYAML()
@@ -53,7 +55,7 @@ func TestRenderedFileDefaultsDifferFromKubeProxyOnlyInResolvedValues(t *testing.
 	resolved := strings.NewReplacer(
 		"\ndetectLocalMode: ClusterCIDR\n", "\ndetectLocalMode: \"\"\n",
 		"\nmode: ipvs\n", "\nmode: \"\"\n",
-		"\n  scheduler: rr\n", "\n  scheduler: \"\"\n",
+		"\n  masqueradeBit: 14\n  minSyncPeriod: 0s\n  syncPeriod: 0s\n", "\n  masqueradeBit: 14\n  minSyncPeriod: 1s\n  syncPeriod: 30s\n",
 	).Replace(string(got))
 	if diff := cmp.Diff(string(readTestdata(t, "kube-proxy-v1.34-defaults.yaml")), resolved); diff != "" {
 		t.Errorf("(-kube-proxy +kipvs):\n%s", diff)

@@ -284,9 +284,7 @@ func fromKubeProxyConfiguration(kp *v1alpha1.KubeProxyConfiguration, present []s
 		c.IPVS.SyncPeriod = v.SyncPeriod.Duration
 	}
 	c.IPVS.MinSyncPeriod = v.MinSyncPeriod.Duration
-	if v.Scheduler != "" {
-		c.IPVS.Scheduler = v.Scheduler
-	}
+	c.IPVS.Scheduler = v.Scheduler
 	var perrs []error
 	c.IPVS.ExcludeCIDRs, perrs = parseCIDRs(sIPVSExcludeCIDRs.fieldOnly(), v.ExcludeCIDRs)
 	errs = append(errs, perrs...)
@@ -380,8 +378,14 @@ func ignoredFields() []ignoredField {
 			func(k *v1alpha1.KubeProxyConfiguration) any { return k.IPTables.MinSyncPeriod.Duration }},
 		{"iptables.localhostNodePorts", "used in iptables mode only; IPVS mode never serves NodePorts on localhost",
 			func(k *v1alpha1.KubeProxyConfiguration) any { return k.IPTables.LocalhostNodePorts }},
-		{"nftables", "used in nftables mode only",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.NFTables }},
+		{"nftables.masqueradeAll", "used in nftables mode only; kipvs uses iptables.masqueradeAll",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.NFTables.MasqueradeAll }},
+		{"nftables.masqueradeBit", "used in nftables mode only; kipvs uses iptables.masqueradeBit",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.NFTables.MasqueradeBit }},
+		{"nftables.syncPeriod", "used in nftables mode only; kipvs uses ipvs.syncPeriod",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.NFTables.SyncPeriod.Duration }},
+		{"nftables.minSyncPeriod", "used in nftables mode only; kipvs uses ipvs.minSyncPeriod",
+			func(k *v1alpha1.KubeProxyConfiguration) any { return k.NFTables.MinSyncPeriod.Duration }},
 		{"winkernel", "used on Windows only",
 			func(k *v1alpha1.KubeProxyConfiguration) any { return k.Winkernel }},
 		{"windowsRunAsService", "used on Windows only",

@@ -273,8 +273,13 @@ func TestParseIgnoredFieldNotices(t *testing.T) {
 		{"changed values are reported", head + "iptables:\n  syncPeriod: 10s\n  localhostNodePorts: false\noomScoreAdj: -500\n" +
 			"nftables:\n  masqueradeAll: true\nwinkernel:\n  enableDSR: true\nportRange: 30000-32767\n" +
 			"showHiddenMetricsForVersion: '1.33'\nlogging:\n  vmodule:\n  - filePattern: proxier.go\n    verbosity: 4\n  options:\n    text:\n      splitStream: true\n",
-			[]string{"iptables.localhostNodePorts", "iptables.syncPeriod", "logging.options", "logging.vmodule", "nftables",
+			[]string{"iptables.localhostNodePorts", "iptables.syncPeriod", "logging.options", "logging.vmodule", "nftables.masqueradeAll",
 				"portRange", "showHiddenMetricsForVersion", "winkernel"}},
+		// What kube-proxy's --write-config-to writes in IPVS mode: the other modes' sync
+		// periods are 0s.
+		{"kube-proxy's IPVS-mode output is silent", head + "iptables:\n  masqueradeBit: 14\n  syncPeriod: 0s\n  minSyncPeriod: 0s\n" +
+			"nftables:\n  masqueradeAll: false\n  masqueradeBit: 14\n  syncPeriod: 0s\n  minSyncPeriod: 0s\n", nil},
+		{"nftables settings are reported one by one", head + "nftables:\n  masqueradeBit: 3\n  syncPeriod: 1m\n", []string{"nftables.masqueradeBit", "nftables.syncPeriod"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log, logs := observed()

@@ -125,9 +125,9 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.Var(newTextValue(&f.bindAddress, "ip", addrString(d.BindAddress)), "bind-address",
 		"This node's primary IP address; 0.0.0.0 or :: means take it from the Node object. (No socket is bound to it; the name is historical.)")
 	fs.Var(newTextValue(&f.healthzBindAddress, "ipport", d.HealthzBindAddress.String()), "healthz-bind-address",
-		fmt.Sprintf("IP address and port of the health check server (/healthz, /livez). A bare IP gets port %d. Set it to empty to disable the server.", DefaultHealthzPort))
+		fmt.Sprintf("IP address and port of the health check server (/healthz, /livez). A bare IP gets port %d. An empty value changes nothing, as in kube-proxy; --healthz-port=0 disables the server.", DefaultHealthzPort))
 	fs.Var(newTextValue(&f.metricsBindAddr, "ipport", d.MetricsBindAddress.String()), "metrics-bind-address",
-		fmt.Sprintf("IP address and port of the metrics server (/metrics, /configz, /proxyMode). A bare IP gets port %d; use 0.0.0.0 or [::] to listen on every interface. Set it to empty to disable the server.", DefaultMetricsPort))
+		fmt.Sprintf("IP address and port of the metrics server (/metrics, /configz, /proxyMode). A bare IP gets port %d; use 0.0.0.0 or [::] to listen on every interface. An empty value changes nothing, as in kube-proxy.", DefaultMetricsPort))
 	fs.Int32Var(&f.healthzPort, "healthz-port", DefaultHealthzPort,
 		"Port of the health check server when --healthz-bind-address is a bare IP; 0 disables the server.")
 	_ = fs.MarkDeprecated("healthz-port", "use --healthz-bind-address instead")
@@ -347,10 +347,22 @@ func (f *Flags) apply(c *Config) ([]error, []notice, []ignoredFlag) {
 			add(sBindAddress.invalid(f.bindAddress, "must be an IP address"))
 		}
 	}
+	// kube-proxy's flag parser drops an empty address (its IPPortVar.Set("") changes
+	// nothing), so the default stays, although its help says empty disables the server.
+	var notices []notice
+	emptyAddr := func(name, value string) bool {
+		if set(name) && value == "" {
+			notices = append(notices, notice{"--" + name, "empty: kube-proxy keeps the default address for an empty value, and so does kipvs"})
+			return true
+		}
+		return false
+	}
 	add(applyServer(&c.HealthzBindAddress, sHealthzBindAddress, sHealthzPort, DefaultHealthzPort,
-		set("healthz-bind-address"), set("healthz-port"), f.healthzBindAddress, f.healthzPort))
+		set("healthz-bind-address") && !emptyAddr("healthz-bind-address", f.healthzBindAddress), set("healthz-port"),
+		f.healthzBindAddress, f.healthzPort))
 	add(applyServer(&c.MetricsBindAddress, sMetricsBindAddress, sMetricsPort, DefaultMetricsPort,
-		set("metrics-bind-address"), set("metrics-port"), f.metricsBindAddr, f.metricsPort))
+		set("metrics-bind-address") && !emptyAddr("metrics-bind-address", f.metricsBindAddr), set("metrics-port"),
+		f.metricsBindAddr, f.metricsPort))
 	if set("bind-address-hard-fail") {
 		c.BindAddressHardFail = f.bindAddressHardFail
 	}
@@ -395,9 +407,6 @@ func (f *Flags) apply(c *Config) ([]error, []notice, []ignoredFlag) {
 
 	if set("ipvs-scheduler") {
 		c.IPVS.Scheduler = f.ipvsScheduler
-		if c.IPVS.Scheduler == "" {
-			c.IPVS.Scheduler = "rr"
-		}
 	}
 	if set("ipvs-strict-arp") {
 		c.IPVS.StrictARP = f.ipvsStrictARP
@@ -463,7 +472,6 @@ func (f *Flags) apply(c *Config) ([]error, []notice, []ignoredFlag) {
 		c.Kipvs.EndpointMetrics = f.endpointMetrics
 	}
 
-	var notices []notice
 	for _, n := range ignoredFlags() {
 		if set(strings.TrimPrefix(n.field, "--")) {
 			notices = append(notices, n)
@@ -535,7 +543,7 @@ func logIgnoredFlags(log *zap.Logger, file string, ignored []ignoredFlag) {
 
 // applyServer applies --X-bind-address and the deprecated --X-port (each when it was set
 // and applies) the way kube-proxy combines them: the port flag gives the port of a bare IP,
-// and a port of 0 disables the server. An address set explicitly to "" also disables it.
+// and a port of 0 disables the server.
 func applyServer(dst *netip.AddrPort, addrS, portS setting, defPort uint16, addrSet, portSet bool, addr string, port int32) error {
 	if portSet && (port < 0 || port > 65535) {
 		return portS.invalid(strconv.Itoa(int(port)), "must be between 0 and 65535 (0 disables the server)")
@@ -547,8 +555,6 @@ func applyServer(dst *netip.AddrPort, addrS, portS setting, defPort uint16, addr
 	case portSet && port == 0:
 		*dst = netip.AddrPort{}
 	case !addrSet:
-	case strings.TrimSpace(addr) == "":
-		*dst = netip.AddrPort{}
 	default:
 		v, err := parseHostPort(addrS, addr, defPort)
 		if err != nil {

@@ -100,7 +100,8 @@ func TestFlagParsing(t *testing.T) {
 }
 
 // kube-proxy's deprecated --healthz-port and --metrics-port: they give the port of a bare
-// IP address, and 0 disables the server; an address set to "" disables it too.
+// IP address, and 0 disables the server. An address set to "" changes nothing: kube-proxy's
+// flag parser drops it (its help says it disables the server; it does not).
 func TestServerAddressFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
@@ -115,15 +116,29 @@ func TestServerAddressFlags(t *testing.T) {
 		{"an explicit port wins over the port flag", []string{"--healthz-bind-address=10.0.0.1:80", "--healthz-port=1234"},
 			mustAddrPort("10.0.0.1:80"), mustAddrPort("127.0.0.1:10249")},
 		{"port 0 disables", []string{"--healthz-port=0", "--metrics-port=0"}, netip.AddrPort{}, netip.AddrPort{}},
-		{"empty address disables", []string{"--healthz-bind-address=", "--metrics-bind-address="}, netip.AddrPort{}, netip.AddrPort{}},
+		{"empty address keeps the default", []string{"--healthz-bind-address=", "--metrics-bind-address="},
+			mustAddrPort("0.0.0.0:10256"), mustAddrPort("127.0.0.1:10249")},
+		{"empty address keeps the port flag's effect", []string{"--healthz-bind-address=", "--healthz-port=0", "--metrics-bind-address=",
+			"--metrics-port=1234"}, netip.AddrPort{}, mustAddrPort("127.0.0.1:10249")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := loadArgs(t, nil, tc.args...)
+			log, logs := observed()
+			c, err := loadArgs(t, log, tc.args...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if c.HealthzBindAddress != tc.healthz || c.MetricsBindAddress != tc.metrics {
 				t.Errorf("healthz %v metrics %v, want %v %v", c.HealthzBindAddress, c.MetricsBindAddress, tc.healthz, tc.metrics)
+			}
+			// An empty address is said to change nothing.
+			var want []string
+			for _, a := range tc.args {
+				if strings.HasSuffix(a, "-bind-address=") {
+					want = append(want, strings.TrimSuffix(a, "="))
+				}
+			}
+			if got := noticeFields(logs); !slices.Equal(got, want) {
+				t.Errorf("notices for %v, want %v", got, want)
 			}
 		})
 	}

@@ -68,11 +68,13 @@ func defaultKubeProxyConfiguration() *v1alpha1.KubeProxyConfiguration {
 	}
 }
 
-// KubeProxyConfiguration renders c as a complete kube-proxy configuration (mode: ipvs). It
-// marshals to JSON as kube-proxy's file format, so it is also the value /configz serves
-// (under "kubeproxy.config.k8s.io"). Fields kipvs ignores carry kube-proxy's defaults. Settings a KubeProxyConfiguration cannot
-// hold are left out: --master, the --kipvs-* settings and the invocation flags. A disabled
-// health or metrics server is rendered as "", which kube-proxy reads as its default.
+// KubeProxyConfiguration renders c as a complete kube-proxy configuration (mode: ipvs), as
+// kube-proxy v1.34 writes it with --write-config-to in IPVS mode (the config differential,
+// e2e/configdiff, compares the two). It is also the value /configz is built from. Fields
+// kipvs ignores carry kube-proxy's defaults, except the other modes' sync periods, which
+// kube-proxy writes as 0s in IPVS mode. Settings a KubeProxyConfiguration cannot hold are
+// left out: --master, the --kipvs-* settings and the invocation flags. A disabled health or
+// metrics server is rendered as "", which kube-proxy reads as its default.
 func (c *Config) KubeProxyConfiguration() *v1alpha1.KubeProxyConfiguration {
 	kp := defaultKubeProxyConfiguration()
 	dur := func(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
@@ -98,6 +100,10 @@ func (c *Config) KubeProxyConfiguration() *v1alpha1.KubeProxyConfiguration {
 
 	kp.IPTables.MasqueradeAll = c.MasqueradeAll
 	kp.IPTables.MasqueradeBit = ptrTo(c.MasqueradeBit)
+	// kube-proxy keeps one pair of sync periods, the active mode's, and writes it back into
+	// that mode's section only: in IPVS mode the iptables and nftables ones are 0s.
+	kp.IPTables.SyncPeriod, kp.IPTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
+	kp.NFTables.SyncPeriod, kp.NFTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
 
 	kp.IPVS = v1alpha1.KubeProxyIPVSConfiguration{
 		SyncPeriod:    dur(c.IPVS.SyncPeriod),
@@ -145,33 +151,68 @@ func (c *Config) RenderYAML() ([]byte, error) {
 	return b, nil
 }
 
-// WriteConfigFile writes RenderYAML to path (for --write-config-to), replacing the file
-// atomically.
+// WriteConfigFile writes RenderYAML to path (for --write-config-to). A regular file (also
+// one reached through a symbolic link) is replaced atomically; anything else that exists
+// there, such as /dev/stdout, a pipe or a terminal, is written to as it is, as kube-proxy
+// writes to it.
 func (c *Config) WriteConfigFile(path string) error {
 	b, err := c.RenderYAML()
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	target := path
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		target = resolved
+		st, err := os.Stat(target)
+		if err != nil {
+			return fmt.Errorf("write configuration to %s: %w", path, err)
+		}
+		if !st.Mode().IsRegular() {
+			return writeInPlace(path, b)
+		}
+	}
+	if err := replaceFile(target, b); err != nil {
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeInPlace writes b to the existing non-regular file path.
+func writeInPlace(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
+	return nil
+}
+
+// replaceFile replaces the regular file path with b (mode 0644) by renaming a temporary
+// file of the same directory over it.
+func replaceFile(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
-		return fmt.Errorf("write configuration to %s: %w", path, err)
+		return err
 	}
 	if err := tmp.Chmod(0o644); err != nil {
 		tmp.Close()
-		return fmt.Errorf("write configuration to %s: %w", path, err)
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write configuration to %s: %w", path, err)
+		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write configuration to %s: %w", path, err)
-	}
-	return nil
+	return os.Rename(tmp.Name(), path)
 }
 
 func v1alpha1ClientConnection(cc ClientConnection) componentbaseconfig.ClientConnectionConfiguration {

@@ -2,10 +2,12 @@ package config
 
 import (
 	"encoding/json"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,7 +119,7 @@ func TestConfigzJSON(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, kp[k], want)
 		}
 	}
-	if ipvs, _ := kp["ipvs"].(map[string]any); ipvs["syncPeriod"] != "30s" || ipvs["minSyncPeriod"] != "1s" || ipvs["scheduler"] != "rr" {
+	if ipvs, _ := kp["ipvs"].(map[string]any); ipvs["syncPeriod"] != "30s" || ipvs["minSyncPeriod"] != "1s" || ipvs["scheduler"] != "" {
 		t.Errorf("ipvs section %v", kp["ipvs"])
 	}
 	inner, err := json.Marshal(kp)
@@ -175,5 +177,106 @@ func TestRenderDisabledServers(t *testing.T) {
 	kp := c.KubeProxyConfiguration()
 	if kp.HealthzBindAddress != "" || kp.MetricsBindAddress != "" {
 		t.Errorf("healthz %q metrics %q, want empty", kp.HealthzBindAddress, kp.MetricsBindAddress)
+	}
+}
+
+// The IPVS scheduler is written as given, as kube-proxy writes it: empty when it was not
+// set (kube-proxy resolves it to rr only when it creates its proxier), rr when rr was
+// asked for. SchedulerName is what is programmed either way.
+func TestRenderSchedulerAsGiven(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		want, name string
+	}{
+		{nil, "", "rr"},
+		{[]string{"--ipvs-scheduler="}, "", "rr"},
+		{[]string{"--ipvs-scheduler=rr"}, "rr", "rr"},
+		{[]string{"--ipvs-scheduler=mh"}, "mh", "mh"},
+	} {
+		c, err := loadArgs(t, nil, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.KubeProxyConfiguration().IPVS.Scheduler; got != tc.want {
+			t.Errorf("%v: ipvs.scheduler %q, want %q", tc.args, got, tc.want)
+		}
+		if got := c.IPVS.SchedulerName(); got != tc.name {
+			t.Errorf("%v: SchedulerName() %q, want %q", tc.args, got, tc.name)
+		}
+	}
+}
+
+// --write-config-to=/dev/stdout (docs/migration.md) must write to the terminal or pipe
+// behind it, not rename a file over the device node's symbolic link; a symbolic link to a
+// regular file is written through and stays a link. A FIFO and links in a temporary
+// directory stand in for /dev/stdout.
+func TestWriteConfigFileThroughLinksAndPipes(t *testing.T) {
+	c := Defaults()
+	want, err := c.RenderYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	mode := func(p string) os.FileMode {
+		st, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Mode()
+	}
+
+	file := filepath.Join(dir, "real.yaml")
+	if err := os.WriteFile(file, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.yaml")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteConfigFile(link); err != nil {
+		t.Fatal(err)
+	}
+	if m := mode(link); m&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced by a file of mode %v", m)
+	}
+	if got, err := os.ReadFile(file); err != nil || string(got) != string(want) {
+		t.Errorf("the file behind the link holds %q (%v)", got, err)
+	}
+
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout := filepath.Join(dir, "stdout")
+	if err := os.Symlink(fifo, stdout); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan []byte, 1)
+	go func() {
+		f, err := os.Open(fifo) // blocks until the writer opens it
+		if err != nil {
+			read <- []byte(err.Error())
+			return
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(f)
+		read <- b
+	}()
+	werr := c.WriteConfigFile(stdout)
+	// Releases the reader if nothing opened the pipe for writing (no writer is left then).
+	if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+		w.Close()
+	}
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if got := <-read; string(got) != string(want) {
+		t.Errorf("read from the pipe %q", got)
+	}
+	if m := mode(stdout); m&os.ModeSymlink == 0 {
+		t.Errorf("the link to the pipe was replaced by a file of mode %v", m)
+	}
+	if m := mode(fifo); m&os.ModeNamedPipe == 0 {
+		t.Errorf("the pipe was replaced by a file of mode %v", m)
 	}
 }

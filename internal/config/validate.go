@@ -91,7 +91,7 @@ func (c *Config) Validate() error {
 	if v.MinSyncPeriod >= 0 && v.SyncPeriod > 0 && v.MinSyncPeriod > v.SyncPeriod {
 		add(sIPVSMinSyncPeriod.invalid(v.MinSyncPeriod.String(), "must not be greater than %s (%s)", sIPVSSyncPeriod.field(), v.SyncPeriod))
 	}
-	if !slices.Contains(Schedulers(), v.Scheduler) {
+	if v.Scheduler != "" && !slices.Contains(Schedulers(), v.Scheduler) {
 		add(sIPVSScheduler.invalid(v.Scheduler, "must be one of %s", strings.Join(Schedulers(), ", ")))
 	}
 	errs = append(errs, validatePrefixes(sIPVSExcludeCIDRs, v.ExcludeCIDRs)...)

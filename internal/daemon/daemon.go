@@ -132,7 +132,7 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 		deps.DrainInterval = 5 * time.Second
 	}
 	d := &Daemon{cfg: cfg, deps: deps, log: log, nodeName: nodeName, problems: map[problemKey][]proxy.Problem{},
-		schedulers: map[string]bool{cfg.IPVS.Scheduler: true}, hcWant: map[types.NamespacedName]healthcheck.Service{}}
+		schedulers: map[string]bool{cfg.IPVS.SchedulerName(): true}, hcWant: map[types.NamespacedName]healthcheck.Service{}}
 	d.m = metrics.New(deps.Registry)
 	stats := deps.StatsIPVS
 	if stats == nil {
@@ -216,7 +216,7 @@ func (d *Daemon) Prepare(ctx context.Context) error {
 		return fmt.Errorf("IPVS is not available (load the ip_vs kernel module, or use a kernel with CONFIG_IP_VS): %w", err)
 	}
 	d.log.Info("IPVS present", zap.String("version", info.VersionString()), zap.Uint32("connTableSize", info.ConnTableSize))
-	if err := probeScheduler(d.deps.IPVS, d.cfg.IPVS.Scheduler); errors.Is(err, errProbeLeftover) {
+	if err := probeScheduler(d.deps.IPVS, d.cfg.IPVS.SchedulerName()); errors.Is(err, errProbeLeftover) {
 		d.probeLeftover = true
 	} else if err != nil {
 		return err

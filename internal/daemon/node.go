@@ -58,7 +58,7 @@ func netlinkHostAddrs(dummy string) hostAddrs {
 func buildOptions(cfg *config.Config, f proxy.Family, nodeName string, node *v1.Node, host []netip.Addr) proxy.Options {
 	o := proxy.Options{
 		Family:        f,
-		Scheduler:     cfg.IPVS.Scheduler,
+		Scheduler:     cfg.IPVS.SchedulerName(),
 		NodeName:      nodeName,
 		MasqueradeAll: cfg.MasqueradeAll,
 		MasqueradeBit: int(cfg.MasqueradeBit),

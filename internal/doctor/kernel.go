@@ -31,10 +31,7 @@ type module struct {
 // and the schedulers in use, ip_set and the set types kipvs creates, xt_set, nf_conntrack,
 // and br_netfilter when the node has a bridge.
 func (c *checkup) requiredModules() []module {
-	sched := c.cfg.IPVS.Scheduler
-	if sched == "" {
-		sched = "rr"
-	}
+	sched := c.cfg.IPVS.SchedulerName()
 	mods := []module{
 		{name: "ip_vs", why: "IPVS", severity: Fail},
 		{name: "ip_vs_" + sched, why: "the configured IPVS scheduler " + sched + " (--ipvs-scheduler)", severity: Fail},
