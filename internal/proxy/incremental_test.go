@@ -222,12 +222,12 @@ func walk(t *testing.T, fam proxy.Family, worlds []world, route []int) {
 		before := snapshot(p.desired)
 		touched := p.move(to)
 		if !reflect.DeepEqual(p.opts, to.opts) {
-			t.Fatalf("%s: the proxier kept options that differ from the current ones (Options.Equal called them equal):\n%s",
-				move, cmp.Diff(fmt.Sprintf("%+v", to.opts), fmt.Sprintf("%+v", p.opts)))
+			t.Fatalf("%s: the proxier kept options that differ from the current ones (Options.Equal called them equal; -current +kept):\n%s",
+				move, lineDiff(fieldLines(to.opts), fieldLines(p.opts)))
 		}
 		want := ref(route[step])
 		if got := desiredView(p.desired); got != want.desired {
-			t.Fatalf("%s: desired state differs from a full build (-full +incremental):\n%s", move, cmp.Diff(want.desired, got))
+			t.Fatalf("%s: desired state differs from a full build (-full +incremental):\n%s", move, lineDiff(want.desired, got))
 		}
 		if touched != nil && route[step] == route[step-1] && !touched.Empty() {
 			t.Fatalf("%s: nothing changed, but touched %v", move, touched)
@@ -238,12 +238,26 @@ func walk(t *testing.T, fam proxy.Family, worlds []world, route []int) {
 			}
 		}
 		if got := p.dump(); got != want.kernel {
-			t.Fatalf("%s: kernel differs from a full sync (-full +incremental):\n%s", move, cmp.Diff(want.kernel, got))
+			t.Fatalf("%s: kernel differs from a full sync (-full +incremental):\n%s", move, lineDiff(want.kernel, got))
 		}
 	}
 }
 
 type reference struct{ desired, kernel string }
+
+func lineDiff(want, got string) string {
+	return cmp.Diff(strings.Split(want, "\n"), strings.Split(got, "\n"))
+}
+
+// fieldLines renders a struct one field per line, for a line diff.
+func fieldLines(x any) string {
+	v := reflect.ValueOf(x)
+	var b strings.Builder
+	for i := range v.NumField() {
+		fmt.Fprintf(&b, "%s: %+v\n", v.Type().Field(i).Name, v.Field(i))
+	}
+	return b.String()
+}
 
 // tour returns a closed walk over n nodes that takes every ordered pair (i, j), i == j
 // included, exactly once: an Eulerian circuit of the complete digraph with loops.

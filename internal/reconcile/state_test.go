@@ -43,7 +43,8 @@ func TestServiceSettingsEqualNormalizes(t *testing.T) {
 		tc.a(&a)
 		tc.b(&b)
 		if !serviceSettingsEqual(a, b) || !serviceSettingsEqual(b, a) {
-			t.Errorf("%s: %+v and %+v differ", tc.name, a, b)
+			t.Errorf("%s: flags %#x timeout %d netmask %#x and flags %#x timeout %d netmask %#x differ",
+				tc.name, a.Flags, a.Timeout, a.Netmask, b.Flags, b.Timeout, b.Netmask)
 		}
 	}
 }
