@@ -67,8 +67,7 @@ func (t *Touched) Len() int { return len(t.VirtualServers) + len(t.Members) + le
 // (when not nil) every object whose desired state changed.
 func (d *Desired) Update(name types.NamespacedName, st *ServiceState, t *Touched) {
 	old := d.services[name]
-	if st == nil || (len(st.VirtualServers) == 0 && len(st.Members) == 0 && len(st.Addresses) == 0 &&
-		len(st.Problems) == 0 && len(st.OutFilter) == 0 && st.HealthCheckNodePort == 0 && !st.NoLocalInternal && !st.NoLocalExternal) {
+	if st.contributesNothing() {
 		delete(d.services, name)
 		st = nil
 	} else {

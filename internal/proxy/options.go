@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/netip"
+	"reflect"
 	"slices"
 )
 
@@ -67,28 +68,35 @@ type Options struct {
 	UnavailableSchedulers []string
 }
 
-// Equal reports whether two Options would build the same state.
-func (o Options) Equal(p Options) bool {
-	return o.Family == p.Family && o.Scheduler == p.Scheduler && o.NodeName == p.NodeName &&
-		mapsEqual(o.NodeLabels, p.NodeLabels) &&
-		slices.Equal(o.NodePortAddresses, p.NodePortAddresses) && slices.Equal(o.LocalAddresses, p.LocalAddresses) &&
-		o.MasqueradeAll == p.MasqueradeAll && o.MasqueradeBit == p.MasqueradeBit &&
-		o.MasqueradeRandomFully == p.MasqueradeRandomFully &&
-		o.LocalDetector.Mode == p.LocalDetector.Mode && o.LocalDetector.Interface == p.LocalDetector.Interface &&
-		slices.Equal(o.LocalDetector.CIDRs, p.LocalDetector.CIDRs) && o.StrictARP == p.StrictARP &&
-		slices.Equal(o.UnavailableSchedulers, p.UnavailableSchedulers)
+// Equal reports whether two Options would build the same state. Every field counts, so a
+// field added to Options is compared without being listed here; an empty list or map equals
+// a missing one.
+func (o Options) Equal(p Options) bool { return reflect.DeepEqual(o.canonical(), p.canonical()) }
+
+// canonical returns o with empty lists and maps made nil. (A list or map field added to
+// Options and not listed here only makes empty and missing differ: a needless rebuild,
+// never a missed one.)
+func (o Options) canonical() Options {
+	o.NodeLabels = nilIfEmptyMap(o.NodeLabels)
+	o.NodePortAddresses = nilIfEmpty(o.NodePortAddresses)
+	o.LocalAddresses = nilIfEmpty(o.LocalAddresses)
+	o.LocalDetector.CIDRs = nilIfEmpty(o.LocalDetector.CIDRs)
+	o.UnavailableSchedulers = nilIfEmpty(o.UnavailableSchedulers)
+	return o
 }
 
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
+func nilIfEmpty[S ~[]E, E any](s S) S {
+	if len(s) == 0 {
+		return nil
 	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
+	return s
+}
+
+func nilIfEmptyMap[M ~map[K]V, K comparable, V any](m M) M {
+	if len(m) == 0 {
+		return nil
 	}
-	return true
+	return m
 }
 
 func (o Options) masqMark() uint32 { return 1 << uint(o.MasqueradeBit) }

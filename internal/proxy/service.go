@@ -55,6 +55,14 @@ type ServiceState struct {
 	NoLocalInternal, NoLocalExternal bool
 }
 
+// contributesNothing reports whether st (nil too) adds nothing a reader of Desired sees, so
+// Desired need not keep it. LocalEndpoints alone counts for nothing: it is read only with
+// HealthCheckNodePort. (TestContributesNothingChecksEveryField keeps this list complete.)
+func (st *ServiceState) contributesNothing() bool {
+	return st == nil || (len(st.VirtualServers) == 0 && len(st.Members) == 0 && len(st.Addresses) == 0 &&
+		len(st.Problems) == 0 && len(st.OutFilter) == 0 && st.HealthCheckNodePort == 0 && !st.NoLocalInternal && !st.NoLocalExternal)
+}
+
 // Annotations kipvs reads on Services (beyond kube-proxy, which has one global scheduler).
 const (
 	AnnotationScheduler      = "kipvs.io/scheduler"

@@ -144,7 +144,9 @@ type Destination struct {
 // AddrPort returns the real server's address and port.
 func (d Destination) AddrPort() netip.AddrPort { return netip.AddrPortFrom(d.Address, d.Port) }
 
-// Equal reports whether two virtual servers would program the same kernel state.
+// Equal reports whether two virtual servers would program the same kernel state. Owner and
+// Kind are not kernel state (Desired.Update compares Owner itself); every other field is
+// compared, and TestVirtualServerEqualChecksEveryField fails on a field added but not here.
 func (v *VirtualServer) Equal(o *VirtualServer) bool {
 	if v.VSKey != o.VSKey || v.Scheduler != o.Scheduler || v.Persistent != o.Persistent ||
 		v.Timeout != o.Timeout || len(v.SchedFlags) != len(o.SchedFlags) || len(v.Destinations) != len(o.Destinations) {

@@ -66,25 +66,25 @@ func toIPVSService(v *proxy.VirtualServer) ipvs.Service {
 	return s
 }
 
-// serviceSettingsEqual compares what UpdateService can change. The kernel reports the
-// hashed flag on every service; it is not ours to set.
-func serviceSettingsEqual(a, b ipvs.Service) bool {
-	mask := ^ipvs.FlagHashed
-	ta, tb := a.Timeout, b.Timeout
-	if a.Flags&ipvs.FlagPersistent == 0 {
-		ta = 0
+// serviceSettingsEqual compares what UpdateService can change: every field of the two
+// services as the kernel keeps them (settingsOf), so a field added to ipvs.Service is
+// compared unless settingsOf clears it.
+func serviceSettingsEqual(a, b ipvs.Service) bool { return settingsOf(a) == settingsOf(b) }
+
+// settingsOf clears what is not a setting and normalizes what the kernel normalizes: the
+// key (the callers compare services of one key), the counters, the hashed flag (the kernel
+// reports it on every service; it is not ours to set), the timeout of a service that is not
+// persistent (meaningless) and a zero netmask (the full mask).
+func settingsOf(s ipvs.Service) ipvs.Service {
+	if s.Netmask == 0 {
+		s.Netmask = ipvs.FullNetmask(s.Family)
 	}
-	if b.Flags&ipvs.FlagPersistent == 0 {
-		tb = 0
+	if s.Flags&ipvs.FlagPersistent == 0 {
+		s.Timeout = 0
 	}
-	na, nb := a.Netmask, b.Netmask
-	if na == 0 {
-		na = ipvs.FullNetmask(a.Family)
-	}
-	if nb == 0 {
-		nb = ipvs.FullNetmask(b.Family)
-	}
-	return a.Scheduler == b.Scheduler && a.Flags&mask == b.Flags&mask && ta == tb && na == nb && a.PEName == b.PEName
+	s.Flags &^= ipvs.FlagHashed
+	s.ServiceKey, s.Stats = ipvs.ServiceKey{}, ipvs.Stats{}
+	return s
 }
 
 // setSpecs indexes the family's set declarations by name.
