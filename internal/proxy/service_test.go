@@ -256,6 +256,7 @@ func buildCases() []buildCase {
 			opts: func(o *Options) {
 				o.Family = IPv6
 				o.NodePortAddresses = []netip.Addr{netip.MustParseAddr("fd00:1::10")}
+				o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/56")}}
 			},
 			svc: svc("default", "v4np", "10.96.0.27", svcType(v1.ServiceTypeLoadBalancer), etpLocal, lbIngress("203.0.113.27"),
 				ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30086}, v1.ServicePort{Name: "s", Port: 3868, Protocol: sctp, NodePort: 31869}),
