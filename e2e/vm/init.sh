@@ -21,7 +21,7 @@ for m in virtio_pci 9pnet_virtio 9p; do
 	modprobe "$m" || fail "modprobe $m"
 done
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out /out || fail "mount out share"
-mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 host /host || fail "mount host share"
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose host /host || fail "mount host share"
 # shellcheck disable=SC1091
 . /out/env
 echo "vm-init: booted $kver" >/dev/console
