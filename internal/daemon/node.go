@@ -79,11 +79,22 @@ func buildOptions(cfg *config.Config, f proxy.Family, nodeName string, node *v1.
 				o.NodePortAddresses = append(o.NodePortAddresses, a)
 			}
 		}
-	case len(cfg.NodePortAddresses) == 0:
-		o.NodePortAddresses = slices.Clone(o.LocalAddresses)
 	default:
+		// As kube-proxy (NewNodePortAddresses): only the CIDRs of this family count, and a
+		// family none of them names gets all of its addresses (--nodeport-addresses
+		// 10.0.2.0/24 limits IPv4 node ports and leaves IPv6 ones on every address).
+		var cidrs []netip.Prefix
+		for _, p := range cfg.NodePortAddresses {
+			if f.Matches(p.Addr()) {
+				cidrs = append(cidrs, p)
+			}
+		}
+		if len(cidrs) == 0 {
+			o.NodePortAddresses = slices.Clone(o.LocalAddresses)
+			break
+		}
 		for _, a := range o.LocalAddresses {
-			for _, p := range cfg.NodePortAddresses {
+			for _, p := range cidrs {
 				if p.Contains(a) {
 					o.NodePortAddresses = append(o.NodePortAddresses, a)
 					break

@@ -39,3 +39,38 @@ func TestNodePrimaryIPsSkipUnusable(t *testing.T) {
 		}
 	}
 }
+
+// --nodeport-addresses as kube-proxy's NewNodePortAddresses reads it: per family, only that
+// family's CIDRs count, and a family with none of them gets every address of its own
+// (found by the differential test: kipvs had no IPv6 node port with an IPv4-only list).
+func TestNodePortAddressesPerFamily(t *testing.T) {
+	host := []netip.Addr{
+		netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("10.244.0.1"),
+		netip.MustParseAddr("fec0::5054:ff:fe12:3456"), netip.MustParseAddr("fd00:10:244::1"),
+	}
+	for _, tc := range []struct {
+		cidrs []string
+		want4 []string
+		want6 []string
+	}{
+		{nil, []string{"10.0.2.15", "10.244.0.1"}, []string{"fec0::5054:ff:fe12:3456", "fd00:10:244::1"}},
+		{[]string{"10.0.2.0/24"}, []string{"10.0.2.15"}, []string{"fec0::5054:ff:fe12:3456", "fd00:10:244::1"}},
+		{[]string{"fd00:10:244::/64"}, []string{"10.0.2.15", "10.244.0.1"}, []string{"fd00:10:244::1"}},
+		{[]string{"10.0.2.0/24", "fd00:10:244::/64"}, []string{"10.0.2.15"}, []string{"fd00:10:244::1"}},
+		{[]string{"192.0.2.0/24"}, nil, []string{"fec0::5054:ff:fe12:3456", "fd00:10:244::1"}},
+	} {
+		cfg := config.Config{}
+		for _, c := range tc.cidrs {
+			cfg.NodePortAddresses = append(cfg.NodePortAddresses, netip.MustParsePrefix(c))
+		}
+		for f, want := range map[proxy.Family][]string{proxy.IPv4: tc.want4, proxy.IPv6: tc.want6} {
+			var got []string
+			for _, a := range buildOptions(&cfg, f, "node-a", nil, host).NodePortAddresses {
+				got = append(got, a.String())
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("--nodeport-addresses=%v, %s: node port addresses %v, want %v", tc.cidrs, f, got, want)
+			}
+		}
+	}
+}
