@@ -94,8 +94,10 @@ func TestDifferentialKubeProxy(t *testing.T) {
 	baseTimeouts := harness.MustRun(t, "ipvsadm", "-L", "--timeout")
 
 	used := map[string]bool{}
+	ran := 0
 	for _, c := range diffCases {
 		t.Run(c.name, func(t *testing.T) {
+			ran++
 			cfg := diffBaseConfig(s.env)
 			if c.config != nil {
 				c.config(cfg)
@@ -142,7 +144,7 @@ func TestDifferentialKubeProxy(t *testing.T) {
 			unused = append(unused, d.ID)
 		}
 	}
-	if len(unused) > 0 && !t.Failed() {
+	if len(unused) > 0 && !t.Failed() && ran == len(diffCases) {
 		// Every case ran: a kernel entry that explained nothing describes a difference
 		// that is gone, and the page would say something untrue.
 		t.Errorf("differences.yaml entries with kernel lines that matched nothing in any case (remove them, or their lines): %v", unused)
