@@ -50,7 +50,8 @@ var diffCases = []diffCase{
 		ipvs["udpTimeout"] = "20s"
 	}},
 	{name: "no-cluster-cidr", config: func(c map[string]any) { delete(c, "clusterCIDR") }},
-	{name: "nodeport-addresses-exclude-cidrs", foreignVS: "-t 10.200.0.1:80 -s rr", config: func(c map[string]any) {
+	{name: "dual-stack-cidr-nodeport-addresses-exclude-cidrs", foreignVS: "-t 10.200.0.1:80 -s rr", config: func(c map[string]any) {
+		c["clusterCIDR"] = harness.ClusterCIDR.String() + ",fd00:10:244::/56"
 		c["nodePortAddresses"] = []string{"10.0.2.0/24"}
 		c["ipvs"].(map[string]any)["excludeCIDRs"] = []string{"10.200.0.0/16"}
 	}},
