@@ -87,7 +87,10 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 	}
 	b := builder{o: o, svc: svc, st: st, members: map[Member]struct{}{}, addrs: map[netip.Addr]struct{}{}}
 	clusterIPs, valid := b.validateService()
-	if !valid {
+	if !valid || len(clusterIPs) == 0 {
+		// No cluster IP of this family (a single-stack Service of the other family, or a
+		// headless one): as upstream, nothing of it is this family's, not even its node
+		// ports or external addresses of this family.
 		b.finish()
 		return st
 	}
