@@ -262,3 +262,38 @@ func LineDiff(a, b []string) (onlyA, onlyB []string) {
 	onlyB = append(onlyB, b[j:]...)
 	return onlyA, onlyB
 }
+
+// SectionDiff returns, per section, the lines only in d and only in o (LineDiff).
+func (d OracleDump) SectionDiff(o OracleDump) (onlyD, onlyO map[string][]string) {
+	onlyD, onlyO = map[string][]string{}, map[string][]string{}
+	for _, s := range OracleSections {
+		x, y := LineDiff(d[s], o[s])
+		if len(x) > 0 {
+			onlyD[s] = x
+		}
+		if len(y) > 0 {
+			onlyO[s] = y
+		}
+	}
+	return onlyD, onlyO
+}
+
+// Diff renders d's difference from base by section ("-" lines only in base, "+" only in
+// d); "" when they are equal.
+func (d OracleDump) Diff(base OracleDump) string {
+	onlyBase, onlyD := base.SectionDiff(d)
+	var out strings.Builder
+	for _, s := range OracleSections {
+		if len(onlyBase[s]) == 0 && len(onlyD[s]) == 0 {
+			continue
+		}
+		out.WriteString("== " + s + "\n")
+		for _, l := range onlyBase[s] {
+			out.WriteString("- " + l + "\n")
+		}
+		for _, l := range onlyD[s] {
+			out.WriteString("+ " + l + "\n")
+		}
+	}
+	return out.String()
+}

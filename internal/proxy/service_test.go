@@ -239,6 +239,33 @@ func buildCases() []buildCase {
 			slices: []*discoveryv1.EndpointSlice{slice("v6", "v6-1", "http", 8080, tcp, "fd00:10:244::5")},
 		},
 		{
+			// As upstream's service change tracker: a Service with no cluster IP of the
+			// family is none of the family's business, even its node ports (which would
+			// otherwise open the node's IPv6 addresses on a port no IPv6 endpoint serves)
+			// and its external addresses of that family. Found by the live switch test.
+			name: "ipv4-service-in-ipv6-proxier-contributes-nothing",
+			opts: func(o *Options) {
+				o.Family = IPv6
+				o.NodePortAddresses = []netip.Addr{netip.MustParseAddr("fd00:1::10")}
+				o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/56")}}
+			},
+			svc: svc("default", "v4", "10.96.0.27", svcType(v1.ServiceTypeLoadBalancer), etpLocal,
+				ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30086}, v1.ServicePort{Name: "udp", Port: 80, NodePort: 30086, Protocol: v1.ProtocolUDP},
+					v1.ServicePort{Name: "sctp", Port: 80, NodePort: 30086, Protocol: v1.ProtocolSCTP}),
+				externalIPs("2001:db8::21"), lbIngress("2001:db8::20"), func(s *v1.Service) { s.Spec.HealthCheckNodePort = 30087 }),
+			slices:   []*discoveryv1.EndpointSlice{slice("v4", "v4-1", "http", 8080, tcp, "10.244.1.5|local")},
+			problems: []string{},
+			skipped:  true,
+		},
+		{
+			name: "headless-service-contributes-nothing",
+			svc: svc("default", "headless", v1.ClusterIPNone, externalIPs("203.0.113.21"),
+				ports(v1.ServicePort{Name: "http", Port: 80}, v1.ServicePort{Name: "udp", Port: 80, Protocol: v1.ProtocolUDP})),
+			slices:   []*discoveryv1.EndpointSlice{slice("headless", "h-1", "http", 8080, tcp, "10.244.1.5")},
+			problems: []string{},
+			skipped:  true,
+		},
+		{
 			name: "ipv6-proxier",
 			opts: func(o *Options) {
 				o.Family = IPv6

@@ -140,6 +140,15 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 	}
 	if !r.adopted && !p.Empty() {
 		r.o.Logger.Info("adopting existing kernel state", zap.Int("changes", p.Len()))
+		// What adoption changes, change by change (-v 1): on a node switched from
+		// kube-proxy this is everything kipvs does differently from it.
+		if ce := r.o.Logger.Check(zap.DebugLevel, "adoption plan"); ce != nil {
+			var rules []string
+			if p.Rules != nil {
+				rules = netfilter.Diff(rs, observedRules)
+			}
+			ce.Write(zap.String("plan", p.String()), zap.Strings("rules", rules))
+		}
 	}
 	err = r.apply(ctx, p, obs)
 	if err != nil {
