@@ -42,6 +42,9 @@ type Difference struct {
 	Kernel []KernelMatch `json:"kernel,omitempty"`
 	// Config lists the findings of the config and flag differential it explains.
 	Config []ConfigMatch `json:"config,omitempty"`
+	// Intermittent marks a difference that shows only in some runs (kube-proxy losing a
+	// race): the differential does not require its kernel lines to appear.
+	Intermittent bool `json:"intermittent,omitempty"`
 }
 
 // KernelMatch explains a dump line found on one side only.
