@@ -10,10 +10,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kipvs/kipvs/internal/config"
-	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/logging"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -78,7 +78,7 @@ func runCleanup(ctx context.Context, cfg config.Config, log *zap.Logger, dryRun 
 		return fmt.Errorf("open ipset: %w", err)
 	}
 	defer sets.Close()
-	dummy, err := dummyif.New(daemon.DummyName, ns)
+	dummy, err := dummyif.New(ipvsmode.DummyName, ns)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func runCleanup(ctx context.Context, cfg config.Config, log *zap.Logger, dryRun 
 			in.Netfilter = append(in.Netfilter, reconcile.CleanupRules{Name: name, NF: h})
 		}
 	}
-	host, err := daemon.HostAddrs(daemon.DummyName)
+	host, err := dummyif.HostAddrs(ipvsmode.DummyName)
 	if err != nil {
 		return err
 	}

@@ -13,10 +13,11 @@ import (
 
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
 
 // DummyName is the link kipvs binds the Service IPs on.
-const DummyName = "kube-ipvs0"
+const DummyName = ipvsmode.DummyName
 
 // IPVSTable is the IPVS table as `ipvsadm -Sn` shows it: virtual server ("tcp
 // 10.96.0.1:443", "udp ...", "sctp ...") -> real server ("10.244.0.11:8080") -> weight.

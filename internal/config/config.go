@@ -14,6 +14,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
 
 // ProxyModeIPVS is the only proxy mode kipvs implements.
@@ -70,15 +72,6 @@ const (
 	// LogFormatJSON is one JSON object per line (kube-proxy's logging.format "json").
 	LogFormatJSON LogFormat = "json"
 )
-
-// DefaultScheduler is the IPVS scheduler used when ipvs.scheduler (--ipvs-scheduler) is
-// empty, as in kube-proxy.
-const DefaultScheduler = "rr"
-
-// Schedulers returns the IPVS schedulers kipvs accepts: kube-proxy's documented set plus mh.
-func Schedulers() []string {
-	return []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
-}
 
 // Config is kipvs's effective configuration. Zero time.Duration values mean what they mean
 // in kube-proxy: "leave the kernel's value as it is" for the IPVS and conntrack timeouts.
@@ -192,7 +185,7 @@ type IPVS struct {
 	// (ipvs.minSyncPeriod, --ipvs-min-sync-period).
 	MinSyncPeriod time.Duration
 	// Scheduler is the setting of the IPVS scheduler of every virtual server as given
-	// (ipvs.scheduler, --ipvs-scheduler); empty means DefaultScheduler. It is kept empty,
+	// (ipvs.scheduler, --ipvs-scheduler); empty means ipvsmode.DefaultScheduler. It is kept empty,
 	// as kube-proxy keeps it, so that --write-config-to and /configz show what kube-proxy
 	// shows; SchedulerName is the scheduler to program.
 	Scheduler string
@@ -209,11 +202,11 @@ type IPVS struct {
 	UDPTimeout    time.Duration
 }
 
-// SchedulerName is the IPVS scheduler to program: Scheduler, or DefaultScheduler when
+// SchedulerName is the IPVS scheduler to program: Scheduler, or ipvsmode.DefaultScheduler when
 // that is empty.
 func (v IPVS) SchedulerName() string {
 	if v.Scheduler == "" {
-		return DefaultScheduler
+		return ipvsmode.DefaultScheduler
 	}
 	return v.Scheduler
 }
@@ -245,6 +238,20 @@ func (c Conntrack) Max(numCPU int) int {
 		return 0
 	}
 	return max(int(c.MaxPerCore)*max(numCPU, 1), int(c.Min))
+}
+
+// SysctlOptions are the settings the sysctls kipvs sets depend on, on a node with numCPU
+// CPUs (see ipvsmode.DesiredSysctls).
+func (c *Config) SysctlOptions(numCPU int) ipvsmode.SysctlOptions {
+	return ipvsmode.SysctlOptions{
+		StrictARP:             c.IPVS.StrictARP,
+		ConntrackMax:          c.Conntrack.Max(numCPU),
+		TCPEstablishedTimeout: c.Conntrack.TCPEstablishedTimeout,
+		TCPCloseWaitTimeout:   c.Conntrack.TCPCloseWaitTimeout,
+		TCPBeLiberal:          c.Conntrack.TCPBeLiberal,
+		UDPTimeout:            c.Conntrack.UDPTimeout,
+		UDPStreamTimeout:      c.Conntrack.UDPStreamTimeout,
+	}
 }
 
 // Kipvs holds the settings kube-proxy does not have (--kipvs-* flags only).

@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
 
 // testdata/kube-proxy-v1.34-defaults.yaml is what kube-proxy v1.34.10's own defaulting
@@ -215,5 +217,18 @@ func TestCloneIsDeep(t *testing.T) {
 	d.FeatureGates["A"] = false
 	if c.ClusterCIDRs[0] != mustPrefix("10.0.0.0/8") || !c.FeatureGates["A"] {
 		t.Error("Clone shares memory with the original")
+	}
+}
+
+// SysctlOptions carries every setting the sysctls depend on, each from its own field.
+func TestSysctlOptions(t *testing.T) {
+	var c Config
+	c.IPVS.StrictARP = true
+	c.Conntrack = Conntrack{MaxPerCore: 1000, Min: 3000, TCPEstablishedTimeout: 1 * time.Second,
+		TCPCloseWaitTimeout: 2 * time.Second, TCPBeLiberal: true, UDPTimeout: 3 * time.Second, UDPStreamTimeout: 4 * time.Second}
+	want := ipvsmode.SysctlOptions{StrictARP: true, ConntrackMax: 4000, TCPEstablishedTimeout: 1 * time.Second,
+		TCPCloseWaitTimeout: 2 * time.Second, TCPBeLiberal: true, UDPTimeout: 3 * time.Second, UDPStreamTimeout: 4 * time.Second}
+	if diff := cmp.Diff(want, c.SysctlOptions(4)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

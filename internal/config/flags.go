@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	netutils "k8s.io/utils/net"
+
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
 
 // Flags is the set of command-line flags AddFlags registered. Load reads them after the
@@ -162,7 +164,7 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 
 	// IPVS.
 	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", "",
-		"IPVS scheduler of every virtual server: "+strings.Join(Schedulers(), ", ")+". Empty means rr.")
+		"IPVS scheduler of every virtual server: "+strings.Join(ipvsmode.Schedulers(), ", ")+". Empty means rr.")
 	fs.BoolVar(&f.ipvsStrictARP, "ipvs-strict-arp", false,
 		"Set the sysctls arp_ignore=1 and arp_announce=2 so the node does not answer ARP for the Service IPs on kube-ipvs0.")
 	fs.StringSliceVar(&f.ipvsExcludeCIDRs, "ipvs-exclude-cidrs", nil,

@@ -13,6 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	netutils "k8s.io/utils/net"
+
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
 
 // Validate checks every field of c and returns an errors.Join of one *FieldError per bad
@@ -91,8 +93,8 @@ func (c *Config) Validate() error {
 	if v.MinSyncPeriod >= 0 && v.SyncPeriod > 0 && v.MinSyncPeriod > v.SyncPeriod {
 		add(sIPVSMinSyncPeriod.invalid(v.MinSyncPeriod.String(), "must not be greater than %s (%s)", sIPVSSyncPeriod.field(), v.SyncPeriod))
 	}
-	if v.Scheduler != "" && !slices.Contains(Schedulers(), v.Scheduler) {
-		add(sIPVSScheduler.invalid(v.Scheduler, "must be one of %s", strings.Join(Schedulers(), ", ")))
+	if v.Scheduler != "" && !slices.Contains(ipvsmode.Schedulers(), v.Scheduler) {
+		add(sIPVSScheduler.invalid(v.Scheduler, "must be one of %s", strings.Join(ipvsmode.Schedulers(), ", ")))
 	}
 	errs = append(errs, validatePrefixes(sIPVSExcludeCIDRs, v.ExcludeCIDRs)...)
 	add(nonNegative(sIPVSTCPTimeout, v.TCPTimeout))

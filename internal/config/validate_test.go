@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
 
 // Each case breaks one field of a valid configuration; Validate must return exactly one
@@ -136,7 +138,7 @@ func TestValidateAccepts(t *testing.T) {
 			}
 		})
 	}
-	for _, s := range Schedulers() {
+	for _, s := range ipvsmode.Schedulers() {
 		c := Defaults()
 		c.IPVS.Scheduler = s
 		if err := c.Validate(); err != nil {

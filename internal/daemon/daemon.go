@@ -24,6 +24,7 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/healthcheck"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/metrics"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -224,11 +225,11 @@ func (d *Daemon) Prepare(ctx context.Context) error {
 	if err := d.checkSetMatch(ctx); err != nil {
 		return err
 	}
-	kv, err := ParseKernelVersion(d.deps.KernelRelease)
+	kv, err := ipvsmode.ParseKernelVersion(d.deps.KernelRelease)
 	if err != nil {
 		return err
 	}
-	settings, warnings := desiredSysctls(&d.cfg, kv, d.deps.NumCPU)
+	settings, warnings := ipvsmode.DesiredSysctls(kv, d.cfg.SysctlOptions(d.deps.NumCPU))
 	for _, w := range warnings {
 		d.log.Warn(w)
 	}
@@ -290,7 +291,7 @@ var probeKey = ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: prob
 // it is available; any other error says nothing about it (a transient kernel failure).
 func probeScheduler(v ipvs.Interface, sched string) error {
 	if sched == "" {
-		sched = "rr"
+		sched = ipvsmode.DefaultScheduler
 	}
 	_ = v.DeleteService(probeKey) // a leftover of a crashed or failed probe
 	if err := v.AddService(ipvs.Service{ServiceKey: probeKey, Scheduler: sched}); err != nil {

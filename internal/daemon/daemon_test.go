@@ -29,6 +29,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
@@ -64,7 +65,7 @@ type fakeNode struct {
 func newFakeNode() *fakeNode {
 	return &fakeNode{
 		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(netfilter.IPv4),
-		dummy: dummyif.NewFake(DummyName),
+		dummy: dummyif.NewFake(ipvsmode.DummyName),
 		sysctl: sysctl.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
 			"net/ipv4/ip_forward": "0", "net/netfilter/nf_conntrack_max": "65536",
@@ -314,50 +315,11 @@ func TestPrepareSchedulerProbe(t *testing.T) {
 	}
 }
 
-func TestDesiredSysctlsByKernel(t *testing.T) {
-	cfg := testConfig(t)
-	for _, tc := range []struct {
-		release string
-		reuse   string // "" = not set
-		warn    bool
-	}{
-		{"3.10.0-1160.el7.x86_64", "", true},
-		{"4.19.0-21-amd64", "0", false},
-		{"5.8.18", "0", false},
-		{"5.9.0", "", false},
-		{"6.1.0-56-amd64", "", false},
-	} {
-		kv, err := ParseKernelVersion(tc.release)
-		if err != nil {
-			t.Fatal(err)
-		}
-		settings, warns := desiredSysctls(&cfg, kv, 2)
-		got := ""
-		for _, s := range settings {
-			if s.key == "net/ipv4/vs/conn_reuse_mode" {
-				got = s.value
-			}
-		}
-		if got != tc.reuse || (len(warns) > 0) != tc.warn {
-			t.Errorf("%s: conn_reuse_mode=%q warnings=%v; want %q warn=%v", tc.release, got, warns, tc.reuse, tc.warn)
-		}
-	}
-	cfg.IPVS.StrictARP = true
-	settings, _ := desiredSysctls(&cfg, KernelVersion{6, 1}, 2)
-	var keys []string
-	for _, s := range settings {
-		keys = append(keys, s.key+"="+s.value)
-	}
-	if !strings.Contains(strings.Join(keys, " "), "net/ipv4/conf/all/arp_ignore=1 net/ipv4/conf/all/arp_announce=2") {
-		t.Errorf("strictARP settings missing: %v", keys)
-	}
-}
-
 // A read-only /proc/sys gives one clear error naming the key.
 func TestSysctlReadOnlyNamesKey(t *testing.T) {
 	s := sysctl.NewFake(map[string]string{"net/ipv4/vs/conntrack": "0"})
 	s.SetReadOnly(true)
-	err := applySysctls(s, []sysctlSetting{{"net/ipv4/vs/conntrack", "1", "why"}}, zap.NewNop())
+	err := applySysctls(s, []ipvsmode.Sysctl{{Key: "net/ipv4/vs/conntrack", Value: "1", Why: "why"}}, zap.NewNop())
 	if err == nil || !strings.Contains(err.Error(), "net.ipv4.vs.conntrack") {
 		t.Fatalf("error = %v, want one naming net.ipv4.vs.conntrack", err)
 	}

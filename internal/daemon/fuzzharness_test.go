@@ -19,6 +19,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
@@ -39,7 +40,7 @@ func newDualNode() *dualNode {
 	n := &dualNode{
 		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(),
 		nf4: netfilter.NewFake(netfilter.IPv4), nf6: netfilter.NewFake(netfilter.IPv6),
-		dummy: dummyif.NewFake(DummyName),
+		dummy: dummyif.NewFake(ipvsmode.DummyName),
 		sysctl: sysctl.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
 			"net/ipv4/ip_forward": "0", "net/ipv6/conf/all/forwarding": "0", "net/netfilter/nf_conntrack_max": "65536",

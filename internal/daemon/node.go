@@ -1,57 +1,14 @@
 package daemon
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
 
-	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
-
-// hostAddrs lists the node's own addresses: every address on every link except the dummy
-// link, without loopback and IPv6 link-local ones (kube-proxy's set for NodePorts).
-type hostAddrs func() ([]netip.Addr, error)
-
-// HostAddrs reads the node's own addresses from the kernel of the current namespace: every
-// address on every link except the dummy one, without loopback and IPv6 link-local ones.
-func HostAddrs(dummy string) ([]netip.Addr, error) { return netlinkHostAddrs(dummy)() }
-
-// netlinkHostAddrs reads the addresses from the kernel of the current namespace.
-func netlinkHostAddrs(dummy string) hostAddrs {
-	return func() ([]netip.Addr, error) {
-		links, err := netlink.LinkList()
-		if err != nil {
-			return nil, fmt.Errorf("list links: %w", err)
-		}
-		var out []netip.Addr
-		for _, l := range links {
-			if l.Attrs().Name == dummy {
-				continue
-			}
-			addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
-			if err != nil {
-				continue // the link may have gone away meanwhile
-			}
-			for _, a := range addrs {
-				ip, ok := netip.AddrFromSlice(a.IP)
-				if !ok {
-					continue
-				}
-				ip = ip.Unmap()
-				if ip.IsLoopback() || ip.IsLinkLocalUnicast() || slices.Contains(out, ip) {
-					continue
-				}
-				out = append(out, ip)
-			}
-		}
-		slices.SortFunc(out, netip.Addr.Compare)
-		return out, nil
-	}
-}
 
 // buildOptions derives one family's proxy options from the configuration, this node's Node
 // and the host's addresses.

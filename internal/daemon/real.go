@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
@@ -26,9 +28,6 @@ import (
 	"github.com/kipvs/kipvs/internal/sysctl"
 	"github.com/kipvs/kipvs/internal/watch"
 )
-
-// DummyName is the dummy link the VIPs are bound on, as upstream names it.
-const DummyName = "kube-ipvs0"
 
 // NodeName is --hostname-override, or the host name, lower-cased as kube-proxy does.
 func NodeName(cfg *config.Config) (string, error) {
@@ -74,9 +73,9 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		return fail(fmt.Errorf("open ipset netlink (modprobe ip_set): %w", err))
 	}
 	closers = append(closers, sets.Close)
-	dummy, err := dummyif.New(DummyName, ns)
+	dummy, err := dummyif.New(ipvsmode.DummyName, ns)
 	if err != nil {
-		return fail(fmt.Errorf("open rtnetlink for %s: %w", DummyName, err))
+		return fail(fmt.Errorf("open rtnetlink for %s: %w", ipvsmode.DummyName, err))
 	}
 	closers = append(closers, dummy.Close)
 	ct, err := conntrack.New(ns)
@@ -127,8 +126,8 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		},
 		Sysctl:    sysctl.New("/proc/sys", ns),
 		SysfsRoot: "/sys",
-		HostAddrs: netlinkHostAddrs(DummyName),
-		IPv6:      func() error { return IPv6Usable(ctx, runner, backend.Mode, "/proc/net/if_inet6") },
+		HostAddrs: func() ([]netip.Addr, error) { return dummyif.HostAddrs(ipvsmode.DummyName) },
+		IPv6:      func() error { return netfilter.IPv6Usable(ctx, runner, backend.Mode, "/proc/net/if_inet6") },
 		RandomFully: func(f proxy.Family) bool {
 			nf := netfilter.IPv4
 			if f == proxy.IPv6 {
@@ -145,19 +144,6 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		Clock:         clock.RealClock{},
 	}
 	return deps, closeAll, nil
-}
-
-// IPv6Usable is upstream's test for running the IPv6 family: the kernel has IPv6
-// (ifInet6, /proc/net/if_inet6, exists) and ip6tables works. The host needs no IPv6
-// address. kipvs doctor applies it too, to tell the families a daemon would run.
-func IPv6Usable(ctx context.Context, r netfilter.Runner, m netfilter.Mode, ifInet6 string) error {
-	if err := netfilter.Usable(ctx, r, netfilter.IPv6, m); err != nil {
-		return err
-	}
-	if _, err := os.Stat(ifInet6); err != nil {
-		return fmt.Errorf("the kernel has no IPv6 (%s): %w", ifInet6, err)
-	}
-	return nil
 }
 
 // newSource returns the file source, or the API source with its client.

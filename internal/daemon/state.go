@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
@@ -19,7 +20,7 @@ func (d *Daemon) State() server.State {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := server.State{
-		Dummy:          DummyName,
+		Dummy:          ipvsmode.DummyName,
 		GracefulPeriod: d.cfg.Kipvs.GracefulPeriod.String(),
 		Schedulers:     maps.Clone(d.schedulers),
 		ServiceCIDRs:   []string{},

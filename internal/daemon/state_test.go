@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/server"
 )
@@ -53,7 +54,7 @@ func TestDaemonState(t *testing.T) {
 	}
 
 	st = d.State()
-	if st.Dummy != DummyName || st.GracefulPeriod != cfg.Kipvs.GracefulPeriod.String() || !st.Schedulers["rr"] || len(st.Families) != 1 {
+	if st.Dummy != ipvsmode.DummyName || st.GracefulPeriod != cfg.Kipvs.GracefulPeriod.String() || !st.Schedulers["rr"] || len(st.Families) != 1 {
 		t.Fatalf("state header: %+v", st)
 	}
 	fs := st.Families[0]

@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/kipvs/kipvs/internal/config"
-	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/server"
 )
@@ -175,7 +175,7 @@ func (c *checkup) add(check string, st Status, finding, fix string) {
 func (c *checkup) gather() {
 	c.links, c.linksErr = c.v.Net.Links()
 	for i := range c.links {
-		if c.links[i].Name == daemon.DummyName {
+		if c.links[i].Name == ipvsmode.DummyName {
 			c.dummy = &c.links[i]
 		}
 	}

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/server"
@@ -63,7 +63,7 @@ func (c *checkup) readKernel(st *server.State) *kernelSnap {
 	links, err := c.v.Net.Links()
 	k.linksErr = err
 	for _, l := range links {
-		if l.Name != daemon.DummyName {
+		if l.Name != ipvsmode.DummyName {
 			continue
 		}
 		k.dummyOK = true
@@ -271,7 +271,7 @@ func quoteAll(ss []string) []string {
 }
 
 func (c *checkup) checkDriftAddresses(k *kernelSnap) {
-	const check = "drift: " + daemon.DummyName
+	const check = "drift: " + ipvsmode.DummyName
 	if k.linksErr != nil {
 		c.add(check, Warn, fmt.Sprintf("cannot list links: %v", k.linksErr), "")
 		return
@@ -291,22 +291,22 @@ func (c *checkup) checkDriftAddresses(k *kernelSnap) {
 		}
 		n += len(f.Addresses)
 		if !k.dummyOK && len(f.Addresses) > 0 {
-			bad = append(bad, daemon.DummyName+" does not exist")
+			bad = append(bad, ipvsmode.DummyName+" does not exist")
 			continue
 		}
 		missing, extra := diffLists(f.Addresses, have)
 		if len(missing) > 0 {
-			bad = append(bad, fmt.Sprintf("%s lacks %s", daemon.DummyName, listSome(missing, 3)))
+			bad = append(bad, fmt.Sprintf("%s lacks %s", ipvsmode.DummyName, listSome(missing, 3)))
 		}
 		if len(extra) > 0 {
-			bad = append(bad, fmt.Sprintf("%s has unwanted %s", daemon.DummyName, listSome(extra, 3)))
+			bad = append(bad, fmt.Sprintf("%s has unwanted %s", ipvsmode.DummyName, listSome(extra, 3)))
 		}
 	}
 	if len(bad) > 0 {
 		c.add(check, Warn, strings.Join(bad, "; "), c.driftFix())
 		return
 	}
-	c.add(check, OK, fmt.Sprintf("%s holds exactly the %d VIPs the daemon wants", daemon.DummyName, n), "")
+	c.add(check, OK, fmt.Sprintf("%s holds exactly the %d VIPs the daemon wants", ipvsmode.DummyName, n), "")
 }
 
 // vsID renders a virtual server as ipvsadm lists it ("TCP 10.96.0.10:80").
@@ -374,7 +374,7 @@ func (c *checkup) checkForeignVirtualServers(k *kernelSnap) {
 	for _, a := range k.dummy {
 		onDummy[a] = true
 		if kipvsAddr[a] == "" {
-			kipvsAddr[a] = "bound on " + daemon.DummyName
+			kipvsAddr[a] = "bound on " + ipvsmode.DummyName
 		}
 	}
 	var bad, fixes []string
@@ -393,7 +393,7 @@ func (c *checkup) checkForeignVirtualServers(k *kernelSnap) {
 		case c.excluded(s.Addr):
 			what += " (inside --ipvs-exclude-cidrs, so kipvs leaves it alone)"
 		case onDummy[s.Addr]:
-			what += " (its VIP is on " + daemon.DummyName + ", so kipvs deletes it at its next full sync)"
+			what += " (its VIP is on " + ipvsmode.DummyName + ", so kipvs deletes it at its next full sync)"
 		}
 		bad = append(bad, what)
 		fixes = append(fixes, ipvsadmDelete(s.ServiceKey))

@@ -21,6 +21,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
@@ -222,7 +223,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		desired.Update(types.NamespacedName{Namespace: s.Namespace, Name: s.Name},
 			proxy.BuildService(proxy.ServiceInput{Service: s, Slices: []*discoveryv1.EndpointSlice{es}}, opts), nil)
 	}
-	dummy := dummyif.NewFake(daemon.DummyName)
+	dummy := dummyif.NewFake(ipvsmode.DummyName)
 	rec := reconcile.New(reconcile.Kernel{IPVS: f.ipvs, IPSet: f.ipset, Netfilter: f.nf, Dummy: dummy},
 		reconcile.Options{Family: proxy.IPv4, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(epoch())})
 	if _, err := rec.FullSync(context.Background(), desired, opts); err != nil {
@@ -230,7 +231,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	fs := daemon.FamilyState(desired, opts, rec.Draining())
 	fs.Synced = true
-	f.state = &server.State{Dummy: daemon.DummyName, GracefulPeriod: "30s", Schedulers: map[string]bool{"rr": true},
+	f.state = &server.State{Dummy: ipvsmode.DummyName, GracefulPeriod: "30s", Schedulers: map[string]bool{"rr": true},
 		ServiceCIDRs: []string{}, Families: []server.FamilyState{fs}}
 	f.daemon = &fakeDaemon{}
 
@@ -243,19 +244,20 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		{Name: "eth0", Kind: "device", Up: true, Addrs: []netip.Prefix{netip.MustParsePrefix("192.168.50.10/24")}},
 		{Name: "cbr0", Kind: "bridge", Up: true, Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.0.1/24")}},
 		{Name: "veth1", Kind: "veth", Up: true, Master: "cbr0", Hairpin: true},
-		{Name: daemon.DummyName, Kind: "dummy", Addrs: vips},
+		{Name: ipvsmode.DummyName, Kind: "dummy", Addrs: vips},
 	}, routes: []Route{
 		{Table: TableMain, Type: "unicast", Gateway: netip.MustParseAddr("192.168.50.1"), Dev: "eth0"},
 		{Table: TableMain, Type: "unicast", Dst: netip.MustParsePrefix("192.168.50.0/24"), Dev: "eth0"},
 		{Table: TableMain, Type: "unicast", Dst: netip.MustParsePrefix("10.244.0.0/24"), Dev: "cbr0"},
 		{Table: TableMain, Type: "blackhole", Dst: netip.MustParsePrefix("10.96.0.0/12")},
-		{Table: TableLocal, Type: "local", Dst: netip.MustParsePrefix("10.96.0.10/32"), Dev: daemon.DummyName},
+		{Table: TableLocal, Type: "local", Dst: netip.MustParsePrefix("10.96.0.10/32"), Dev: ipvsmode.DummyName},
 	}}
 
-	want, _, err := daemon.DesiredSysctls(&f.cfg, f.release, 2)
+	kv, err := ipvsmode.ParseKernelVersion(f.release)
 	if err != nil {
 		t.Fatal(err)
 	}
+	want, _ := ipvsmode.DesiredSysctls(kv, f.cfg.SysctlOptions(2))
 	values := map[string]string{
 		"net/ipv4/vs/conn_reuse_mode":    "1",
 		keyArpIgnoreAll:                  "0",

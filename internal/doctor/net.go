@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/kipvs/kipvs/internal/config"
-	"github.com/kipvs/kipvs/internal/daemon"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -58,7 +58,7 @@ func (c *checkup) checkRPFilter() {
 	allN, _ := strconv.Atoi(all)
 	var strict, fixes []string
 	for _, l := range c.links {
-		if l.Name == "lo" || l.Name == daemon.DummyName || isOverlay(l.Kind) || l.Kind == "veth" || l.Kind == "bridge" || !hasIPv4(l.Addrs) {
+		if l.Name == "lo" || l.Name == ipvsmode.DummyName || isOverlay(l.Kind) || l.Kind == "veth" || l.Kind == "bridge" || !hasIPv4(l.Addrs) {
 			continue
 		}
 		v, missing, err := c.get(rpFilterKey(l.Name))
@@ -295,12 +295,12 @@ func (c *checkup) checkNodeAddressVIPs() {
 		return
 	}
 	if c.dummy == nil {
-		c.add(check, OK, daemon.DummyName+" does not exist (kipvs creates it)", "")
+		c.add(check, OK, ipvsmode.DummyName+" does not exist (kipvs creates it)", "")
 		return
 	}
 	onLinks := map[netip.Addr][]string{}
 	for _, l := range c.links {
-		if l.Name == daemon.DummyName {
+		if l.Name == ipvsmode.DummyName {
 			continue
 		}
 		for _, p := range l.Addrs {
@@ -315,19 +315,19 @@ func (c *checkup) checkNodeAddressVIPs() {
 		if !ok {
 			continue
 		}
-		s := fmt.Sprintf("%s is on %s and is a node address on %s", a, daemon.DummyName, strings.Join(links, ", "))
+		s := fmt.Sprintf("%s is on %s and is a node address on %s", a, ipvsmode.DummyName, strings.Join(links, ", "))
 		if o := owners[a]; o != "" {
 			s += " (" + o + ")"
 		}
 		bad = append(bad, s)
-		fixes = append(fixes, fmt.Sprintf("ip addr del %s dev %s", netip.PrefixFrom(a, a.BitLen()), daemon.DummyName))
+		fixes = append(fixes, fmt.Sprintf("ip addr del %s dev %s", netip.PrefixFrom(a, a.BitLen()), ipvsmode.DummyName))
 	}
 	if len(bad) > 0 {
 		c.add(check, Fail, listSome(bad, 3)+": connections to the node's own address are taken for Service traffic",
 			strings.Join(fixes, "; ")+", and remove the address from the Service's externalIPs or load balancer ingress")
 		return
 	}
-	c.add(check, OK, fmt.Sprintf("none of the %d addresses on %s is a node address on another link", len(c.dummyAddrs()), daemon.DummyName), "")
+	c.add(check, OK, fmt.Sprintf("none of the %d addresses on %s is a node address on another link", len(c.dummyAddrs()), ipvsmode.DummyName), "")
 }
 
 // vipOwners names, per address, the daemon's virtual servers on it ("ExternalIP of ns/name").
@@ -399,7 +399,7 @@ func (c *checkup) checkServiceRoutes() {
 		}
 	}
 	if notLocal > 0 {
-		fixes = append(fixes, "find the rule or route ahead of the local table: ip rule show (the local table must come first, priority 0); ip route show table local must list the VIPs on "+daemon.DummyName)
+		fixes = append(fixes, "find the rule or route ahead of the local table: ip rule show (the local table must come first, priority 0); ip route show table local must list the VIPs on "+ipvsmode.DummyName)
 	}
 	checkedRoutes := false
 	if len(c.svcCIDRs) > 0 {
@@ -409,13 +409,13 @@ func (c *checkup) checkServiceRoutes() {
 		} else {
 			checkedRoutes = true
 			for _, r := range routes {
-				if r.Table == TableLocal || r.Type != "unicast" || !r.Dst.IsValid() || r.Dst.Bits() == 0 || r.Dev == daemon.DummyName {
+				if r.Table == TableLocal || r.Type != "unicast" || !r.Dst.IsValid() || r.Dst.Bits() == 0 || r.Dev == ipvsmode.DummyName {
 					continue
 				}
 				for _, s := range c.svcCIDRs {
 					if r.Dst.Overlaps(s) {
 						bad = append(bad, fmt.Sprintf("route %s sends the Service CIDR %s (%s) off the node: cluster IPs not bound on %s (a new Service before kipvs syncs it) go to it instead of failing locally",
-							r.describe(r.Dst.String()), s, c.svcSource, daemon.DummyName))
+							r.describe(r.Dst.String()), s, c.svcSource, ipvsmode.DummyName))
 						fixes = append(fixes, "ip route del "+strings.TrimPrefix(r.describe(r.Dst.String()), "unicast "))
 						break
 					}
@@ -427,7 +427,7 @@ func (c *checkup) checkServiceRoutes() {
 		c.add(check, Fail, listSome(bad, 3), strings.Join(fixes, "; "))
 		return
 	}
-	finding := fmt.Sprintf("all %d VIPs on %s route locally", len(vips), daemon.DummyName)
+	finding := fmt.Sprintf("all %d VIPs on %s route locally", len(vips), ipvsmode.DummyName)
 	if checkedRoutes {
 		finding += "; no route sends the Service CIDR " + prefixes(c.svcCIDRs) + " off the node"
 	} else {
@@ -487,7 +487,7 @@ func forwardVerdict(save, tool, kipvsTool string) (Status, string, string) {
 	jump := -1
 	blocker := ""
 	for i, rule := range rules {
-		if strings.HasSuffix(rule, "-j "+proxy.ChainForward) {
+		if strings.HasSuffix(rule, "-j "+ipvsmode.ChainForward) {
 			jump = i
 			break
 		}
@@ -496,7 +496,7 @@ func forwardVerdict(save, tool, kipvsTool string) (Status, string, string) {
 			break
 		}
 	}
-	jumpRule := tool + ` -I FORWARD -m comment --comment "kubernetes forwarding rules" -j ` + proxy.ChainForward
+	jumpRule := tool + ` -I FORWARD -m comment --comment "kubernetes forwarding rules" -j ` + ipvsmode.ChainForward
 	if tool != kipvsTool {
 		// kipvs's chain is not in this backend: only the policy or the rule can change.
 		switch {
@@ -511,15 +511,15 @@ func forwardVerdict(save, tool, kipvsTool string) (Status, string, string) {
 	}
 	switch {
 	case blocker != "":
-		return Fail, fmt.Sprintf("%s filter FORWARD has %q before any jump to %s: replies from Service endpoints to pod clients are dropped", tool, "-A FORWARD "+blocker, proxy.ChainForward),
+		return Fail, fmt.Sprintf("%s filter FORWARD has %q before any jump to %s: replies from Service endpoints to pod clients are dropped", tool, "-A FORWARD "+blocker, ipvsmode.ChainForward),
 			jumpRule + " (kipvs's next full sync also restores it), or remove the rule"
 	case policy == "DROP" && jump < 0:
-		return Fail, fmt.Sprintf("%s filter FORWARD policy is DROP (dockerd sets it) and FORWARD has no jump to %s: replies from Service endpoints to pod clients are dropped", tool, proxy.ChainForward),
+		return Fail, fmt.Sprintf("%s filter FORWARD policy is DROP (dockerd sets it) and FORWARD has no jump to %s: replies from Service endpoints to pod clients are dropped", tool, ipvsmode.ChainForward),
 			jumpRule + " (kipvs's next full sync also restores it), or " + tool + " -P FORWARD ACCEPT"
 	case policy == "":
 		return OK, fmt.Sprintf("%s has no filter FORWARD chain yet: nothing filters forwarded traffic", tool), ""
 	case jump >= 0:
-		return OK, fmt.Sprintf("%s filter FORWARD policy %s, jump to %s at position %d", tool, policy, proxy.ChainForward, jump+1), ""
+		return OK, fmt.Sprintf("%s filter FORWARD policy %s, jump to %s at position %d", tool, policy, ipvsmode.ChainForward, jump+1), ""
 	}
 	return OK, fmt.Sprintf("%s filter FORWARD policy %s", tool, policy), ""
 }

@@ -26,7 +26,6 @@ import (
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack"
-	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -93,7 +92,7 @@ func NewRealView(ctx context.Context, cfg *config.Config, o RealOptions) (View, 
 			proxy.IPv4: &iptablesReader{runner: runner, family: netfilter.IPv4, backend: b},
 			proxy.IPv6: &iptablesReader{runner: runner, family: netfilter.IPv6, backend: b},
 		}
-		v.IPv6 = func() error { return daemon.IPv6Usable(ctx, runner, b.Mode, "/proc/net/if_inet6") }
+		v.IPv6 = func() error { return netfilter.IPv6Usable(ctx, runner, b.Mode, "/proc/net/if_inet6") }
 		other := netfilter.Backend{Mode: netfilter.ModeLegacy}
 		if b.Mode == netfilter.ModeLegacy {
 			other.Mode = netfilter.ModeNFT

@@ -6,28 +6,28 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kipvs/kipvs/internal/daemon"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
 // Keys the checks read besides the ones kipvs run sets.
 const (
-	keyConnReuse      = "net/ipv4/vs/conn_reuse_mode"
-	keyArpIgnoreAll   = "net/ipv4/conf/all/arp_ignore"
+	keyConnReuse      = ipvsmode.SysctlConnReuseMode
+	keyArpIgnoreAll   = ipvsmode.SysctlArpIgnoreAll
 	keyBridgeIptables = "net/bridge/bridge-nf-call-iptables"
 	keyBridgeIp6      = "net/bridge/bridge-nf-call-ip6tables"
 	keyConntrackCount = "net/netfilter/nf_conntrack_count"
-	keyConntrackMax   = "net/netfilter/nf_conntrack_max"
+	keyConntrackMax   = ipvsmode.SysctlConntrackMax
 )
 
 // failReason says why a wrong value of key breaks Services outright (FAIL); a difference in
 // any other value kipvs sets is a WARN.
 func failReason(key string) (string, bool) {
 	switch key {
-	case "net/ipv4/vs/conntrack":
+	case ipvsmode.SysctlVSConntrack:
 		return "without it IPVS creates no conntrack entries and masquerading of Service traffic fails", true
-	case "net/ipv4/ip_forward":
+	case ipvsmode.SysctlIPForward:
 		return "without it the node does not forward Service traffic to pods", true
 	}
 	return "", false
@@ -65,15 +65,16 @@ func (c *checkup) get(key string) (value string, missing bool, err error) {
 	return v, false, err
 }
 
-// checkSysctls: every sysctl kipvs run sets has its value (the rule of daemon.DesiredSysctls:
+// checkSysctls: every sysctl kipvs run sets has its value (the rule of ipvsmode.DesiredSysctls:
 // the configuration, the kernel version and the CPU count), and conn_reuse_mode is judged by
 // the kernel version.
 func (c *checkup) checkSysctls() {
-	want, warnings, err := daemon.DesiredSysctls(c.cfg, c.v.KernelRelease, c.v.NumCPU)
+	kv, err := ipvsmode.ParseKernelVersion(c.v.KernelRelease)
 	if err != nil {
 		c.add("sysctls", Warn, fmt.Sprintf("cannot tell which sysctls kipvs needs: %v", err), "")
 		return
 	}
+	want, warnings := ipvsmode.DesiredSysctls(kv, c.cfg.SysctlOptions(c.v.NumCPU))
 	reuseChecked := false
 	for _, s := range want {
 		if s.Key == keyConnReuse {
@@ -101,7 +102,7 @@ func (c *checkup) checkSysctls() {
 }
 
 // checkSysctl compares one wanted sysctl with the node.
-func (c *checkup) checkSysctl(s daemon.Sysctl) {
+func (c *checkup) checkSysctl(s ipvsmode.Sysctl) {
 	name := dotted(s.Key)
 	check := "sysctl " + name
 	severity := Warn
@@ -184,7 +185,7 @@ func (c *checkup) checkARP() {
 	const check = "ARP for LoadBalancer IPs"
 	lbs, labels, known := c.lbAddresses()
 	if !known {
-		c.add(check, OK, "cannot tell LoadBalancer IPs from cluster IPs on "+daemon.DummyName+" (no daemon, no Service CIDR); not checked", "")
+		c.add(check, OK, "cannot tell LoadBalancer IPs from cluster IPs on "+ipvsmode.DummyName+" (no daemon, no Service CIDR); not checked", "")
 		return
 	}
 	var lb4 []string
@@ -198,16 +199,16 @@ func (c *checkup) checkARP() {
 		}
 	}
 	if len(lb4) == 0 {
-		c.add(check, OK, "no LoadBalancer or external IPs bound on "+daemon.DummyName, "")
+		c.add(check, OK, "no LoadBalancer or external IPs bound on "+ipvsmode.DummyName, "")
 		return
 	}
 	v, _, err := c.get(keyArpIgnoreAll)
 	if err == nil && v != "" && v != "0" {
-		c.add(check, OK, fmt.Sprintf("%s = %s: the node does not answer ARP on other links for the %d LoadBalancer/external IPs on %s", dotted(keyArpIgnoreAll), v, len(lb4), daemon.DummyName), "")
+		c.add(check, OK, fmt.Sprintf("%s = %s: the node does not answer ARP on other links for the %d LoadBalancer/external IPs on %s", dotted(keyArpIgnoreAll), v, len(lb4), ipvsmode.DummyName), "")
 		return
 	}
 	c.add(check, Warn, fmt.Sprintf("%s bound on %s and %s = %s: the node answers ARP for them on every link, competing with the load balancer that announces them",
-		listSome(lb4, 3), daemon.DummyName, dotted(keyArpIgnoreAll), v),
+		listSome(lb4, 3), ipvsmode.DummyName, dotted(keyArpIgnoreAll), v),
 		"set ipvs.strictARP: true (--ipvs-strict-arp): kipvs then sets arp_ignore=1 and arp_announce=2")
 }
 

@@ -34,7 +34,7 @@ type View struct {
 	OtherIptables map[proxy.Family]IptablesReader
 	OtherBackend  string
 	Conntrack     ConntrackReader
-	// IPv6 says whether the daemon would run the IPv6 family (daemon.IPv6Usable: ip6tables
+	// IPv6 says whether the daemon would run the IPv6 family (netfilter.IPv6Usable: ip6tables
 	// works and the kernel has IPv6), for when no daemon answers. nil: IPv4 only.
 	IPv6 func() error
 	// Daemon reaches the running kipvs daemon; nil means no daemon is looked for.

@@ -24,9 +24,6 @@ import (
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
-// DefaultName is the link kube-proxy's IPVS mode uses.
-const DefaultName = "kube-ipvs0"
-
 // ErrNotDummy is returned (wrapped, with the link's name and actual type) when a link of the
 // configured name exists but is not a dummy: the adapter never touches such a link. It
 // matches kerr.ErrInvalid as well.

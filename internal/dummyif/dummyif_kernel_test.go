@@ -19,6 +19,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
@@ -122,8 +123,8 @@ func TestOpsKernel(t *testing.T) {
 // host prefixes.
 func TestExistingLinkKernel(t *testing.T) {
 	ns := netnstest.New(t)
-	ipBatch(t, ns, "link add "+DefaultName+" type dummy", "addr add 10.1.0.1/24 dev "+DefaultName,
-		"link set "+DefaultName+" up")
+	ipBatch(t, ns, "link add "+ipvsmode.DummyName+" type dummy", "addr add 10.1.0.1/24 dev "+ipvsmode.DummyName,
+		"link set "+ipvsmode.DummyName+" up")
 	d, err := New("", ns.Handle)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +163,7 @@ func TestExistingLinkKernel(t *testing.T) {
 	if !strings.HasPrefix(dump, "link kube-ipvs0 type dummy state UP\n") {
 		t.Fatalf("Dump() = %q, want the link UP as it was", dump)
 	}
-	if obs := ipDump(t, ns, DefaultName); obs != dump {
+	if obs := ipDump(t, ns, ipvsmode.DummyName); obs != dump {
 		t.Fatalf("Dump() = %q, ip shows %q", dump, obs)
 	}
 }
@@ -203,7 +204,7 @@ func TestVIPOnDownLinkServesIPVSKernel(t *testing.T) {
 	if dump, _ := d.Dump(); !strings.HasPrefix(dump, "link kube-ipvs0 type dummy state DOWN\n") {
 		t.Fatalf("link not down: %q", dump)
 	}
-	local := node.MustRun(t, "sh", "-ec", "for f in 4 6; do ip -$f route show table local dev "+DefaultName+"; done")
+	local := node.MustRun(t, "sh", "-ec", "for f in 4 6; do ip -$f route show table local dev "+ipvsmode.DummyName+"; done")
 	for _, want := range []string{"local 10.96.0.10 ", "local fd00::10 "} {
 		if !strings.Contains(local, want) {
 			t.Errorf("no local route %q for a VIP on the down link:\n%s", want, local)

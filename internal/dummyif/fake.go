@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/kipvs/kipvs/internal/faulty"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -33,11 +34,11 @@ type Fake struct {
 
 var _ Interface = (*Fake)(nil)
 
-// NewFake returns a fake with no link called name ("" means DefaultName). It panics on an
+// NewFake returns a fake with no link called name ("" means ipvsmode.DummyName). It panics on an
 // invalid name, as it is meant for tests.
 func NewFake(name string) *Fake {
 	if name == "" {
-		name = DefaultName
+		name = ipvsmode.DummyName
 	}
 	if err := ValidName(name); err != nil {
 		panic(err)

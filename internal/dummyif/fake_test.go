@@ -9,6 +9,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -20,8 +21,8 @@ func TestOpsFake(t *testing.T) {
 
 func TestFakeDefaultsAndState(t *testing.T) {
 	f := NewFake("")
-	if f.Name() != DefaultName {
-		t.Fatalf("Name() = %q, want %q", f.Name(), DefaultName)
+	if f.Name() != ipvsmode.DummyName {
+		t.Fatalf("Name() = %q, want %q", f.Name(), ipvsmode.DummyName)
 	}
 	if _, err := f.EnsureLink(); err != nil {
 		t.Fatal(err)

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -30,10 +32,10 @@ type Dummy struct {
 var _ Interface = (*Dummy)(nil)
 
 // New opens an rtnetlink socket in ns (netns.None(): the current namespace) for the dummy
-// link called name ("" means DefaultName). It neither creates nor checks the link.
+// link called name ("" means ipvsmode.DummyName). It neither creates nor checks the link.
 func New(name string, ns netns.NsHandle) (*Dummy, error) {
 	if name == "" {
-		name = DefaultName
+		name = ipvsmode.DummyName
 	}
 	if err := ValidName(name); err != nil {
 		return nil, err
@@ -263,4 +265,37 @@ func (d *Dummy) Dump() (string, error) {
 		return "", err
 	}
 	return formatDump(d.name, l.Type(), l.Attrs().Flags&net.FlagUp != 0, addrs), nil
+}
+
+// HostAddrs reads the node's own addresses from the kernel of the current namespace: every
+// address on every link except the dummy link called dummy, without loopback and IPv6
+// link-local ones (kube-proxy's set for NodePorts), sorted.
+func HostAddrs(dummy string) ([]netip.Addr, error) {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	var out []netip.Addr
+	for _, l := range links {
+		if l.Attrs().Name == dummy {
+			continue
+		}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			continue // the link may have gone away meanwhile
+		}
+		for _, a := range addrs {
+			ip, ok := netip.AddrFromSlice(a.IP)
+			if !ok {
+				continue
+			}
+			ip = ip.Unmap()
+			if ip.IsLoopback() || ip.IsLinkLocalUnicast() || slices.Contains(out, ip) {
+				continue
+			}
+			out = append(out, ip)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out, nil
 }

@@ -29,6 +29,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -103,20 +104,6 @@ func builtins(table Table) []string {
 // IsBuiltin reports whether chain is a built-in chain of table.
 func IsBuiltin(table Table, chain string) bool { return slices.Contains(builtins(table), chain) }
 
-// Upstream kube-proxy's IPVS-mode chain names.
-const (
-	ChainServices             = "KUBE-SERVICES"
-	ChainPostrouting          = "KUBE-POSTROUTING"
-	ChainMarkMasq             = "KUBE-MARK-MASQ"
-	ChainNodePort             = "KUBE-NODE-PORT"
-	ChainLoadBalancer         = "KUBE-LOAD-BALANCER"
-	ChainForward              = "KUBE-FORWARD"
-	ChainProxyFirewall        = "KUBE-PROXY-FIREWALL"
-	ChainSourceRangesFirewall = "KUBE-SOURCE-RANGES-FIREWALL"
-	ChainIPVSFilter           = "KUBE-IPVS-FILTER"
-	ChainIPVSOutFilter        = "KUBE-IPVS-OUT-FILTER"
-)
-
 // maxChainNameLen is the longest chain name iptables accepts (XT_EXTENSION_MAXNAMELEN minus
 // the NUL).
 const maxChainNameLen = 28
@@ -138,8 +125,8 @@ type Owned map[Table][]string
 // DefaultOwned is upstream kube-proxy's IPVS-mode chain set.
 func DefaultOwned() Owned {
 	return Owned{
-		TableNAT:    {ChainServices, ChainPostrouting, ChainMarkMasq, ChainNodePort, ChainLoadBalancer},
-		TableFilter: {ChainForward, ChainNodePort, ChainProxyFirewall, ChainSourceRangesFirewall, ChainIPVSFilter, ChainIPVSOutFilter},
+		TableNAT:    {ipvsmode.ChainServices, ipvsmode.ChainPostrouting, ipvsmode.ChainMarkMasq, ipvsmode.ChainNodePort, ipvsmode.ChainLoadBalancer},
+		TableFilter: {ipvsmode.ChainForward, ipvsmode.ChainNodePort, ipvsmode.ChainProxyFirewall, ipvsmode.ChainSourceRangesFirewall, ipvsmode.ChainIPVSFilter, ipvsmode.ChainIPVSOutFilter},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -292,8 +293,8 @@ func TestParseSave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := st.owned(map[string]bool{ChainServices: true})
-	want := TableRules{Chains: []Chain{{Name: ChainServices, Rules: []string{}}}, Jumps: []Jump{JumpTo("PREROUTING", ChainServices, "kubernetes service portals")}}
+	tr := st.owned(map[string]bool{ipvsmode.ChainServices: true})
+	want := TableRules{Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{}}}, Jumps: []Jump{JumpTo("PREROUTING", ipvsmode.ChainServices, "kubernetes service portals")}}
 	if Format(Ruleset{TableNAT: tr}) != Format(Ruleset{TableNAT: want}) {
 		t.Fatalf("owned = %+v", tr)
 	}

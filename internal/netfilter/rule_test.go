@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -141,17 +142,17 @@ func TestValidate(t *testing.T) {
 	}
 	bad := map[string]Ruleset{
 		"foreign chain": {TableNAT: {Chains: []Chain{{Name: "FOREIGN"}}}},
-		"twice":         {TableNAT: {Chains: []Chain{{Name: ChainServices}, {Name: ChainServices}}}},
-		"unknown table": {"mangle": {Chains: []Chain{{Name: ChainServices}}}},
-		"jump from a user chain": {TableNAT: {Chains: []Chain{{Name: ChainServices}},
-			Jumps: []Jump{JumpTo(ChainMarkMasq, ChainServices, "x")}}},
-		"jump to an undeclared chain": {TableNAT: {Chains: []Chain{{Name: ChainServices}},
-			Jumps: []Jump{JumpTo("PREROUTING", ChainPostrouting, "x")}}},
+		"twice":         {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices}, {Name: ipvsmode.ChainServices}}}},
+		"unknown table": {"mangle": {Chains: []Chain{{Name: ipvsmode.ChainServices}}}},
+		"jump from a user chain": {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices}},
+			Jumps: []Jump{JumpTo(ipvsmode.ChainMarkMasq, ipvsmode.ChainServices, "x")}}},
+		"jump to an undeclared chain": {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices}},
+			Jumps: []Jump{JumpTo("PREROUTING", ipvsmode.ChainPostrouting, "x")}}},
 		"jump to a foreign chain": {TableNAT: {Jumps: []Jump{JumpTo("PREROUTING", "FOREIGN", "x")}}},
-		"jump listed twice": {TableNAT: {Chains: []Chain{{Name: ChainServices}},
-			Jumps: []Jump{JumpTo("PREROUTING", ChainServices, "x"), JumpTo("PREROUTING", ChainServices, "x")}}},
-		"rule to an undeclared owned chain": {TableNAT: {Chains: []Chain{{Name: ChainServices, Rules: []string{"-j KUBE-MARK-MASQ"}}}}},
-		"non-canonical rule":                {TableNAT: {Chains: []Chain{{Name: ChainServices, Rules: []string{"-s 1.2.3.4 -j RETURN"}}}}},
+		"jump listed twice": {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices}},
+			Jumps: []Jump{JumpTo("PREROUTING", ipvsmode.ChainServices, "x"), JumpTo("PREROUTING", ipvsmode.ChainServices, "x")}}},
+		"rule to an undeclared owned chain": {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{"-j KUBE-MARK-MASQ"}}}}},
+		"non-canonical rule":                {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{"-s 1.2.3.4 -j RETURN"}}}}},
 	}
 	for name, rs := range bad {
 		if err := validate(IPv4, owned, rs); !errors.Is(err, kerr.ErrInvalid) {
@@ -159,7 +160,7 @@ func TestValidate(t *testing.T) {
 		}
 	}
 	// A rule may lead to a foreign chain (kubelet's KUBE-MARK-DROP, say): the kernel decides.
-	if err := validate(IPv4, owned, Ruleset{TableNAT: {Chains: []Chain{{Name: ChainServices, Rules: []string{"-j KUBE-MARK-DROP"}}}}}); err != nil {
+	if err := validate(IPv4, owned, Ruleset{TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{"-j KUBE-MARK-DROP"}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	for name, o := range map[string]Owned{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -71,7 +72,7 @@ func rulesetV1(f Family) Ruleset {
 	return Ruleset{
 		TableNAT: {
 			Chains: []Chain{
-				{Name: ChainServices, Rules: []string{
+				{Name: ipvsmode.ChainServices, Rules: []string{
 					"-s " + p.loopback + " -j RETURN",
 					"-m comment --comment " + Quote("Kubernetes service load balancer ip + port for load balancer with sourceRange") + " " + match("KUBE-LOAD-BALANCER", "dst,dst") + " -j KUBE-LOAD-BALANCER",
 					"! -s " + p.podCIDR + " -m comment --comment " + Quote("Kubernetes service cluster ip + port for masquerade purpose") + " " + match("KUBE-CLUSTER-IP", "dst,dst") + " -j KUBE-MARK-MASQ",
@@ -79,49 +80,49 @@ func rulesetV1(f Family) Ruleset {
 					match("KUBE-CLUSTER-IP", "dst,dst") + " -j ACCEPT",
 					match("KUBE-LOAD-BALANCER", "dst,dst") + " -j ACCEPT",
 				}},
-				{Name: ChainLoadBalancer, Rules: []string{"-j KUBE-MARK-MASQ"}},
-				{Name: ChainNodePort, Rules: []string{
+				{Name: ipvsmode.ChainLoadBalancer, Rules: []string{"-j KUBE-MARK-MASQ"}},
+				{Name: ipvsmode.ChainNodePort, Rules: []string{
 					"-p tcp -m comment --comment " + Quote("Kubernetes nodeport TCP port for masquerade purpose") + " " + match("KUBE-NODE-PORT-TCP", "dst") + " -j KUBE-MARK-MASQ",
 				}},
-				{Name: ChainPostrouting, Rules: []string{
+				{Name: ipvsmode.ChainPostrouting, Rules: []string{
 					"-m comment --comment " + Quote("Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose") + " " + match("KUBE-LOOP-BACK", "dst,dst,src") + " -j MASQUERADE",
 					"-m mark ! --mark 0x4000/0x4000 -j RETURN",
 					"-j MARK --set-xmark 0x4000/0x0",
 					"-m comment --comment " + Quote("kubernetes service traffic requiring SNAT") + " -j MASQUERADE --random-fully",
 				}},
-				{Name: ChainMarkMasq, Rules: []string{"-j MARK --set-xmark 0x4000/0x4000"}},
+				{Name: ipvsmode.ChainMarkMasq, Rules: []string{"-j MARK --set-xmark 0x4000/0x4000"}},
 			},
 			Jumps: []Jump{
-				JumpTo("OUTPUT", ChainServices, "kubernetes service portals"),
-				JumpTo("PREROUTING", ChainServices, "kubernetes service portals"),
-				JumpTo("POSTROUTING", ChainPostrouting, "kubernetes postrouting rules"),
+				JumpTo("OUTPUT", ipvsmode.ChainServices, "kubernetes service portals"),
+				JumpTo("PREROUTING", ipvsmode.ChainServices, "kubernetes service portals"),
+				JumpTo("POSTROUTING", ipvsmode.ChainPostrouting, "kubernetes postrouting rules"),
 			},
 		},
 		TableFilter: {
 			Chains: []Chain{
-				{Name: ChainForward, Rules: []string{
+				{Name: ipvsmode.ChainForward, Rules: []string{
 					"-m comment --comment " + Quote("kubernetes forwarding rules") + " -m mark --mark 0x4000/0x4000 -j ACCEPT",
 					"-m comment --comment " + Quote("kubernetes forwarding conntrack rule") + " -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
 				}},
-				{Name: ChainNodePort, Rules: []string{
+				{Name: ipvsmode.ChainNodePort, Rules: []string{
 					"-m comment --comment " + Quote("Kubernetes health check node port") + " " + match("KUBE-HEALTH-CHECK-NODE-PORT", "dst") + " -j ACCEPT",
 				}},
-				{Name: ChainProxyFirewall, Rules: []string{match("KUBE-LOAD-BALANCER", "dst,dst") + " -j KUBE-SOURCE-RANGES-FIREWALL"}},
-				{Name: ChainSourceRangesFirewall, Rules: []string{"-j DROP"}},
-				{Name: ChainIPVSFilter, Rules: []string{
+				{Name: ipvsmode.ChainProxyFirewall, Rules: []string{match("KUBE-LOAD-BALANCER", "dst,dst") + " -j KUBE-SOURCE-RANGES-FIREWALL"}},
+				{Name: ipvsmode.ChainSourceRangesFirewall, Rules: []string{"-j DROP"}},
+				{Name: ipvsmode.ChainIPVSFilter, Rules: []string{
 					match("KUBE-LOAD-BALANCER", "dst,dst") + " -j RETURN",
 					match("KUBE-CLUSTER-IP", "dst,dst") + " -j RETURN",
 					"-m conntrack --ctstate NEW " + match("KUBE-IPVS-IPS", "dst") + " -j REJECT --reject-with " + p.reject,
 				}},
-				{Name: ChainIPVSOutFilter, Rules: []string{"-m ipvs --vproto 6 --vaddr " + p.vip + " --vport 443 -j DROP"}},
+				{Name: ipvsmode.ChainIPVSOutFilter, Rules: []string{"-m ipvs --vproto 6 --vaddr " + p.vip + " --vport 443 -j DROP"}},
 			},
 			Jumps: []Jump{
-				JumpTo("INPUT", ChainIPVSFilter, "kubernetes ipvs access filter"),
-				JumpTo("INPUT", ChainProxyFirewall, "kube-proxy firewall rules"),
-				JumpTo("INPUT", ChainNodePort, "kubernetes health check rules"),
-				JumpTo("FORWARD", ChainProxyFirewall, "kube-proxy firewall rules"),
-				JumpTo("FORWARD", ChainForward, "kubernetes forwarding rules"),
-				JumpTo("OUTPUT", ChainIPVSOutFilter, "kubernetes ipvs access filter"),
+				JumpTo("INPUT", ipvsmode.ChainIPVSFilter, "kubernetes ipvs access filter"),
+				JumpTo("INPUT", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"),
+				JumpTo("INPUT", ipvsmode.ChainNodePort, "kubernetes health check rules"),
+				JumpTo("FORWARD", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"),
+				JumpTo("FORWARD", ipvsmode.ChainForward, "kubernetes forwarding rules"),
+				JumpTo("OUTPUT", ipvsmode.ChainIPVSOutFilter, "kubernetes ipvs access filter"),
 			},
 		},
 	}
@@ -133,12 +134,12 @@ func rulesetV1(f Family) Ruleset {
 func rulesetV2(f Family) Ruleset {
 	p := famOf(f)
 	rs := rulesetV1(f)
-	rs = without(rs, TableNAT, ChainLoadBalancer)
-	rs = without(rs, TableFilter, ChainProxyFirewall)
-	rs = without(rs, TableFilter, ChainSourceRangesFirewall)
+	rs = without(rs, TableNAT, ipvsmode.ChainLoadBalancer)
+	rs = without(rs, TableFilter, ipvsmode.ChainProxyFirewall)
+	rs = without(rs, TableFilter, ipvsmode.ChainSourceRangesFirewall)
 	nat := rs[TableNAT]
 	for i, c := range nat.Chains {
-		if c.Name == ChainServices {
+		if c.Name == ipvsmode.ChainServices {
 			c.Rules = slices.Clone(c.Rules)
 			c.Rules[0] = "-s " + p.loopback + " -m comment --comment " + Quote("local traffic") + " -j RETURN"
 			c.Rules = slices.Insert(c.Rules, 2,
@@ -293,14 +294,14 @@ func runScenario(t *testing.T, env scenarioEnv) {
 	golden.Check(t, prefix+"-v1-full.golden", env.saveAll(t))
 
 	// Rejections leave the table as it was.
-	_, err = env.nf.Apply(ctx, with(v1, TableNAT, ChainServices, "-j KUBE-NO-SUCH-CHAIN"))
+	_, err = env.nf.Apply(ctx, with(v1, TableNAT, ipvsmode.ChainServices, "-j KUBE-NO-SUCH-CHAIN"))
 	wantErr(t, "jump to a missing chain", err, kerr.ErrNotFound)
-	_, err = env.nf.Apply(ctx, with(v1, TableFilter, ChainForward, "-m set --match-set KUBE-NO-SUCH-SET dst -j RETURN"))
+	_, err = env.nf.Apply(ctx, with(v1, TableFilter, ipvsmode.ChainForward, "-m set --match-set KUBE-NO-SUCH-SET dst -j RETURN"))
 	wantErr(t, "match a missing ipset", err, kerr.ErrNotFound)
 	env.foreign(t, "*nat\n-A FOREIGN-NAT -j KUBE-NODE-PORT\nCOMMIT\n")
-	_, err = env.nf.Apply(ctx, without(v1, TableNAT, ChainNodePort))
+	_, err = env.nf.Apply(ctx, without(v1, TableNAT, ipvsmode.ChainNodePort))
 	wantErr(t, "delete a chain a foreign rule references", err, kerr.ErrBusy)
-	_, err = env.nf.Apply(ctx, with(v1, TableNAT, ChainMarkMasq, "-j MARK --or-mark 0x4000"))
+	_, err = env.nf.Apply(ctx, with(v1, TableNAT, ipvsmode.ChainMarkMasq, "-j MARK --or-mark 0x4000"))
 	wantErr(t, "non-canonical rule", err, kerr.ErrInvalid)
 	golden.Check(t, prefix+"-v1.golden", dump(t, env.nf))
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kipvs/kipvs/internal/kerr"
+	"os"
 )
 
 // Version is an iptables release, as `iptables --version` prints it ("iptables v1.8.7
@@ -81,6 +82,19 @@ func Usable(ctx context.Context, r Runner, f Family, m Mode) error {
 	bin := f.tool() + "-" + string(m)
 	if _, err := r.Run(ctx, nil, bin, "-w", "5", "-t", "nat", "-S", "POSTROUTING"); err != nil {
 		return fmt.Errorf("%s cannot list the nat table: %w", bin, err)
+	}
+	return nil
+}
+
+// IPv6Usable is upstream's test for running the IPv6 family: the kernel has IPv6
+// (ifInet6, /proc/net/if_inet6, exists) and ip6tables works. The host needs no IPv6
+// address. kipvs run applies it, and kipvs doctor too, to tell the families a daemon would run.
+func IPv6Usable(ctx context.Context, r Runner, m Mode, ifInet6 string) error {
+	if err := Usable(ctx, r, IPv6, m); err != nil {
+		return err
+	}
+	if _, err := os.Stat(ifInet6); err != nil {
+		return fmt.Errorf("the kernel has no IPv6 (%s): %w", ifInet6, err)
 	}
 	return nil
 }

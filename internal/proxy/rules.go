@@ -5,20 +5,7 @@ import (
 	"strings"
 
 	"github.com/kipvs/kipvs/internal/iptsave"
-)
-
-// Chain names, identical to kube-proxy's IPVS mode.
-const (
-	ChainServices            = "KUBE-SERVICES"
-	ChainPostrouting         = "KUBE-POSTROUTING"
-	ChainMarkMasq            = "KUBE-MARK-MASQ"
-	ChainNodePort            = "KUBE-NODE-PORT"
-	ChainLoadBalancer        = "KUBE-LOAD-BALANCER"
-	ChainForward             = "KUBE-FORWARD"
-	ChainProxyFirewall       = "KUBE-PROXY-FIREWALL"
-	ChainSourceRangeFirewall = "KUBE-SOURCE-RANGES-FIREWALL"
-	ChainIPVSFilter          = "KUBE-IPVS-FILTER"
-	ChainIPVSOutFilter       = "KUBE-IPVS-OUT-FILTER"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
 
 // Rules is the desired content of every chain kipvs owns in one family, and the jumps into
@@ -114,21 +101,21 @@ func BuildRules(o *Options, d *Desired) *Rules {
 	if f == IPv6 {
 		lo = "::1/128"
 	}
-	add("nat", ChainServices, "-s "+lo+" -j RETURN")
+	add("nat", ipvsmode.ChainServices, "-s "+lo+" -j RETURN")
 
 	for _, r := range []setRule{
-		{SetLoopBack, "nat", ChainPostrouting, "MASQUERADE", "dst,dst,src", ""},
-		{SetLoadBalancer, "nat", ChainServices, ChainLoadBalancer, "dst,dst", ""},
-		{SetLoadBalancerLocal, "nat", ChainLoadBalancer, "RETURN", "dst,dst", ""},
-		{SetNodePortLocalTCP, "nat", ChainNodePort, "RETURN", "dst", "tcp"},
-		{SetNodePortTCP, "nat", ChainNodePort, ChainMarkMasq, "dst", "tcp"},
-		{SetNodePortLocalUDP, "nat", ChainNodePort, "RETURN", "dst", "udp"},
-		{SetNodePortUDP, "nat", ChainNodePort, ChainMarkMasq, "dst", "udp"},
-		{SetNodePortLocalSCTP, "nat", ChainNodePort, "RETURN", "dst,dst", "sctp"},
-		{SetNodePortSCTP, "nat", ChainNodePort, ChainMarkMasq, "dst,dst", "sctp"},
-		{SetLoadBalancerFW, "filter", ChainProxyFirewall, ChainSourceRangeFirewall, "dst,dst", ""},
-		{SetLoadBalancerSourceNet, "filter", ChainSourceRangeFirewall, "RETURN", "dst,dst,src", ""},
-		{SetLoadBalancerSourceIP, "filter", ChainSourceRangeFirewall, "RETURN", "dst,dst,src", ""},
+		{SetLoopBack, "nat", ipvsmode.ChainPostrouting, "MASQUERADE", "dst,dst,src", ""},
+		{SetLoadBalancer, "nat", ipvsmode.ChainServices, ipvsmode.ChainLoadBalancer, "dst,dst", ""},
+		{SetLoadBalancerLocal, "nat", ipvsmode.ChainLoadBalancer, "RETURN", "dst,dst", ""},
+		{SetNodePortLocalTCP, "nat", ipvsmode.ChainNodePort, "RETURN", "dst", "tcp"},
+		{SetNodePortTCP, "nat", ipvsmode.ChainNodePort, ipvsmode.ChainMarkMasq, "dst", "tcp"},
+		{SetNodePortLocalUDP, "nat", ipvsmode.ChainNodePort, "RETURN", "dst", "udp"},
+		{SetNodePortUDP, "nat", ipvsmode.ChainNodePort, ipvsmode.ChainMarkMasq, "dst", "udp"},
+		{SetNodePortLocalSCTP, "nat", ipvsmode.ChainNodePort, "RETURN", "dst,dst", "sctp"},
+		{SetNodePortSCTP, "nat", ipvsmode.ChainNodePort, ipvsmode.ChainMarkMasq, "dst,dst", "sctp"},
+		{SetLoadBalancerFW, "filter", ipvsmode.ChainProxyFirewall, ipvsmode.ChainSourceRangesFirewall, "dst,dst", ""},
+		{SetLoadBalancerSourceNet, "filter", ipvsmode.ChainSourceRangesFirewall, "RETURN", "dst,dst,src", ""},
+		{SetLoadBalancerSourceIP, "filter", ipvsmode.ChainSourceRangesFirewall, "RETURN", "dst,dst,src", ""},
 	} {
 		if !nonEmpty(r.set) {
 			continue
@@ -146,68 +133,68 @@ func BuildRules(o *Options, d *Desired) *Rules {
 		det := o.LocalDetector
 		switch {
 		case o.MasqueradeAll:
-			add("nat", ChainServices, match+" dst,dst -j "+ChainMarkMasq)
+			add("nat", ipvsmode.ChainServices, match+" dst,dst -j "+ipvsmode.ChainMarkMasq)
 		case det.Active():
 			// Traffic to a VIP that does not come from a local pod is masqueraded, so
 			// replies come back through this node. Node-originated traffic picks the
 			// VIP itself as source (it is local on kube-ipvs0), which is not a pod
 			// address, so it is caught here too.
-			add("nat", ChainServices, notLocal(det)+" "+match+" dst,dst -j "+ChainMarkMasq)
+			add("nat", ipvsmode.ChainServices, notLocal(det)+" "+match+" dst,dst -j "+ipvsmode.ChainMarkMasq)
 		default:
 			// No way to tell pod traffic apart: masquerade at least node-originated
 			// connections, whose source is the VIP itself (seed-001's failure).
-			add("nat", ChainServices, match+" src,dst -j "+ChainMarkMasq)
+			add("nat", ipvsmode.ChainServices, match+" src,dst -j "+ipvsmode.ChainMarkMasq)
 		}
 	}
 
 	externalAccept := func(base string) {
 		m := "-m comment --comment " + comment(base) + " -m set --match-set " + name(base) + " dst,dst"
-		add("nat", ChainServices, m+" -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j ACCEPT")
-		add("nat", ChainServices, m+" -m addrtype --dst-type LOCAL -j ACCEPT")
+		add("nat", ipvsmode.ChainServices, m+" -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j ACCEPT")
+		add("nat", ipvsmode.ChainServices, m+" -m addrtype --dst-type LOCAL -j ACCEPT")
 	}
 	if nonEmpty(SetExternalIP) {
-		add("nat", ChainServices, "-m comment --comment "+comment(SetExternalIP)+" -m set --match-set "+name(SetExternalIP)+" dst,dst -j "+ChainMarkMasq)
+		add("nat", ipvsmode.ChainServices, "-m comment --comment "+comment(SetExternalIP)+" -m set --match-set "+name(SetExternalIP)+" dst,dst -j "+ipvsmode.ChainMarkMasq)
 		externalAccept(SetExternalIP)
 	}
 	if nonEmpty(SetExternalIPLocal) {
 		externalAccept(SetExternalIPLocal)
 	}
-	add("nat", ChainServices, "-m addrtype --dst-type LOCAL -j "+ChainNodePort)
-	add("nat", ChainLoadBalancer, "-j "+ChainMarkMasq)
-	add("filter", ChainSourceRangeFirewall, "-j DROP")
+	add("nat", ipvsmode.ChainServices, "-m addrtype --dst-type LOCAL -j "+ipvsmode.ChainNodePort)
+	add("nat", ipvsmode.ChainLoadBalancer, "-j "+ipvsmode.ChainMarkMasq)
+	add("filter", ipvsmode.ChainSourceRangesFirewall, "-j DROP")
 	for _, k := range d.OutFilter() {
 		// iptables-save prints the source as a prefix, --vaddr as a bare address, and the
 		// ipvs match's options as --vproto --vaddr --vport.
-		add("filter", ChainIPVSOutFilter, fmt.Sprintf("-s %s -m ipvs --vproto %d --vaddr %s --vport %d -j DROP",
+		add("filter", ipvsmode.ChainIPVSOutFilter, fmt.Sprintf("-s %s -m ipvs --vproto %d --vaddr %s --vport %d -j DROP",
 			hostCIDR(k.Address.String(), f), k.Protocol, k.Address, k.Port))
 	}
 	for _, base := range []string{SetClusterIP, SetLoadBalancer} {
 		if nonEmpty(base) {
-			add("nat", ChainServices, "-m set --match-set "+name(base)+" dst,dst -j ACCEPT")
+			add("nat", ipvsmode.ChainServices, "-m set --match-set "+name(base)+" dst,dst -j ACCEPT")
 		}
 	}
 
-	add("filter", ChainForward, "-m comment --comment \"kubernetes forwarding rules\" -m mark --mark "+mark+"/"+mark+" -j ACCEPT")
-	add("filter", ChainForward, "-m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
-	add("filter", ChainNodePort, "-m comment --comment "+comment(SetHealthCheckNodePort)+" -m set --match-set "+name(SetHealthCheckNodePort)+" dst -j ACCEPT")
+	add("filter", ipvsmode.ChainForward, "-m comment --comment \"kubernetes forwarding rules\" -m mark --mark "+mark+"/"+mark+" -j ACCEPT")
+	add("filter", ipvsmode.ChainForward, "-m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
+	add("filter", ipvsmode.ChainNodePort, "-m comment --comment "+comment(SetHealthCheckNodePort)+" -m set --match-set "+name(SetHealthCheckNodePort)+" dst -j ACCEPT")
 	for _, base := range []string{SetLoadBalancer, SetClusterIP, SetExternalIP, SetExternalIPLocal} {
-		add("filter", ChainIPVSFilter, "-m set --match-set "+name(base)+" dst,dst -j RETURN")
+		add("filter", ipvsmode.ChainIPVSFilter, "-m set --match-set "+name(base)+" dst,dst -j RETURN")
 	}
-	add("filter", ChainIPVSFilter, "-m set --match-set "+name(SetHealthCheckNodePort)+" dst -j RETURN")
+	add("filter", ipvsmode.ChainIPVSFilter, "-m set --match-set "+name(SetHealthCheckNodePort)+" dst -j RETURN")
 	reject := "icmp-port-unreachable"
 	if f == IPv6 {
 		reject = "icmp6-port-unreachable"
 	}
-	add("filter", ChainIPVSFilter, "-m conntrack --ctstate NEW -m set --match-set "+name(SetIPVSIPs)+" dst -j REJECT --reject-with "+reject)
+	add("filter", ipvsmode.ChainIPVSFilter, "-m conntrack --ctstate NEW -m set --match-set "+name(SetIPVSIPs)+" dst -j REJECT --reject-with "+reject)
 
-	add("nat", ChainPostrouting, "-m mark ! --mark "+mark+"/"+mark+" -j RETURN")
-	add("nat", ChainPostrouting, "-j MARK --set-xmark "+mark+"/0x0")
+	add("nat", ipvsmode.ChainPostrouting, "-m mark ! --mark "+mark+"/"+mark+" -j RETURN")
+	add("nat", ipvsmode.ChainPostrouting, "-j MARK --set-xmark "+mark+"/0x0")
 	masq := "-m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE"
 	if o.MasqueradeRandomFully {
 		masq += " --random-fully" // iptables-save prints the target's option after it
 	}
-	add("nat", ChainPostrouting, masq)
-	add("nat", ChainMarkMasq, "-j MARK --set-xmark "+mark+"/"+mark)
+	add("nat", ipvsmode.ChainPostrouting, masq)
+	add("nat", ipvsmode.ChainMarkMasq, "-j MARK --set-xmark "+mark+"/"+mark)
 
 	chains := func(m map[string][]string, names ...string) []ChainRules {
 		out := make([]ChainRules, 0, len(names))
@@ -219,26 +206,26 @@ func BuildRules(o *Options, d *Desired) *Rules {
 	return &Rules{Family: f, Tables: []TableRules{
 		{
 			Table:  "nat",
-			Chains: chains(nat, ChainServices, ChainPostrouting, ChainNodePort, ChainLoadBalancer, ChainMarkMasq),
+			Chains: chains(nat, ipvsmode.ChainServices, ipvsmode.ChainPostrouting, ipvsmode.ChainNodePort, ipvsmode.ChainLoadBalancer, ipvsmode.ChainMarkMasq),
 			Jumps: []Jump{
-				{"OUTPUT", ChainServices, "kubernetes service portals"},
-				{"PREROUTING", ChainServices, "kubernetes service portals"},
-				{"POSTROUTING", ChainPostrouting, "kubernetes postrouting rules"},
+				{"OUTPUT", ipvsmode.ChainServices, "kubernetes service portals"},
+				{"PREROUTING", ipvsmode.ChainServices, "kubernetes service portals"},
+				{"POSTROUTING", ipvsmode.ChainPostrouting, "kubernetes postrouting rules"},
 			},
 		},
 		{
 			Table: "filter",
-			Chains: chains(filter, ChainForward, ChainNodePort, ChainProxyFirewall, ChainSourceRangeFirewall,
-				ChainIPVSFilter, ChainIPVSOutFilter),
+			Chains: chains(filter, ipvsmode.ChainForward, ipvsmode.ChainNodePort, ipvsmode.ChainProxyFirewall, ipvsmode.ChainSourceRangesFirewall,
+				ipvsmode.ChainIPVSFilter, ipvsmode.ChainIPVSOutFilter),
 			// Final order within each built-in chain, as upstream's prepends leave it on a
 			// fresh node.
 			Jumps: []Jump{
-				{"INPUT", ChainIPVSFilter, "kubernetes ipvs access filter"},
-				{"INPUT", ChainProxyFirewall, "kube-proxy firewall rules"},
-				{"INPUT", ChainNodePort, "kubernetes health check rules"},
-				{"FORWARD", ChainProxyFirewall, "kube-proxy firewall rules"},
-				{"FORWARD", ChainForward, "kubernetes forwarding rules"},
-				{"OUTPUT", ChainIPVSOutFilter, "kubernetes ipvs access filter"},
+				{"INPUT", ipvsmode.ChainIPVSFilter, "kubernetes ipvs access filter"},
+				{"INPUT", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"},
+				{"INPUT", ipvsmode.ChainNodePort, "kubernetes health check rules"},
+				{"FORWARD", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"},
+				{"FORWARD", ipvsmode.ChainForward, "kubernetes forwarding rules"},
+				{"OUTPUT", ipvsmode.ChainIPVSOutFilter, "kubernetes ipvs access filter"},
 			},
 		},
 	}}

@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
 
 // ServiceInput is one Service with its EndpointSlices (sorted by name), as the watch layer
@@ -68,15 +70,6 @@ const (
 	AnnotationScheduler      = "kipvs.io/scheduler"
 	AnnotationSchedulerFlags = "kipvs.io/scheduler-flags"
 )
-
-// Schedulers kipvs accepts by name.
-var knownSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
-
-// schedFlagsFor lists the flags valid for each scheduler that has any.
-var schedFlagsFor = map[string][]string{
-	"sh": {"sh-fallback", "sh-port"},
-	"mh": {"mh-fallback", "mh-port"},
-}
 
 // DefaultAffinityTimeout is sessionAffinityConfig.clientIP.timeoutSeconds when unset (3 h).
 const DefaultAffinityTimeout = 10800
@@ -266,26 +259,26 @@ func (b *builder) bind(a netip.Addr) { b.addrs[a] = struct{}{} }
 func (b *builder) scheduler() (string, []string) {
 	sched := b.o.Scheduler
 	if sched == "" {
-		sched = "rr"
+		sched = ipvsmode.DefaultScheduler
 	}
 	if a, ok := b.svc.Annotations[AnnotationScheduler]; ok {
 		switch {
 		case slices.Contains(b.o.UnavailableSchedulers, a):
 			b.problem("metadata.annotations["+AnnotationScheduler+"]", "SchedulerUnavailable",
 				fmt.Sprintf("scheduler %q cannot be loaded on node %s (kernel module ip_vs_%s missing); using the global scheduler %q", a, b.o.NodeName, a, sched))
-		case slices.Contains(knownSchedulers, a):
+		case slices.Contains(ipvsmode.Schedulers(), a):
 			sched = a
 		default:
 			b.problem("metadata.annotations["+AnnotationScheduler+"]", "UnknownScheduler",
-				fmt.Sprintf("scheduler %q is not one of %v; using the global scheduler %q", a, knownSchedulers, sched))
+				fmt.Sprintf("scheduler %q is not one of %v; using the global scheduler %q", a, ipvsmode.Schedulers(), sched))
 		}
 	}
 	var flags []string
 	if a, ok := b.svc.Annotations[AnnotationSchedulerFlags]; ok && a != "" {
 		for _, f := range splitComma(a) {
-			if !slices.Contains(schedFlagsFor[sched], f) {
+			if !slices.Contains(ipvsmode.SchedulerFlags(sched), f) {
 				b.problem("metadata.annotations["+AnnotationSchedulerFlags+"]", "InvalidSchedulerFlag",
-					fmt.Sprintf("flag %q is not valid for scheduler %q (valid: %v); flag ignored", f, sched, schedFlagsFor[sched]))
+					fmt.Sprintf("flag %q is not valid for scheduler %q (valid: %v); flag ignored", f, sched, ipvsmode.SchedulerFlags(sched)))
 				continue
 			}
 			if !slices.Contains(flags, f) {
@@ -294,7 +287,7 @@ func (b *builder) scheduler() (string, []string) {
 		}
 	} else if sched == "mh" {
 		// As upstream: mh hashes on the source port too, so connections from one client spread.
-		flags = []string{"mh-port"}
+		flags = []string{ipvsmode.FlagMHPort}
 	}
 	slices.Sort(flags)
 	return sched, flags
@@ -394,7 +387,7 @@ func RequestedScheduler(svc *v1.Service) (string, bool) {
 		return "", false
 	}
 	a, ok := svc.Annotations[AnnotationScheduler]
-	return a, ok && slices.Contains(knownSchedulers, a)
+	return a, ok && slices.Contains(ipvsmode.Schedulers(), a)
 }
 
 func externalPolicyLocal(svc *v1.Service) bool {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -57,9 +58,9 @@ func toIPVSService(v *proxy.VirtualServer) ipvs.Service {
 	}
 	for _, f := range v.SchedFlags {
 		switch f {
-		case "sh-fallback", "mh-fallback":
+		case ipvsmode.FlagSHFallback, ipvsmode.FlagMHFallback:
 			s.Flags |= ipvs.FlagSched1
-		case "sh-port", "mh-port":
+		case ipvsmode.FlagSHPort, ipvsmode.FlagMHPort:
 			s.Flags |= ipvs.FlagSched2
 		}
 	}

@@ -1,0 +1,53 @@
+// Package ipvsmode declares, once, the facts of upstream kube-proxy's IPVS mode that kipvs
+// reproduces and that several packages need: the dummy link's name, the iptables chain
+// names, the IPVS schedulers and their flags, and the sysctls kipvs sets.
+//
+// It is a leaf: it imports only the standard library, so the adapters, the daemon, doctor
+// and the tests can all depend on it without pulling in one another (or client-go).
+package ipvsmode
+
+// DummyName is the dummy link the VIPs are bound on, as upstream names it.
+const DummyName = "kube-ipvs0"
+
+// Upstream kube-proxy's IPVS-mode chain names.
+const (
+	ChainServices             = "KUBE-SERVICES"
+	ChainPostrouting          = "KUBE-POSTROUTING"
+	ChainMarkMasq             = "KUBE-MARK-MASQ"
+	ChainNodePort             = "KUBE-NODE-PORT"
+	ChainLoadBalancer         = "KUBE-LOAD-BALANCER"
+	ChainForward              = "KUBE-FORWARD"
+	ChainProxyFirewall        = "KUBE-PROXY-FIREWALL"
+	ChainSourceRangesFirewall = "KUBE-SOURCE-RANGES-FIREWALL"
+	ChainIPVSFilter           = "KUBE-IPVS-FILTER"
+	ChainIPVSOutFilter        = "KUBE-IPVS-OUT-FILTER"
+)
+
+// DefaultScheduler is the IPVS scheduler used when none is configured, as in kube-proxy.
+const DefaultScheduler = "rr"
+
+// Schedulers returns the IPVS schedulers kipvs accepts (ipvs.scheduler, and the
+// kipvs.io/scheduler annotation): kube-proxy's documented set plus mh.
+func Schedulers() []string {
+	return []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
+}
+
+// The scheduler flags (kipvs.io/scheduler-flags), as ipvsadm names them: the sh and mh
+// schedulers' IP_VS_SVC_F_SCHED1 (fallback) and IP_VS_SVC_F_SCHED2 (port).
+const (
+	FlagSHFallback = "sh-fallback"
+	FlagSHPort     = "sh-port"
+	FlagMHFallback = "mh-fallback"
+	FlagMHPort     = "mh-port"
+)
+
+// SchedulerFlags returns the flags valid for a scheduler, nil for one that has none.
+func SchedulerFlags(scheduler string) []string {
+	switch scheduler {
+	case "sh":
+		return []string{FlagSHFallback, FlagSHPort}
+	case "mh":
+		return []string{FlagMHFallback, FlagMHPort}
+	}
+	return nil
+}
