@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/doctor"
@@ -51,7 +57,7 @@ The Service CIDR comes from --kipvs-service-cidr, else the API's ServiceCIDR obj
 					addr = daemonAddress(a)
 				}
 			}
-			view, closeView := doctor.NewRealView(cmd.Context(), &cfg, doctor.RealOptions{MetricsAddress: addr})
+			view, closeView := doctor.NewRealView(cmd.Context(), doctor.RealOptions{MetricsAddress: addr, ServiceCIDRs: doctorServiceCIDRs(&cfg)})
 			defer closeView()
 			rep := doctor.Run(cmd.Context(), &cfg, view)
 			out := cmd.OutOrStdout()
@@ -87,6 +93,58 @@ func daemonAddress(a netip.AddrPort) string {
 		}
 	}
 	return netip.AddrPortFrom(ip, a.Port()).String()
+}
+
+// doctorServiceCIDRs lists the ServiceCIDR objects for doctor, nil when the configuration
+// names no API server.
+func doctorServiceCIDRs(cfg *config.Config) func(context.Context) ([]netip.Prefix, error) {
+	client, ok := doctorAPIClient(cfg)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context) ([]netip.Prefix, error) { return listServiceCIDRs(ctx, client) }
+}
+
+// doctorAPIClient builds an API client when the configuration names an API server
+// (--kubeconfig, --master, or running in a cluster) and no source file replaces it.
+func doctorAPIClient(cfg *config.Config) (kubernetes.Interface, bool) {
+	cc := cfg.ClientConnection
+	if cfg.Kipvs.SourceFile != "" || (cc.Kubeconfig == "" && cc.Master == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "") {
+		return nil, false
+	}
+	rc, err := clientcmd.BuildConfigFromFlags(cc.Master, cc.Kubeconfig)
+	if err != nil {
+		return nil, false
+	}
+	rc.UserAgent = "kipvs-doctor"
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, false
+	}
+	return client, true
+}
+
+// listServiceCIDRs lists the ServiceCIDR objects' ranges; none when the API does not serve
+// networking.k8s.io/v1 ServiceCIDR.
+func listServiceCIDRs(ctx context.Context, client kubernetes.Interface) ([]netip.Prefix, error) {
+	list, err := client.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list ServiceCIDRs: %w", err)
+	}
+	var out []netip.Prefix
+	for _, c := range list.Items {
+		for i, s := range c.Spec.CIDRs {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return nil, fmt.Errorf("ServiceCIDR %s spec.cidrs[%d] %q: %w", c.Name, i, s, err)
+			}
+			out = append(out, p.Masked())
+		}
+	}
+	return out, nil
 }
 
 // loadDoctorConfig is config.Load, except that a clusterCIDR overlapping

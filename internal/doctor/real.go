@@ -19,12 +19,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
@@ -40,14 +35,18 @@ type RealOptions struct {
 	MetricsAddress string
 	// Timeout bounds each request to the daemon and the API server (default 10 s).
 	Timeout time.Duration
+	// ServiceCIDRs lists the cluster's ServiceCIDR objects from the API server the
+	// configuration names; nil when it names none. The caller builds the API client, so
+	// this package does not depend on client-go.
+	ServiceCIDRs func(ctx context.Context) ([]netip.Prefix, error)
 }
 
 // NewRealView opens a read-only view of the node doctor runs on, in its own network
 // namespace: /proc, /sys and /lib/modules, netlink (links, routes, IPVS, ipset, ctnetlink),
-// iptables-save, the daemon's metrics server and, when cfg names an API server, its
-// ServiceCIDR objects. What cannot be opened is reported by the checks that need it. The
+// iptables-save, the daemon's metrics server and, when o.ServiceCIDRs is given, the API
+// server's ServiceCIDR objects. What cannot be opened is reported by the checks that need it. The
 // returned function releases the sockets.
-func NewRealView(ctx context.Context, cfg *config.Config, o RealOptions) (View, func()) {
+func NewRealView(ctx context.Context, o RealOptions) (View, func()) {
 	if o.Timeout == 0 {
 		o.Timeout = 10 * time.Second
 	}
@@ -108,11 +107,11 @@ func NewRealView(ctx context.Context, cfg *config.Config, o RealOptions) (View, 
 	if o.MetricsAddress != "" {
 		v.Daemon = &httpDaemon{addr: o.MetricsAddress, client: &http.Client{Timeout: o.Timeout}}
 	}
-	if client, ok := apiClient(cfg); ok {
+	if list := o.ServiceCIDRs; list != nil {
 		v.APIServiceCIDRs = func(ctx context.Context) ([]netip.Prefix, error) {
 			ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 			defer cancel()
-			return listServiceCIDRs(ctx, client)
+			return list(ctx)
 		}
 	}
 	return v, func() {
@@ -120,48 +119,6 @@ func NewRealView(ctx context.Context, cfg *config.Config, o RealOptions) (View, 
 			_ = closers[i]()
 		}
 	}
-}
-
-// apiClient builds an API client when the configuration names an API server (--kubeconfig,
-// --master, or running in a cluster) and no source file replaces it.
-func apiClient(cfg *config.Config) (kubernetes.Interface, bool) {
-	cc := cfg.ClientConnection
-	if cfg.Kipvs.SourceFile != "" || (cc.Kubeconfig == "" && cc.Master == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "") {
-		return nil, false
-	}
-	rc, err := clientcmd.BuildConfigFromFlags(cc.Master, cc.Kubeconfig)
-	if err != nil {
-		return nil, false
-	}
-	rc.UserAgent = "kipvs-doctor"
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, false
-	}
-	return client, true
-}
-
-// listServiceCIDRs lists the ServiceCIDR objects' ranges; none when the API does not serve
-// networking.k8s.io/v1 ServiceCIDR.
-func listServiceCIDRs(ctx context.Context, client kubernetes.Interface) ([]netip.Prefix, error) {
-	list, err := client.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list ServiceCIDRs: %w", err)
-	}
-	var out []netip.Prefix
-	for _, c := range list.Items {
-		for i, s := range c.Spec.CIDRs {
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				return nil, fmt.Errorf("ServiceCIDR %s spec.cidrs[%d] %q: %w", c.Name, i, s, err)
-			}
-			out = append(out, p.Masked())
-		}
-	}
-	return out, nil
 }
 
 // FSModules reads module presence from /proc/modules, /sys/module and /lib/modules/RELEASE
