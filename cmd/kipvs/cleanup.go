@@ -11,6 +11,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
@@ -100,13 +101,13 @@ func runCleanup(ctx context.Context, cfg config.Config, log *zap.Logger, dryRun 
 		backends = append(backends, netfilter.Backend{Mode: other, Reason: "it holds KUBE-* chains"})
 	}
 	for i, b := range backends {
-		for _, f := range []netfilter.Family{netfilter.IPv4, netfilter.IPv6} {
+		for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 			h, err := netfilter.New(ns, f, b)
 			if err != nil {
 				log.Warn("skipping rules of a family", zap.String("family", f.String()), zap.String("backend", string(b.Mode)), zap.Error(err))
 				continue
 			}
-			name := map[netfilter.Family]string{netfilter.IPv4: "iptables", netfilter.IPv6: "ip6tables"}[f]
+			name := map[inet.Family]string{inet.IPv4: "iptables", inet.IPv6: "ip6tables"}[f]
 			if i > 0 {
 				name += "-" + string(b.Mode)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/vishvananda/netns"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/status"
@@ -116,14 +117,14 @@ func ownersFromList(list server.VirtualServerList) (status.Owners, error) {
 		if err != nil {
 			return nil, fmt.Errorf("items[%d].address: %w", i, err)
 		}
-		var p ipvs.Protocol
+		var p inet.Protocol
 		switch v.Protocol {
 		case "TCP":
-			p = ipvs.TCP
+			p = inet.TCP
 		case "UDP":
-			p = ipvs.UDP
+			p = inet.UDP
 		case "SCTP":
-			p = ipvs.SCTP
+			p = inet.SCTP
 		default:
 			return nil, fmt.Errorf("items[%d].protocol %q: want TCP, UDP or SCTP", i, v.Protocol)
 		}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/status"
@@ -144,12 +145,12 @@ var perServiceArgs = []string{"-Ln", "-Ln --stats", "-Ln --rate --exact", "-Ln -
 // filter returns ipvsadm's option naming service k.
 func filter(k ipvs.ServiceKey) string {
 	if k.FWMark != 0 {
-		if k.Family == ipvs.IPv6 {
+		if k.Family == inet.IPv6 {
 			return fmt.Sprintf("-f %d -6", k.FWMark)
 		}
 		return fmt.Sprintf("-f %d", k.FWMark)
 	}
-	opt := map[ipvs.Protocol]string{ipvs.TCP: "-t", ipvs.UDP: "-u", ipvs.SCTP: "--sctp-service"}[k.Protocol]
+	opt := map[inet.Protocol]string{inet.TCP: "-t", inet.UDP: "-u", inet.SCTP: "--sctp-service"}[k.Protocol]
 	return opt + " " + netip.AddrPortFrom(k.Addr, k.Port).String()
 }
 
@@ -240,7 +241,7 @@ func apply(t *testing.T, c *ipvs.Client, ops []ipvs.Op) {
 	}
 }
 
-func key(p ipvs.Protocol, ap string) ipvs.ServiceKey {
+func key(p inet.Protocol, ap string) ipvs.ServiceKey {
 	a := netip.MustParseAddrPort(ap)
 	return ipvs.ServiceKey{Protocol: p, Addr: a.Addr(), Port: a.Port()}
 }
@@ -258,11 +259,11 @@ func dest(ap string, fwd ipvs.ForwardMethod, weight int) ipvs.Destination {
 func TestKernelStatusMixed(t *testing.T) {
 	ns := netnstest.New(t)
 	c := newClient(t, ns)
-	t1, u1 := key(ipvs.TCP, "10.0.0.1:80"), key(ipvs.UDP, "10.0.0.1:53")
-	sh, mh := key(ipvs.TCP, "192.168.5.5:443"), key(ipvs.TCP, "200.1.1.1:53")
-	v6 := key(ipvs.TCP, "[fd00::1]:80")
-	fw5 := ipvs.ServiceKey{Family: ipvs.IPv4, FWMark: 5}
-	fwBig := ipvs.ServiceKey{Family: ipvs.IPv6, FWMark: 3000000000}
+	t1, u1 := key(inet.TCP, "10.0.0.1:80"), key(inet.UDP, "10.0.0.1:53")
+	sh, mh := key(inet.TCP, "192.168.5.5:443"), key(inet.TCP, "200.1.1.1:53")
+	v6 := key(inet.TCP, "[fd00::1]:80")
+	fw5 := ipvs.ServiceKey{Family: inet.IPv4, FWMark: 5}
+	fwBig := ipvs.ServiceKey{Family: inet.IPv6, FWMark: 3000000000}
 	thr := dest("200.0.0.9:8080", ipvs.Masq, 1)
 	thr.UpperThreshold, thr.LowerThreshold = 10, 5
 	gue := dest("10.3.0.2:0", ipvs.Tunnel, 2)
@@ -281,20 +282,20 @@ func TestKernelStatusMixed(t *testing.T) {
 			Timeout: 600, Netmask: 0xffffff00}),
 		ipvs.AddDestinationOp(sh, dest("10.2.0.1:443", ipvs.Masq, 1)),
 		ipvs.AddServiceOp(ipvs.Service{ServiceKey: mh, Scheduler: "mh", Flags: ipvs.FlagMHPort}),
-		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(ipvs.TCP, "100.0.0.1:80"), Scheduler: "rr", Flags: ipvs.FlagSched1}),
-		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(ipvs.TCP, "250.0.0.1:80"), Scheduler: "sh", Flags: ipvs.FlagSched3}),
-		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(ipvs.TCP, "1.2.3.4:0"), Scheduler: "wlc", Flags: ipvs.FlagPersistent, Timeout: 1,
+		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(inet.TCP, "100.0.0.1:80"), Scheduler: "rr", Flags: ipvs.FlagSched1}),
+		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(inet.TCP, "250.0.0.1:80"), Scheduler: "sh", Flags: ipvs.FlagSched3}),
+		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(inet.TCP, "1.2.3.4:0"), Scheduler: "wlc", Flags: ipvs.FlagPersistent, Timeout: 1,
 			Netmask: 0x80000000}),
 		ipvs.AddServiceOp(ipvs.Service{ServiceKey: u1, Scheduler: "wrr", Flags: ipvs.FlagOnePacket}),
 		ipvs.AddDestinationOp(u1, dest("10.1.0.2:53", ipvs.Masq, 1)),
-		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(ipvs.SCTP, "10.0.0.9:99"), Scheduler: "lc"}),
+		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(inet.SCTP, "10.0.0.9:99"), Scheduler: "lc"}),
 		ipvs.AddServiceOp(ipvs.Service{ServiceKey: v6, Scheduler: "rr", Flags: ipvs.FlagPersistent, Timeout: 100, Netmask: 64}),
 		ipvs.AddDestinationOp(v6, dest("[fd00::1:2]:80", ipvs.Masq, 1)),
 		ipvs.AddDestinationOp(v6, dest("[::1.2.3.4]:80", ipvs.Masq, 1)),
 		ipvs.AddDestinationOp(v6, dest("[2001:db8::5]:8080", ipvs.Masq, 1)),
 		ipvs.AddDestinationOp(v6, dest("[2001:db8:0:0:1:0:0:1]:80", ipvs.Masq, 1)),
-		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(ipvs.UDP, "[2001:db8::53]:53"), Scheduler: "rr"}),
-		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(ipvs.TCP, "[fd00::2]:80"), Scheduler: "rr", Flags: ipvs.FlagPersistent, Timeout: 5}),
+		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(inet.UDP, "[2001:db8::53]:53"), Scheduler: "rr"}),
+		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(inet.TCP, "[fd00::2]:80"), Scheduler: "rr", Flags: ipvs.FlagPersistent, Timeout: 5}),
 		ipvs.AddServiceOp(ipvs.Service{ServiceKey: fw5, Scheduler: "rr"}),
 		ipvs.AddDestinationOp(fw5, dest("10.3.0.1:0", ipvs.Route, 1)),
 		ipvs.AddDestinationOp(fw5, gue),
@@ -302,11 +303,11 @@ func TestKernelStatusMixed(t *testing.T) {
 		ipvs.AddDestinationOp(fw5, dest("10.3.0.4:0", ipvs.Tunnel, 1)),
 		ipvs.AddDestinationOp(fw5, dest("127.0.0.1:0", ipvs.Local, 1)),
 		ipvs.AddServiceOp(ipvs.Service{ServiceKey: fwBig, Scheduler: "rr"}),
-		ipvs.AddServiceOp(ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, FWMark: 1}, Scheduler: "dh"}),
+		ipvs.AddServiceOp(ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, FWMark: 1}, Scheduler: "dh"}),
 	}
 	apply(t, c, ops)
 	// The sip persistence engine, if the kernel has it.
-	pe := key(ipvs.UDP, "10.0.0.1:5060")
+	pe := key(inet.UDP, "10.0.0.1:5060")
 	if err := c.AddService(ipvs.Service{ServiceKey: pe, Scheduler: "rr", Flags: ipvs.FlagPersistent, Timeout: 30, PEName: "sip"}); err != nil {
 		t.Logf("no sip persistence engine: %v", err)
 	}
@@ -362,7 +363,7 @@ func TestKernelStatusMany(t *testing.T) {
 	ns := netnstest.New(t)
 	c := newClient(t, ns)
 	r := rand.New(rand.NewPCG(7, 11))
-	big := key(ipvs.TCP, "10.0.0.1:80")
+	big := key(inet.TCP, "10.0.0.1:80")
 	ops := []ipvs.Op{ipvs.AddServiceOp(ipvs.Service{ServiceKey: big, Scheduler: "rr"})}
 	seen := map[netip.AddrPort]bool{}
 	for len(seen) < 3000 {
@@ -373,7 +374,7 @@ func TestKernelStatusMany(t *testing.T) {
 		}
 	}
 	svcSeen := map[ipvs.ServiceKey]bool{big: true}
-	protos := []ipvs.Protocol{ipvs.TCP, ipvs.UDP, ipvs.SCTP}
+	protos := []inet.Protocol{inet.TCP, inet.UDP, inet.SCTP}
 	for len(svcSeen) < 400 {
 		var k ipvs.ServiceKey
 		if r.IntN(4) == 0 {
@@ -409,7 +410,7 @@ func TestKernelStatusMany(t *testing.T) {
 		}
 	}
 	for _, m := range []uint32{1, 2, 1 << 31, 1<<31 + 1, 4294967295, 100, 2147483647} {
-		ops = append(ops, ipvs.AddServiceOp(ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, FWMark: m}, Scheduler: "rr"}))
+		ops = append(ops, ipvs.AddServiceOp(ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, FWMark: m}, Scheduler: "rr"}))
 	}
 	begin := time.Now()
 	if err := c.Apply(ops); err != nil {
@@ -535,8 +536,8 @@ func echo(t *testing.T, conn net.Conn, n int) {
 func TestKernelStatusTraffic(t *testing.T) {
 	tb := newTrafficBed(t)
 	c := newClient(t, tb.lb)
-	tcp4, tcp6 := key(ipvs.TCP, "10.0.0.100:80"), key(ipvs.TCP, "[fd00::100]:80")
-	bulk := key(ipvs.UDP, "200.0.0.100:9000")
+	tcp4, tcp6 := key(inet.TCP, "10.0.0.100:80"), key(inet.TCP, "[fd00::100]:80")
+	bulk := key(inet.UDP, "200.0.0.100:9000")
 	apply(t, c, []ipvs.Op{
 		ipvs.AddServiceOp(ipvs.Service{ServiceKey: tcp4, Scheduler: "rr", Flags: ipvs.FlagPersistent, Timeout: 600}),
 		ipvs.AddDestinationOp(tcp4, dest("10.1.0.1:8080", ipvs.Masq, 1)),
@@ -546,8 +547,8 @@ func TestKernelStatusTraffic(t *testing.T) {
 		ipvs.AddServiceOp(ipvs.Service{ServiceKey: bulk, Scheduler: "rr"}),
 		ipvs.AddDestinationOp(bulk, dest("10.1.0.1:9000", ipvs.Masq, 1)),
 		ipvs.AddDestinationOp(bulk, dest("10.1.0.2:9000", ipvs.Masq, 1)),
-		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(ipvs.UDP, "200.0.0.100:9001"), Scheduler: "rr"}),
-		ipvs.AddDestinationOp(key(ipvs.UDP, "200.0.0.100:9001"), dest("10.1.0.1:9001", ipvs.Masq, 1)),
+		ipvs.AddServiceOp(ipvs.Service{ServiceKey: key(inet.UDP, "200.0.0.100:9001"), Scheduler: "rr"}),
+		ipvs.AddDestinationOp(key(inet.UDP, "200.0.0.100:9001"), dest("10.1.0.1:9001", ipvs.Masq, 1)),
 	})
 	echoServer(t, tb.be, "tcp", ":8080")
 	begin := time.Now()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/status"
@@ -55,7 +56,7 @@ func TestFetchOwners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, _ := ipvs.ServiceKey{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("fd00::a"), Port: 53}.Normalize()
+	k, _ := ipvs.ServiceKey{Protocol: inet.UDP, Addr: netip.MustParseAddr("fd00::a"), Port: 53}.Normalize()
 	if got := owners[k]; len(got) != 1 || got[0] != (status.Owner{Namespace: "kube-system", Name: "dns", Port: "dns", Kind: "ClusterIP"}) {
 		t.Errorf("owners[%s] = %+v", k, got)
 	}

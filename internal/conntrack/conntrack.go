@@ -15,46 +15,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
-
-// Protocol is an IP protocol number.
-type Protocol uint8
-
-// The protocols a proxy cleans up after, and the ICMP ones a listing may show.
-const (
-	ICMP   Protocol = 1
-	TCP    Protocol = 6
-	UDP    Protocol = 17
-	ICMPv6 Protocol = 58
-	SCTP   Protocol = 132
-)
-
-// String returns the name conntrack(8) uses ("udp"), or "proto-N".
-func (p Protocol) String() string {
-	switch p {
-	case ICMP:
-		return "icmp"
-	case TCP:
-		return "tcp"
-	case UDP:
-		return "udp"
-	case ICMPv6:
-		return "icmpv6"
-	case SCTP:
-		return "sctp"
-	}
-	return fmt.Sprintf("proto-%d", uint8(p))
-}
-
-// HasPorts reports whether flows of the protocol are keyed by ports.
-func (p Protocol) HasPorts() bool {
-	switch p {
-	case TCP, UDP, SCTP, 33 /* DCCP */, 136 /* UDP-Lite */ :
-		return true
-	}
-	return false
-}
 
 // Tuple is one direction of a flow. Ports are 0 for protocols without ports.
 type Tuple struct {
@@ -64,7 +27,7 @@ type Tuple struct {
 // Flow is a tracked connection: the original direction (as the first packet was seen)
 // and the reply direction (as the answer is expected, after NAT).
 type Flow struct {
-	Protocol    Protocol
+	Protocol    inet.Protocol
 	Orig, Reply Tuple
 	Zone        uint16
 	Mark        uint32
@@ -85,7 +48,7 @@ func (f Flow) String() string {
 	return b.String()
 }
 
-func (t Tuple) format(p Protocol) string {
+func (t Tuple) format(p inet.Protocol) string {
 	if !p.HasPorts() {
 		return t.Src.Addr().String() + " -> " + t.Dst.Addr().String()
 	}
@@ -95,7 +58,7 @@ func (t Tuple) format(p Protocol) string {
 // Filter selects flows of one protocol. Every field that is set must match; at least one
 // besides Protocol must be set, so a filter never selects a whole protocol by accident.
 type Filter struct {
-	Protocol Protocol
+	Protocol inet.Protocol
 	// OrigDst is the original destination address (the service address as the client
 	// addressed it); OrigDstPort its port.
 	OrigDst     netip.Addr
@@ -109,12 +72,12 @@ type Filter struct {
 // ByOrigDst selects the flows of proto sent to dst (a stale service address): dst's port 0
 // means any port, an invalid dst address with a port means that port on any address
 // (a node port).
-func ByOrigDst(proto Protocol, dst netip.AddrPort) Filter {
+func ByOrigDst(proto inet.Protocol, dst netip.AddrPort) Filter {
 	return Filter{Protocol: proto, OrigDst: dst.Addr(), OrigDstPort: dst.Port()}
 }
 
 // ByReplySrc selects the flows of proto answered by src (a stale endpoint address).
-func ByReplySrc(proto Protocol, src netip.Addr) Filter {
+func ByReplySrc(proto inet.Protocol, src netip.Addr) Filter {
 	return Filter{Protocol: proto, ReplySrc: src}
 }
 
@@ -185,12 +148,12 @@ type Interface interface {
 }
 
 // DeleteByOrigDst deletes the flows of proto sent to dst (see ByOrigDst).
-func DeleteByOrigDst(i Interface, proto Protocol, dst netip.AddrPort) (int, error) {
+func DeleteByOrigDst(i Interface, proto inet.Protocol, dst netip.AddrPort) (int, error) {
 	return i.Delete(ByOrigDst(proto, dst))
 }
 
 // DeleteByReplySrc deletes the flows of proto answered by src (see ByReplySrc).
-func DeleteByReplySrc(i Interface, proto Protocol, src netip.Addr) (int, error) {
+func DeleteByReplySrc(i Interface, proto inet.Protocol, src netip.Addr) (int, error) {
 	return i.Delete(ByReplySrc(proto, src))
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
@@ -29,9 +30,9 @@ func insertArgs(fl Flow) string {
 		"--reply-port-src", strconv.Itoa(int(fl.Reply.Src.Port())), "--reply-port-dst", strconv.Itoa(int(fl.Reply.Dst.Port())),
 		"-t", "3600"}
 	switch fl.Protocol {
-	case TCP:
+	case inet.TCP:
 		args = append(args, "--state", "ESTABLISHED")
-	case SCTP:
+	case inet.SCTP:
 		args = append(args, "--state", "ESTABLISHED", "--orig-vtag", "1", "--reply-vtag", "2")
 	}
 	if fl.Zone != 0 {
@@ -72,7 +73,7 @@ func parseListed(t *testing.T, line string) Flow {
 	}
 	seen := map[string]int{}
 	vals := [2]map[string]string{{}, {}}
-	fl := Flow{Protocol: Protocol(proto)}
+	fl := Flow{Protocol: inet.Protocol(proto)}
 	for _, f := range fields {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok {
@@ -175,8 +176,8 @@ func TestStaleUDPFlowsKernel(t *testing.T) {
 	src4 := send("127.0.0.1:5353")
 	src6 := send("[::1]:5353")
 	want := formatDump([]Flow{
-		{Protocol: UDP, Orig: Tuple{src4, ap("127.0.0.1:5353")}, Reply: Tuple{ap("127.0.0.1:5353"), src4}},
-		{Protocol: UDP, Orig: Tuple{src6, ap("[::1]:5353")}, Reply: Tuple{ap("[::1]:5353"), src6}},
+		{Protocol: inet.UDP, Orig: Tuple{src4, ap("127.0.0.1:5353")}, Reply: Tuple{ap("127.0.0.1:5353"), src4}},
+		{Protocol: inet.UDP, Orig: Tuple{src6, ap("[::1]:5353")}, Reply: Tuple{ap("[::1]:5353"), src6}},
 	})
 	var got string
 	for deadline := time.Now().Add(10 * time.Second); ; {
@@ -194,13 +195,13 @@ func TestStaleUDPFlowsKernel(t *testing.T) {
 	if obs := listed(t, ns); obs != want {
 		t.Fatalf("conntrack -L shows:\n%s\nwant:\n%s", obs, want)
 	}
-	if n, err := DeleteByOrigDst(c, UDP, ap("127.0.0.1:5353")); err != nil || n != 1 {
+	if n, err := DeleteByOrigDst(c, inet.UDP, ap("127.0.0.1:5353")); err != nil || n != 1 {
 		t.Fatalf("DeleteByOrigDst(udp, 127.0.0.1:5353) = %d, %v; want 1", n, err)
 	}
 	if obs, want := listed(t, ns), fmt.Sprintf("udp orig %s -> [::1]:5353 reply [::1]:5353 -> %s\n", src6, src6); obs != want {
 		t.Fatalf("conntrack -L after deleting the IPv4 flow:\n%s\nwant:\n%s", obs, want)
 	}
-	if n, err := DeleteByReplySrc(c, UDP, netip.MustParseAddr("::1")); err != nil || n != 1 {
+	if n, err := DeleteByReplySrc(c, inet.UDP, netip.MustParseAddr("::1")); err != nil || n != 1 {
 		t.Fatalf("DeleteByReplySrc(udp, ::1) = %d, %v; want 1", n, err)
 	}
 	if obs := listed(t, ns); obs != "" {

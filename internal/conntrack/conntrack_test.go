@@ -8,6 +8,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -18,7 +19,7 @@ func TestOpsFake(t *testing.T) {
 
 func TestFakeInsert(t *testing.T) {
 	f := NewFake()
-	fl := nat(UDP, "10.0.0.1:1", "10.96.0.1:53", "10.244.0.1:53")
+	fl := nat(inet.UDP, "10.0.0.1:1", "10.96.0.1:53", "10.244.0.1:53")
 	if err := f.Insert(fl); err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func TestFakeInsert(t *testing.T) {
 		t.Fatalf("duplicate Insert = %v, want ErrExists", err)
 	}
 	// Another client whose reply tuple clashes with the first flow's.
-	clash := Flow{Protocol: UDP, Orig: Tuple{ap("10.0.0.9:1"), ap("10.96.0.1:53")}, Reply: fl.Reply}
+	clash := Flow{Protocol: inet.UDP, Orig: Tuple{ap("10.0.0.9:1"), ap("10.96.0.1:53")}, Reply: fl.Reply}
 	if err := f.Insert(clash); !kerr.IsExists(err) {
 		t.Fatalf("Insert of a clashing reply tuple = %v, want ErrExists", err)
 	}
@@ -34,7 +35,7 @@ func TestFakeInsert(t *testing.T) {
 	if err := f.Insert(fl); err != nil {
 		t.Fatalf("Insert into another zone: %v", err)
 	}
-	mixed := nat(UDP, "10.0.0.1:1", "[fd00::1]:53", "10.244.0.1:53")
+	mixed := nat(inet.UDP, "10.0.0.1:1", "[fd00::1]:53", "10.244.0.1:53")
 	if err := f.Insert(mixed); !kerr.IsInvalid(err) {
 		t.Fatalf("Insert of a mixed-family flow = %v, want ErrInvalid", err)
 	}
@@ -54,12 +55,12 @@ func TestFakeFault(t *testing.T) {
 		}
 		return nil
 	})
-	n, err := DeleteByOrigDst(f, UDP, ap("10.96.0.10:53"))
+	n, err := DeleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53"))
 	if !errors.Is(err, boom) || n != 1 {
 		t.Fatalf("Delete with a fault on the 2nd flow = %d, %v; want 1, boom", n, err)
 	}
 	f.SetFault(nil)
-	if n, err := DeleteByOrigDst(f, UDP, ap("10.96.0.10:53")); err != nil || n != 2 {
+	if n, err := DeleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53")); err != nil || n != 2 {
 		t.Fatalf("Delete after the fault = %d, %v; want the 2 left", n, err)
 	}
 }
@@ -71,7 +72,7 @@ func TestFakeConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 50 {
 				c := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(g), byte(i)}), 1000)
-				if err := f.Insert(Flow{Protocol: UDP, Orig: Tuple{c, ap("10.96.0.1:53")}, Reply: Tuple{ap("10.244.0.1:53"), c}}); err != nil {
+				if err := f.Insert(Flow{Protocol: inet.UDP, Orig: Tuple{c, ap("10.96.0.1:53")}, Reply: Tuple{ap("10.244.0.1:53"), c}}); err != nil {
 					t.Error(err)
 				}
 				if _, err := f.List(); err != nil {
@@ -81,26 +82,26 @@ func TestFakeConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n, err := DeleteByReplySrc(f, UDP, netip.MustParseAddr("10.244.0.1")); err != nil || n != 200 {
+	if n, err := DeleteByReplySrc(f, inet.UDP, netip.MustParseAddr("10.244.0.1")); err != nil || n != 200 {
 		t.Fatalf("Delete = %d, %v; want 200", n, err)
 	}
 }
 
 func TestFilter(t *testing.T) {
-	fl := nat(UDP, "10.0.0.1:40001", "10.96.0.10:53", "10.244.1.5:5353")
+	fl := nat(inet.UDP, "10.0.0.1:40001", "10.96.0.10:53", "10.244.1.5:5353")
 	for _, c := range []struct {
 		f    Filter
 		want bool
 	}{
-		{ByOrigDst(UDP, ap("10.96.0.10:53")), true},
-		{ByOrigDst(UDP, ap("10.96.0.10:0")), true},
-		{ByOrigDst(UDP, ap("10.96.0.10:54")), false},
-		{ByOrigDst(TCP, ap("10.96.0.10:53")), false},
-		{ByOrigDst(UDP, netip.AddrPortFrom(netip.Addr{}, 53)), true},
-		{ByReplySrc(UDP, netip.MustParseAddr("10.244.1.5")), true},
-		{ByReplySrc(UDP, netip.MustParseAddr("10.0.0.1")), false},
-		{Filter{Protocol: UDP, ReplySrc: netip.MustParseAddr("10.244.1.5"), ReplySrcPort: 5353}, true},
-		{Filter{Protocol: UDP, ReplySrc: netip.MustParseAddr("10.244.1.5"), ReplySrcPort: 53}, false},
+		{ByOrigDst(inet.UDP, ap("10.96.0.10:53")), true},
+		{ByOrigDst(inet.UDP, ap("10.96.0.10:0")), true},
+		{ByOrigDst(inet.UDP, ap("10.96.0.10:54")), false},
+		{ByOrigDst(inet.TCP, ap("10.96.0.10:53")), false},
+		{ByOrigDst(inet.UDP, netip.AddrPortFrom(netip.Addr{}, 53)), true},
+		{ByReplySrc(inet.UDP, netip.MustParseAddr("10.244.1.5")), true},
+		{ByReplySrc(inet.UDP, netip.MustParseAddr("10.0.0.1")), false},
+		{Filter{Protocol: inet.UDP, ReplySrc: netip.MustParseAddr("10.244.1.5"), ReplySrcPort: 5353}, true},
+		{Filter{Protocol: inet.UDP, ReplySrc: netip.MustParseAddr("10.244.1.5"), ReplySrcPort: 53}, false},
 	} {
 		if err := c.f.Validate(); err != nil {
 			t.Errorf("%s: Validate: %v", c.f, err)
@@ -109,7 +110,7 @@ func TestFilter(t *testing.T) {
 			t.Errorf("%s: Match = %t, want %t", c.f, got, c.want)
 		}
 	}
-	if got, want := (Filter{Protocol: UDP, OrigDst: netip.MustParseAddr("10.96.0.10"), OrigDstPort: 53,
+	if got, want := (Filter{Protocol: inet.UDP, OrigDst: netip.MustParseAddr("10.96.0.10"), OrigDstPort: 53,
 		ReplySrc: netip.MustParseAddr("10.244.1.5"), ReplySrcPort: 53}).String(),
 		"-p udp --orig-dst 10.96.0.10 --orig-port-dst 53 --reply-src 10.244.1.5 --reply-port-src 53"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
@@ -117,16 +118,16 @@ func TestFilter(t *testing.T) {
 }
 
 func TestFlowString(t *testing.T) {
-	fl := nat(UDP, "[fd00::1]:1", "[fd00::10]:53", "[fd01::5]:53")
+	fl := nat(inet.UDP, "[fd00::1]:1", "[fd00::10]:53", "[fd01::5]:53")
 	fl.Zone, fl.Mark = 3, 0x4000
 	if got, want := fl.String(), "udp orig [fd00::1]:1 -> [fd00::10]:53 reply [fd01::5]:53 -> [fd00::1]:1 zone=3 mark=16384"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
-	icmp := Flow{Protocol: ICMP, Orig: Tuple{ap("10.0.0.1:0"), ap("10.0.0.2:0")}, Reply: Tuple{ap("10.0.0.2:0"), ap("10.0.0.1:0")}}
+	icmp := Flow{Protocol: inet.ICMP, Orig: Tuple{ap("10.0.0.1:0"), ap("10.0.0.2:0")}, Reply: Tuple{ap("10.0.0.2:0"), ap("10.0.0.1:0")}}
 	if got, want := icmp.String(), "icmp orig 10.0.0.1 -> 10.0.0.2 reply 10.0.0.2 -> 10.0.0.1"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
-	if got := Protocol(200).String(); got != "proto-200" {
+	if got := inet.Protocol(200).String(); got != "proto-200" {
 		t.Errorf("Protocol(200) = %q", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	ct "github.com/ti-mo/conntrack"
 	"github.com/vishvananda/netns"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -130,7 +131,7 @@ func (c *Conntrack) Dump() (string, error) {
 
 func fromKernel(kf ct.Flow) Flow {
 	return Flow{
-		Protocol: Protocol(kf.TupleOrig.Proto.Protocol),
+		Protocol: inet.Protocol(kf.TupleOrig.Proto.Protocol),
 		Orig:     tupleFromKernel(kf.TupleOrig),
 		Reply:    tupleFromKernel(kf.TupleReply),
 		Zone:     kf.Zone,

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
 	"github.com/google/go-cmp/cmp"
@@ -19,7 +20,7 @@ import (
 func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 
 // nat is a flow from client to service, answered by endpoint (DNAT).
-func nat(p Protocol, client, service, endpoint string) Flow {
+func nat(p inet.Protocol, client, service, endpoint string) Flow {
 	c := ap(client)
 	return Flow{Protocol: p, Orig: Tuple{c, ap(service)}, Reply: Tuple{ap(endpoint), c}}
 }
@@ -28,21 +29,21 @@ func nat(p Protocol, client, service, endpoint string) Flow {
 // and per endpoint, another port of the same service address, a node port, and a
 // conntrack zone.
 func seedFlows() []Flow {
-	zoned := nat(UDP, "10.0.0.1:40006", "10.96.0.10:53", "10.96.0.10:53")
+	zoned := nat(inet.UDP, "10.0.0.1:40006", "10.96.0.10:53", "10.96.0.10:53")
 	zoned.Zone = 7
 	return []Flow{
-		nat(UDP, "10.0.0.1:40001", "10.96.0.10:53", "10.244.1.5:53"),
-		nat(UDP, "10.0.0.2:40002", "10.96.0.10:53", "10.244.2.6:53"),
-		nat(UDP, "10.0.0.1:40003", "10.96.0.10:5353", "10.244.1.5:5353"),
-		nat(TCP, "10.0.0.1:40004", "10.96.0.10:53", "10.244.1.5:53"),
-		nat(UDP, "10.0.0.3:40005", "10.96.0.11:53", "10.244.1.5:53"),
+		nat(inet.UDP, "10.0.0.1:40001", "10.96.0.10:53", "10.244.1.5:53"),
+		nat(inet.UDP, "10.0.0.2:40002", "10.96.0.10:53", "10.244.2.6:53"),
+		nat(inet.UDP, "10.0.0.1:40003", "10.96.0.10:5353", "10.244.1.5:5353"),
+		nat(inet.TCP, "10.0.0.1:40004", "10.96.0.10:53", "10.244.1.5:53"),
+		nat(inet.UDP, "10.0.0.3:40005", "10.96.0.11:53", "10.244.1.5:53"),
 		zoned,
-		nat(UDP, "[fd00::1]:40001", "[fd00::10]:53", "[fd01::5]:53"),
-		nat(UDP, "[fd00::2]:40002", "[fd00::10]:53", "[fd01::6]:53"),
-		nat(TCP, "[fd00::1]:40004", "[fd00::10]:53", "[fd01::5]:53"),
-		nat(SCTP, "10.0.0.4:40007", "10.96.0.12:9999", "10.244.3.7:9999"),
-		nat(UDP, "10.0.0.5:40008", "192.168.0.10:30053", "10.244.4.8:53"),
-		nat(UDP, "10.0.0.6:40009", "192.168.0.11:30054", "10.244.2.6:53"),
+		nat(inet.UDP, "[fd00::1]:40001", "[fd00::10]:53", "[fd01::5]:53"),
+		nat(inet.UDP, "[fd00::2]:40002", "[fd00::10]:53", "[fd01::6]:53"),
+		nat(inet.TCP, "[fd00::1]:40004", "[fd00::10]:53", "[fd01::5]:53"),
+		nat(inet.SCTP, "10.0.0.4:40007", "10.96.0.12:9999", "10.244.3.7:9999"),
+		nat(inet.UDP, "10.0.0.5:40008", "192.168.0.10:30053", "10.244.4.8:53"),
+		nat(inet.UDP, "10.0.0.6:40009", "192.168.0.11:30054", "10.244.2.6:53"),
 	}
 }
 
@@ -58,14 +59,14 @@ func del(name string, f ...Filter) step {
 	}}
 }
 
-func byOrigDst(p Protocol, s string) step {
+func byOrigDst(p inet.Protocol, s string) step {
 	return step{fmt.Sprintf("delete %s orig dst %s", p, s), func(i Interface) (string, error) {
 		n, err := DeleteByOrigDst(i, p, ap(s))
 		return fmt.Sprintf("deleted=%d", n), err
 	}}
 }
 
-func byReplySrc(p Protocol, s string) step {
+func byReplySrc(p inet.Protocol, s string) step {
 	return step{fmt.Sprintf("delete %s reply src %s", p, s), func(i Interface) (string, error) {
 		n, err := DeleteByReplySrc(i, p, netip.MustParseAddr(s))
 		return fmt.Sprintf("deleted=%d", n), err
@@ -83,33 +84,33 @@ func opTable() []step {
 	return []step{
 		dump(),
 		del("empty filter", Filter{}),
-		del("protocol only", Filter{Protocol: UDP}),
-		del("icmp with a port", Filter{Protocol: ICMP, OrigDstPort: 53}),
-		del("IPv4-mapped address", Filter{Protocol: UDP, OrigDst: netip.MustParseAddr("::ffff:10.96.0.10")}),
-		del("two families", Filter{Protocol: UDP, OrigDst: netip.MustParseAddr("10.96.0.10"), ReplySrc: netip.MustParseAddr("fd01::5")}),
-		byOrigDst(UDP, "10.96.0.99:53"),
+		del("protocol only", Filter{Protocol: inet.UDP}),
+		del("icmp with a port", Filter{Protocol: inet.ICMP, OrigDstPort: 53}),
+		del("IPv4-mapped address", Filter{Protocol: inet.UDP, OrigDst: netip.MustParseAddr("::ffff:10.96.0.10")}),
+		del("two families", Filter{Protocol: inet.UDP, OrigDst: netip.MustParseAddr("10.96.0.10"), ReplySrc: netip.MustParseAddr("fd01::5")}),
+		byOrigDst(inet.UDP, "10.96.0.99:53"),
 		// The service 10.96.0.10:53 goes away: its UDP flows go, in every zone; the
 		// other port and the TCP flow stay.
-		byOrigDst(UDP, "10.96.0.10:53"),
-		byOrigDst(UDP, "10.96.0.10:53"),
+		byOrigDst(inet.UDP, "10.96.0.10:53"),
+		byOrigDst(inet.UDP, "10.96.0.10:53"),
 		dump(),
 		// The endpoint 10.244.1.5 goes away: every UDP flow it answers, whatever the
 		// service.
-		byReplySrc(UDP, "10.244.1.5"),
-		byOrigDst(UDP, "[fd00::10]:53"),
+		byReplySrc(inet.UDP, "10.244.1.5"),
+		byOrigDst(inet.UDP, "[fd00::10]:53"),
 		// A node port, on any address.
-		del("udp orig dst port 30054", Filter{Protocol: UDP, OrigDstPort: 30054}),
+		del("udp orig dst port 30054", Filter{Protocol: inet.UDP, OrigDstPort: 30054}),
 		// A service and endpoint pair, as for an endpoint of one service removed.
-		del("udp orig dst 192.168.0.10:30053 reply src 10.244.4.9", Filter{Protocol: UDP,
+		del("udp orig dst 192.168.0.10:30053 reply src 10.244.4.9", Filter{Protocol: inet.UDP,
 			OrigDst: netip.MustParseAddr("192.168.0.10"), OrigDstPort: 30053, ReplySrc: netip.MustParseAddr("10.244.4.9")}),
-		del("udp orig dst 192.168.0.10:30053 reply src 10.244.4.8:53", Filter{Protocol: UDP,
+		del("udp orig dst 192.168.0.10:30053 reply src 10.244.4.8:53", Filter{Protocol: inet.UDP,
 			OrigDst: netip.MustParseAddr("192.168.0.10"), OrigDstPort: 30053, ReplySrc: netip.MustParseAddr("10.244.4.8"), ReplySrcPort: 53}),
 		del("nothing"),
-		del("a valid and an invalid filter", ByReplySrc(SCTP, netip.MustParseAddr("10.244.3.7")), Filter{Protocol: TCP}),
+		del("a valid and an invalid filter", ByReplySrc(inet.SCTP, netip.MustParseAddr("10.244.3.7")), Filter{Protocol: inet.TCP}),
 		// Several filters at once; port 0: any port of the address.
 		del("sctp reply src 10.244.3.7 or tcp orig dst 10.96.0.10:0 or udp orig dst 10.96.0.77:53",
-			ByReplySrc(SCTP, netip.MustParseAddr("10.244.3.7")), ByOrigDst(TCP, ap("10.96.0.10:0")),
-			ByOrigDst(UDP, ap("10.96.0.77:53"))),
+			ByReplySrc(inet.SCTP, netip.MustParseAddr("10.244.3.7")), ByOrigDst(inet.TCP, ap("10.96.0.10:0")),
+			ByOrigDst(inet.UDP, ap("10.96.0.77:53"))),
 		dump(),
 	}
 }

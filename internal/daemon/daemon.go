@@ -23,6 +23,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/healthcheck"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -43,7 +44,7 @@ type Deps struct {
 	// IPVS is shared by both families (probe, timeouts); Kernel returns one family's full
 	// adapter set.
 	IPVS   ipvs.Interface
-	Kernel func(proxy.Family) (reconcile.Kernel, error)
+	Kernel func(inet.Family) (reconcile.Kernel, error)
 	// StatsIPVS is what the Service traffic metrics read at scrape time: best a client
 	// of its own, so scrapes and syncs never wait for each other (nil: IPVS).
 	StatsIPVS ipvs.Interface
@@ -57,7 +58,7 @@ type Deps struct {
 	IPv6 func() error
 	// RandomFully reports whether a family's iptables supports MASQUERADE --random-fully
 	// (iptables 1.6.2 and later); upstream then adds it. nil: never.
-	RandomFully   func(proxy.Family) bool
+	RandomFully   func(inet.Family) bool
 	KernelRelease string
 	NumCPU        int
 	Clock         clock.WithTicker
@@ -102,12 +103,12 @@ type Daemon struct {
 }
 
 type problemKey struct {
-	family proxy.Family
+	family inet.Family
 	svc    types.NamespacedName
 }
 
 type family struct {
-	f      proxy.Family
+	f      inet.Family
 	kernel reconcile.Kernel
 	// randomFully: this family's iptables takes MASQUERADE --random-fully.
 	randomFully bool
@@ -147,11 +148,11 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	}
 	d.health = server.NewHealth(deps.Clock, 2*cfg.IPVS.SyncPeriod, d.nodeForHealth, d.m)
 
-	fams := []proxy.Family{proxy.IPv4}
+	fams := []inet.Family{inet.IPv4}
 	if err := ipv6Support(deps.IPv6); err != nil {
 		log.Info("the IPv6 family is not run", zap.Error(err))
 	} else {
-		fams = append(fams, proxy.IPv6)
+		fams = append(fams, inet.IPv6)
 	}
 	for _, f := range fams {
 		k, err := deps.Kernel(f)
@@ -283,7 +284,7 @@ var probeVIP = netip.MustParseAddr("198.51.100.200")
 var errProbeLeftover = errors.New("the probe virtual server could not be removed")
 
 // probeKey is the throwaway virtual server of probeScheduler.
-var probeKey = ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: probeVIP, Port: 9}
+var probeKey = ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: probeVIP, Port: 9}
 
 // probeScheduler creates and deletes a throwaway virtual server, so a scheduler whose
 // kernel module is missing fails at start with the module's name. An error matching
@@ -478,7 +479,7 @@ func (d *Daemon) VirtualServers() []server.VirtualServer {
 	for _, f := range d.families {
 		for _, v := range f.desired.VirtualServers() {
 			out = append(out, server.VirtualServer{
-				Protocol: strings.ToUpper(v.Protocol.String()), Address: v.Address.String(), Port: v.Port,
+				Protocol: v.Protocol.Name(), Address: v.Address.String(), Port: v.Port,
 				Kind: v.Kind.String(), Namespace: v.Owner.Namespace, Name: v.Owner.Name, PortName: v.Owner.Port,
 				Destinations: len(v.Destinations),
 			})

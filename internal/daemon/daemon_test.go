@@ -27,12 +27,12 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netfilter"
-	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl"
 	"github.com/kipvs/kipvs/internal/watch"
@@ -64,7 +64,7 @@ type fakeNode struct {
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{
-		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(netfilter.IPv4),
+		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(inet.IPv4),
 		dummy: dummyif.NewFake(ipvsmode.DummyName),
 		sysctl: sysctl.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
@@ -77,7 +77,7 @@ func newFakeNode() *fakeNode {
 func (n *fakeNode) deps(src watch.Source, reg *prometheus.Registry, ready chan struct{}) Deps {
 	return Deps{
 		Source: src, IPVS: n.ipvs,
-		Kernel: func(proxy.Family) (reconcile.Kernel, error) {
+		Kernel: func(inet.Family) (reconcile.Kernel, error) {
 			return reconcile.Kernel{IPVS: n.ipvs, IPSet: n.ipset, Netfilter: n.nf, Dummy: n.dummy, Conntrack: conntrack.NewFake()}, nil
 		},
 		Sysctl:        n.sysctl,
@@ -466,19 +466,19 @@ func TestDaemonFamilies(t *testing.T) {
 			defer cancel()
 			log := zaptest.NewLogger(t)
 			node := newFakeNode()
-			nf6 := netfilter.NewFake(netfilter.IPv6)
+			nf6 := netfilter.NewFake(inet.IPv6)
 			reg := prometheus.NewRegistry()
 			ready := make(chan struct{})
 			deps := node.deps(startFileSource(t, ctx, path, log), reg, ready)
-			deps.Kernel = func(f proxy.Family) (reconcile.Kernel, error) {
+			deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
 				nf := node.nf
-				if f == proxy.IPv6 {
+				if f == inet.IPv6 {
 					nf = nf6
 				}
 				return reconcile.Kernel{IPVS: node.ipvs, IPSet: node.ipset, Netfilter: nf, Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
 			}
 			deps.IPv6 = tc.ipv6
-			deps.RandomFully = func(f proxy.Family) bool { return f == proxy.IPv4 }
+			deps.RandomFully = func(f inet.Family) bool { return f == inet.IPv4 }
 			cfg := testConfig(t)
 			cfg.Kipvs.SourceFile = path
 			d, err := New(cfg, "node-a", log, deps)

@@ -25,6 +25,7 @@ import (
 	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/faulty"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -228,8 +229,8 @@ var (
 	faultyNodeIP  = netip.MustParseAddr("192.168.1.10") // the fake node's address (newFakeNode's HostAddrs)
 	faultyNodeIP6 = netip.MustParseAddr("fd00::10")     // and its IPv6 one, when dual-stack
 	// Foreign objects planted on every node before kipvs starts.
-	faultyForeignVS     = ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr("172.16.0.1"), Port: 8080}, Scheduler: "wlc"}
-	faultyForeignNodeVS = ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: faultyNodeIP, Port: 9999}, Scheduler: "rr"}
+	faultyForeignVS     = ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr("172.16.0.1"), Port: 8080}, Scheduler: "wlc"}
+	faultyForeignNodeVS = ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: faultyNodeIP, Port: 9999}, Scheduler: "rr"}
 	faultyForeignDest   = ipvs.Destination{Addr: netip.MustParseAddr("172.16.1.1"), Port: 8080, Forward: ipvs.Masq, Weight: 3}
 	faultyForeignSet    = ipset.Set{Name: "FOREIGN-ALLOW", Type: ipset.HashIP}
 	faultyForeignRules  = "*filter\n:FOREIGN-FW - [0:0]\n-A FOREIGN-FW -s 10.1.2.3/32 -j DROP\n-A INPUT -j FOREIGN-FW\nCOMMIT\n*nat\n:FOREIGN-NAT - [0:0]\n-A FOREIGN-NAT -p tcp --dport 2222 -j REDIRECT --to-ports 22\n-A PREROUTING -j FOREIGN-NAT\nCOMMIT\n"
@@ -535,7 +536,7 @@ type faultyNode struct {
 
 func faultyNewNode(t *testing.T, dualStack bool) *faultyNode {
 	t.Helper()
-	n := &faultyNode{fakeNode: newFakeNode(), nf6: netfilter.NewFake(netfilter.IPv6), ct: conntrack.NewFake(),
+	n := &faultyNode{fakeNode: newFakeNode(), nf6: netfilter.NewFake(inet.IPv6), ct: conntrack.NewFake(),
 		foreign: dummyif.NewFake("eth1"), dualStack: dualStack}
 	must := func(err error) {
 		t.Helper()
@@ -617,9 +618,9 @@ func faultyStartDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful t
 func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful time.Duration, requested *bool) *Daemon {
 	t.Helper()
 	deps := n.deps(src, prometheus.NewRegistry(), nil)
-	deps.Kernel = func(f proxy.Family) (reconcile.Kernel, error) {
+	deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
 		nf := n.nf
-		if f == proxy.IPv6 {
+		if f == inet.IPv6 {
 			nf = n.nf6
 		}
 		return reconcile.Kernel{IPVS: n.ipvs, IPSet: n.ipset, Netfilter: nf, Dummy: n.dummy, Conntrack: n.ct}, nil

@@ -17,11 +17,11 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
-	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl"
 )
@@ -39,7 +39,7 @@ type dualNode struct {
 func newDualNode() *dualNode {
 	n := &dualNode{
 		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(),
-		nf4: netfilter.NewFake(netfilter.IPv4), nf6: netfilter.NewFake(netfilter.IPv6),
+		nf4: netfilter.NewFake(inet.IPv4), nf6: netfilter.NewFake(inet.IPv6),
 		dummy: dummyif.NewFake(ipvsmode.DummyName),
 		sysctl: sysctl.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
@@ -101,9 +101,9 @@ func newFuzzDaemon(localMode string) (*fuzzDaemon, error) {
 	cfg.Kipvs.GracefulPeriod = 0 // removed real servers go at once, so removal converges exactly
 	deps := Deps{
 		Source: src, IPVS: n.ipvs,
-		Kernel: func(f proxy.Family) (reconcile.Kernel, error) {
+		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
 			nf := n.nf4
-			if f == proxy.IPv6 {
+			if f == inet.IPv6 {
 				nf = n.nf6
 			}
 			return reconcile.Kernel{IPVS: n.ipvs, IPSet: n.ipset, Netfilter: nf, Dummy: n.dummy, Conntrack: conntrack.NewFake()}, nil

@@ -7,12 +7,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
 // buildOptions derives one family's proxy options from the configuration, this node's Node
 // and the host's addresses.
-func buildOptions(cfg *config.Config, f proxy.Family, nodeName string, node *v1.Node, host []netip.Addr) proxy.Options {
+func buildOptions(cfg *config.Config, f inet.Family, nodeName string, node *v1.Node, host []netip.Addr) proxy.Options {
 	o := proxy.Options{
 		Family:        f,
 		Scheduler:     cfg.IPVS.SchedulerName(),
@@ -64,7 +65,7 @@ func buildOptions(cfg *config.Config, f proxy.Family, nodeName string, node *v1.
 }
 
 // localDetector resolves --detect-local-mode for one family.
-func localDetector(cfg *config.Config, f proxy.Family, node *v1.Node) proxy.LocalDetector {
+func localDetector(cfg *config.Config, f inet.Family, node *v1.Node) proxy.LocalDetector {
 	d := proxy.LocalDetector{Mode: proxy.LocalMode(cfg.DetectLocalMode)}
 	switch d.Mode {
 	case proxy.LocalClusterCIDR:

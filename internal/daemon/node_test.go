@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/internal/config"
-	"github.com/kipvs/kipvs/internal/proxy"
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // A Node from the source file is not validated by an apiserver: with nodePortAddresses
@@ -30,7 +30,7 @@ func TestNodePrimaryIPsSkipUnusable(t *testing.T) {
 		t.Fatalf("nodePrimaryIPs = %v, want %v", got, want)
 	}
 	cfg := config.Config{NodePortPrimary: true}
-	for _, f := range []proxy.Family{proxy.IPv4, proxy.IPv6} {
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 		o := buildOptions(&cfg, f, "node-a", node, nil)
 		for _, a := range o.NodePortAddresses {
 			if a.Zone() != "" || !a.IsGlobalUnicast() {
@@ -63,7 +63,7 @@ func TestNodePortAddressesPerFamily(t *testing.T) {
 		for _, c := range tc.cidrs {
 			cfg.NodePortAddresses = append(cfg.NodePortAddresses, netip.MustParsePrefix(c))
 		}
-		for f, want := range map[proxy.Family][]string{proxy.IPv4: tc.want4, proxy.IPv6: tc.want6} {
+		for f, want := range map[inet.Family][]string{inet.IPv4: tc.want4, inet.IPv6: tc.want6} {
 			var got []string
 			for _, a := range buildOptions(&cfg, f, "node-a", nil, host).NodePortAddresses {
 				got = append(got, a.String())

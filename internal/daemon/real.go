@@ -18,11 +18,11 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
-	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/svcstats"
 	"github.com/kipvs/kipvs/internal/sysctl"
@@ -109,12 +109,8 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		Events:    sink,
 		IPVS:      v,
 		StatsIPVS: stats,
-		Kernel: func(f proxy.Family) (reconcile.Kernel, error) {
-			nf := netfilter.IPv4
-			if f == proxy.IPv6 {
-				nf = netfilter.IPv6
-			}
-			h, err := netfilter.New(ns, nf, backend)
+		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
+			h, err := netfilter.New(ns, f, backend)
 			if err != nil {
 				return reconcile.Kernel{}, err
 			}
@@ -128,12 +124,8 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		SysfsRoot: "/sys",
 		HostAddrs: func() ([]netip.Addr, error) { return dummyif.HostAddrs(ipvsmode.DummyName) },
 		IPv6:      func() error { return netfilter.IPv6Usable(ctx, runner, backend.Mode, "/proc/net/if_inet6") },
-		RandomFully: func(f proxy.Family) bool {
-			nf := netfilter.IPv4
-			if f == proxy.IPv6 {
-				nf = netfilter.IPv6
-			}
-			v, err := netfilter.ToolVersion(ctx, runner, nf, backend.Mode)
+		RandomFully: func(f inet.Family) bool {
+			v, err := netfilter.ToolVersion(ctx, runner, f, backend.Mode)
 			if err != nil {
 				log.Warn("cannot read the iptables version; MASQUERADE is written without --random-fully", zap.String("ipFamily", f.String()), zap.Error(err))
 				return false

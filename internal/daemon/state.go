@@ -3,7 +3,6 @@ package daemon
 import (
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/kipvs/kipvs/internal/ipvsmode"
@@ -70,7 +69,7 @@ func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.Dra
 	}
 	for _, v := range d.VirtualServers() {
 		fs.VirtualServers = append(fs.VirtualServers, server.VirtualServer{
-			Protocol: strings.ToUpper(v.Protocol.String()), Address: v.Address.String(), Port: v.Port,
+			Protocol: v.Protocol.Name(), Address: v.Address.String(), Port: v.Port,
 			Kind: v.Kind.String(), Namespace: v.Owner.Namespace, Name: v.Owner.Name, PortName: v.Owner.Port,
 			Destinations: len(v.Destinations),
 		})
@@ -84,7 +83,7 @@ func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.Dra
 	})
 	for _, k := range keys {
 		fs.Draining = append(fs.Draining, server.DrainingRealServer{
-			Protocol: strings.ToUpper(k.VS.Protocol.String()), Address: k.VS.Address.String(), Port: k.VS.Port,
+			Protocol: k.VS.Protocol.Name(), Address: k.VS.Address.String(), Port: k.VS.Port,
 			RealServer: k.Dest.String(), Since: draining[k].UTC(),
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
@@ -55,7 +56,7 @@ func testTrafficMetrics(t *testing.T, endpoints bool) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no first sync")
 	}
-	k := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
+	k := ipvs.ServiceKey{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
 	if err := node.ipvs.SetServiceStats(k, ipvs.Stats{Conns: 42, InBytes: 4200}); err != nil {
 		t.Fatal(err)
 	}

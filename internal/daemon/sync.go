@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipvs/kipvs/internal/healthcheck"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/watch"
@@ -128,7 +129,7 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 }
 
 // options computes one family's proxy options now.
-func (d *Daemon) options(f proxy.Family, node *v1.Node, host []netip.Addr) proxy.Options {
+func (d *Daemon) options(f inet.Family, node *v1.Node, host []netip.Addr) proxy.Options {
 	o := buildOptions(&d.cfg, f, d.nodeName, node, host)
 	if o.LocalDetector.Mode == proxy.LocalClusterCIDR {
 		// A clusterCIDR overlapping the Service CIDR is no pod CIDR (checkClusterCIDR).

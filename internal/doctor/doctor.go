@@ -23,8 +23,8 @@ import (
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
-	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/server"
 )
 
@@ -128,7 +128,7 @@ type checkup struct {
 	// dummy is kube-ipvs0 (nil when it does not exist).
 	dummy *Link
 	// families are the IP families kipvs runs (the daemon's, else derived like it does).
-	families []proxy.Family
+	families []inet.Family
 
 	state    *server.State
 	stateErr error
@@ -191,21 +191,21 @@ func (c *checkup) gather() {
 // deriveFamilies returns the daemon's families, or the ones it would run: IPv4, plus IPv6
 // when ip6tables works and the kernel has IPv6 (the daemon's test, upstream's), whatever
 // the node's addresses.
-func (c *checkup) deriveFamilies() []proxy.Family {
+func (c *checkup) deriveFamilies() []inet.Family {
 	if c.state != nil && len(c.state.Families) > 0 {
-		var out []proxy.Family
+		var out []inet.Family
 		for _, f := range c.state.Families {
-			if f.Family == proxy.IPv6.String() {
-				out = append(out, proxy.IPv6)
+			if f.Family == inet.IPv6.String() {
+				out = append(out, inet.IPv6)
 			} else {
-				out = append(out, proxy.IPv4)
+				out = append(out, inet.IPv4)
 			}
 		}
 		return out
 	}
-	out := []proxy.Family{proxy.IPv4}
+	out := []inet.Family{inet.IPv4}
 	if c.v.IPv6 != nil && c.v.IPv6() == nil {
-		out = append(out, proxy.IPv6)
+		out = append(out, inet.IPv6)
 	}
 	return out
 }
@@ -236,7 +236,7 @@ func (c *checkup) serviceCIDRs() ([]netip.Prefix, string) {
 }
 
 // hasFamily reports whether kipvs runs family f.
-func (c *checkup) hasFamily(f proxy.Family) bool {
+func (c *checkup) hasFamily(f inet.Family) bool {
 	for _, g := range c.families {
 		if g == f {
 			return true

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -410,7 +411,7 @@ func TestBrokenNode(t *testing.T) {
 		},
 		{
 			name:  "the other iptables backend has FORWARD policy ACCEPT",
-			breaK: func(f *fixture) { f.other = &fakeIptables{nf: netfilter.NewFake(netfilter.IPv4)} },
+			breaK: func(f *fixture) { f.other = &fakeIptables{nf: netfilter.NewFake(inet.IPv4)} },
 			want: []expect{{check: "FORWARD policy", status: OK,
 				finding: []string{"KUBE-FORWARD at position", "; iptables-legacy filter FORWARD policy ACCEPT"}}},
 		},
@@ -418,7 +419,7 @@ func TestBrokenNode(t *testing.T) {
 			name: "dockerd's FORWARD DROP on the other iptables backend",
 			breaK: func(f *fixture) {
 				f.ipt.forwardPol = "DROP"
-				f.other = &fakeIptables{nf: netfilter.NewFake(netfilter.IPv4), forwardPol: "DROP"}
+				f.other = &fakeIptables{nf: netfilter.NewFake(inet.IPv4), forwardPol: "DROP"}
 			},
 			want: []expect{{check: "FORWARD policy", status: Fail,
 				finding: []string{"iptables-legacy filter FORWARD policy is DROP", "kipvs programs the other backend"},
@@ -515,7 +516,7 @@ func TestBrokenNode(t *testing.T) {
 		{
 			name: "virtual server deleted",
 			breaK: func(f *fixture) {
-				if err := f.ipvs.DeleteService(ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}); err != nil {
+				if err := f.ipvs.DeleteService(ipvs.ServiceKey{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -524,7 +525,7 @@ func TestBrokenNode(t *testing.T) {
 		{
 			name: "foreign virtual server on a kipvs VIP",
 			breaK: func(f *fixture) {
-				if err := f.ipvs.AddService(ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 8443}, Scheduler: "wrr"}); err != nil {
+				if err := f.ipvs.AddService(ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 8443}, Scheduler: "wrr"}); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -536,7 +537,7 @@ func TestBrokenNode(t *testing.T) {
 			name: "foreign virtual server on an excluded VIP",
 			breaK: func(f *fixture) {
 				f.cfg.IPVS.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.10/32")}
-				if err := f.ipvs.AddService(ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53}, Scheduler: "rr"}); err != nil {
+				if err := f.ipvs.AddService(ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: inet.UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53}, Scheduler: "rr"}); err != nil {
 					t.Fatal(err)
 				}
 			},

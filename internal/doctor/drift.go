@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
-	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/server"
 )
 
@@ -76,11 +76,11 @@ func (c *checkup) readKernel(st *server.State) *kernelSnap {
 	return k
 }
 
-func familyOf(name string) proxy.Family {
-	if name == proxy.IPv6.String() {
-		return proxy.IPv6
+func familyOf(name string) inet.Family {
+	if name == inet.IPv6.String() {
+		return inet.IPv6
 	}
-	return proxy.IPv4
+	return inet.IPv4
 }
 
 // checkDaemon: a kipvs daemon answers, its families are synced, and the kernel matches what
@@ -144,7 +144,7 @@ func (c *checkup) driftFix() string {
 
 // famPrefix is "" for IPv4 and "IPv6 " for IPv6, to keep IPv4-only findings short.
 func famPrefix(f string) string {
-	if f == proxy.IPv6.String() {
+	if f == inet.IPv6.String() {
 		return "IPv6 "
 	}
 	return ""
@@ -324,7 +324,7 @@ func (c *checkup) checkDriftVirtualServers(k *kernelSnap) {
 	for _, e := range k.table {
 		s := e.Service
 		if s.FWMark == 0 {
-			have[vsID(s.Protocol.String(), s.Addr, s.Port)] = true
+			have[vsID(s.Protocol.Name(), s.Addr, s.Port)] = true
 		}
 	}
 	var missing []string
@@ -383,7 +383,7 @@ func (c *checkup) checkForeignVirtualServers(k *kernelSnap) {
 		if s.FWMark != 0 {
 			continue
 		}
-		id := vsID(s.Protocol.String(), s.Addr, s.Port)
+		id := vsID(s.Protocol.Name(), s.Addr, s.Port)
 		owner, shared := kipvsAddr[s.Addr]
 		if want[id] || !shared {
 			continue
@@ -407,7 +407,7 @@ func (c *checkup) checkForeignVirtualServers(k *kernelSnap) {
 }
 
 func ipvsadmDelete(k ipvs.ServiceKey) string {
-	opt := map[ipvs.Protocol]string{ipvs.TCP: "-t", ipvs.UDP: "-u", ipvs.SCTP: "--sctp-service"}[k.Protocol]
+	opt := map[inet.Protocol]string{inet.TCP: "-t", inet.UDP: "-u", inet.SCTP: "--sctp-service"}[k.Protocol]
 	return "ipvsadm -D " + opt + " " + netip.AddrPortFrom(k.Addr, k.Port).String()
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
@@ -203,7 +204,7 @@ func webService(lb bool) (*v1.Service, *discoveryv1.EndpointSlice) {
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
 	f := &fixture{t: t, release: "6.1.0-56-amd64", mods: fakeModules{}, ipvs: ipvs.NewFake(), ipset: ipset.NewFake(),
-		nf: netfilter.NewFake(netfilter.IPv4), now: epoch()}
+		nf: netfilter.NewFake(inet.IPv4), now: epoch()}
 	f.ipt = &fakeIptables{nf: f.nf}
 	f.cfg = config.Defaults()
 	f.cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
@@ -211,10 +212,10 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	f.cfg.HostnameOverride = "node-a"
 
 	nodeIP := netip.MustParseAddr("192.168.50.10")
-	opts := &proxy.Options{Family: proxy.IPv4, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14,
+	opts := &proxy.Options{Family: inet.IPv4, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14,
 		NodePortAddresses: []netip.Addr{nodeIP}, LocalAddresses: []netip.Addr{nodeIP, netip.MustParseAddr("10.244.0.1")},
 		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalClusterCIDR, CIDRs: f.cfg.ClusterCIDRs}}
-	desired := proxy.NewDesired(proxy.IPv4)
+	desired := proxy.NewDesired(inet.IPv4)
 	for _, lb := range []bool{false, true} {
 		if lb && !o.lb {
 			continue
@@ -225,7 +226,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	dummy := dummyif.NewFake(ipvsmode.DummyName)
 	rec := reconcile.New(reconcile.Kernel{IPVS: f.ipvs, IPSet: f.ipset, Netfilter: f.nf, Dummy: dummy},
-		reconcile.Options{Family: proxy.IPv4, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(epoch())})
+		reconcile.Options{Family: inet.IPv4, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(epoch())})
 	if _, err := rec.FullSync(context.Background(), desired, opts); err != nil {
 		t.Fatalf("full sync of the fixture: %v", err)
 	}
@@ -288,7 +289,7 @@ func (f *fixture) view() View {
 		Net:           f.net,
 		IPVS:          f.ipvs,
 		IPSet:         f.ipset,
-		Iptables:      map[proxy.Family]IptablesReader{proxy.IPv4: f.ipt},
+		Iptables:      map[inet.Family]IptablesReader{inet.IPv4: f.ipt},
 		Conntrack:     f.ct,
 		Daemon:        f.daemon,
 		IPv6:          f.ipv6,
@@ -296,7 +297,7 @@ func (f *fixture) view() View {
 	}
 	if f.other != nil {
 		v.OtherBackend = "legacy"
-		v.OtherIptables = map[proxy.Family]IptablesReader{proxy.IPv4: f.other}
+		v.OtherIptables = map[inet.Family]IptablesReader{inet.IPv4: f.other}
 	}
 	if f.noDaemon {
 		v.Daemon = nil

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -52,7 +53,7 @@ func (c *checkup) requiredModules() []module {
 	}
 	mods = append(mods, module{name: "ip_set", why: "the KUBE-* ipsets", severity: Fail})
 	seen := map[string]bool{}
-	for _, s := range proxy.Sets(proxy.IPv4) {
+	for _, s := range proxy.Sets(inet.IPv4) {
 		name := "ip_set_" + strings.NewReplacer(":", "_", ",", "").Replace(string(s.Type))
 		if !seen[name] {
 			seen[name] = true

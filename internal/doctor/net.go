@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
@@ -156,10 +157,10 @@ func (c *checkup) checkHairpin() {
 func (c *checkup) checkLocalDetector() {
 	for _, f := range c.families {
 		check := "local traffic detector"
-		if f == proxy.IPv6 {
+		if f == inet.IPv6 {
 			check += " (IPv6)"
 		}
-		ipv6 := f == proxy.IPv6
+		ipv6 := f == inet.IPv6
 		if c.cfg.MasqueradeAll {
 			c.add(check, OK, "masqueradeAll (--masquerade-all): all traffic to cluster IPs is masqueraded, pod traffic included", "")
 			continue
@@ -202,7 +203,7 @@ func (c *checkup) checkLocalDetector() {
 }
 
 // hasServiceCIDR reports whether a Service CIDR of family f is known.
-func (c *checkup) hasServiceCIDR(f proxy.Family) bool {
+func (c *checkup) hasServiceCIDR(f inet.Family) bool {
 	for _, p := range c.svcCIDRs {
 		if f.Matches(p.Addr()) {
 			return true
@@ -444,7 +445,7 @@ func (c *checkup) checkForward() {
 	for _, f := range c.families {
 		check := "FORWARD policy"
 		tool := "iptables"
-		if f == proxy.IPv6 {
+		if f == inet.IPv6 {
 			check += " (IPv6)"
 			tool = "ip6tables"
 		}

@@ -21,10 +21,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
-	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/sysctl"
 )
@@ -87,9 +87,9 @@ func NewRealView(ctx context.Context, o RealOptions) (View, func()) {
 	if b, err := netfilter.Detect(ctx, runner, ""); err != nil {
 		v.IptablesErr = err
 	} else {
-		v.Iptables = map[proxy.Family]IptablesReader{
-			proxy.IPv4: &iptablesReader{runner: runner, family: netfilter.IPv4, backend: b},
-			proxy.IPv6: &iptablesReader{runner: runner, family: netfilter.IPv6, backend: b},
+		v.Iptables = map[inet.Family]IptablesReader{
+			inet.IPv4: &iptablesReader{runner: runner, family: inet.IPv4, backend: b},
+			inet.IPv6: &iptablesReader{runner: runner, family: inet.IPv6, backend: b},
 		}
 		v.IPv6 = func() error { return netfilter.IPv6Usable(ctx, runner, b.Mode, "/proc/net/if_inet6") }
 		other := netfilter.Backend{Mode: netfilter.ModeLegacy}
@@ -98,9 +98,9 @@ func NewRealView(ctx context.Context, o RealOptions) (View, func()) {
 		}
 		if _, err := exec.LookPath("iptables-" + string(other.Mode) + "-save"); err == nil {
 			v.OtherBackend = string(other.Mode)
-			v.OtherIptables = map[proxy.Family]IptablesReader{
-				proxy.IPv4: &iptablesReader{runner: runner, family: netfilter.IPv4, backend: other},
-				proxy.IPv6: &iptablesReader{runner: runner, family: netfilter.IPv6, backend: other},
+			v.OtherIptables = map[inet.Family]IptablesReader{
+				inet.IPv4: &iptablesReader{runner: runner, family: inet.IPv4, backend: other},
+				inet.IPv6: &iptablesReader{runner: runner, family: inet.IPv6, backend: other},
 			}
 		}
 	}
@@ -339,13 +339,13 @@ func (netlinkNet) RouteGet(dst netip.Addr) (Route, error) {
 // other command.
 type iptablesReader struct {
 	runner  netfilter.Runner
-	family  netfilter.Family
+	family  inet.Family
 	backend netfilter.Backend
 }
 
 func (r *iptablesReader) saveBin() string {
 	tool := "iptables"
-	if r.family == netfilter.IPv6 {
+	if r.family == inet.IPv6 {
 		tool = "ip6tables"
 	}
 	return tool + "-" + string(r.backend.Mode) + "-save"

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/server"
 )
@@ -73,7 +74,7 @@ COMMIT
 		}
 		return []byte(save), nil
 	})
-	r := &iptablesReader{runner: runner, family: netfilter.IPv6, backend: netfilter.Backend{Mode: netfilter.ModeLegacy}}
+	r := &iptablesReader{runner: runner, family: inet.IPv6, backend: netfilter.Backend{Mode: netfilter.ModeLegacy}}
 	got, err := r.Save(t.Context())
 	if err != nil || got != save {
 		t.Fatalf("Save = %q, %v", got, err)

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
-	"github.com/kipvs/kipvs/internal/proxy"
 )
 
 // Keys the checks read besides the ones kipvs run sets.
@@ -179,7 +179,7 @@ func (c *checkup) lbAddresses() ([]netip.Addr, map[netip.Addr]string, bool) {
 // answered for by ARP on every link unless arp_ignore says otherwise. (With strictARP the
 // sysctl checks cover arp_ignore and arp_announce.)
 func (c *checkup) checkARP() {
-	if c.cfg.IPVS.StrictARP || !c.hasFamily(proxy.IPv4) {
+	if c.cfg.IPVS.StrictARP || !c.hasFamily(inet.IPv4) {
 		return
 	}
 	const check = "ARP for LoadBalancer IPs"
@@ -238,7 +238,7 @@ func (c *checkup) checkBridgeNetfilter() {
 	}
 	names := sortedKeys(br)
 	keys := []string{keyBridgeIptables}
-	if c.hasFamily(proxy.IPv6) {
+	if c.hasFamily(inet.IPv6) {
 		keys = append(keys, keyBridgeIp6)
 	}
 	for _, key := range keys {

@@ -6,9 +6,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/server"
 )
 
@@ -25,13 +25,13 @@ type View struct {
 	IPSet         IPSetReader
 	// Iptables holds a reader per family whose iptables could be read; IptablesErr says
 	// why a family is missing (nil when both are there).
-	Iptables    map[proxy.Family]IptablesReader
+	Iptables    map[inet.Family]IptablesReader
 	IptablesErr error
 	// OtherIptables reads the backend kipvs does not program (OtherBackend: "legacy" or
 	// "nft"), when it is installed too: a packet traverses the chains of both, so a DROP
 	// there (dockerd on the other backend) drops Service traffic all the same. Nil when
 	// only one backend is installed.
-	OtherIptables map[proxy.Family]IptablesReader
+	OtherIptables map[inet.Family]IptablesReader
 	OtherBackend  string
 	Conntrack     ConntrackReader
 	// IPv6 says whether the daemon would run the IPv6 family (netfilter.IPv6Usable: ip6tables

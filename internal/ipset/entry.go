@@ -8,40 +8,27 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
-// Protocol is an IP protocol number as a hash:ip,port* member carries it.
-type Protocol uint8
-
-// The protocols kube-proxy services use.
-const (
-	TCP  Protocol = 6
-	UDP  Protocol = 17
-	SCTP Protocol = 132
-)
-
-// String is the protocol's name in ipset notation ("tcp", "udp", "sctp"), or its number.
-func (p Protocol) String() string {
+// protoText is the protocol in ipset notation ("tcp", "udp", "sctp"), or its number.
+func protoText(p inet.Protocol) string {
 	switch p {
-	case TCP:
-		return "tcp"
-	case UDP:
-		return "udp"
-	case SCTP:
-		return "sctp"
+	case inet.TCP, inet.UDP, inet.SCTP:
+		return p.String()
 	}
 	return strconv.Itoa(int(p))
 }
 
-func parseProtocol(s string) (Protocol, bool) {
+func parseProtocol(s string) (inet.Protocol, bool) {
 	switch s {
 	case "tcp":
-		return TCP, true
+		return inet.TCP, true
 	case "udp":
-		return UDP, true
+		return inet.UDP, true
 	case "sctp":
-		return SCTP, true
+		return inet.SCTP, true
 	}
 	return 0, false
 }
@@ -58,7 +45,7 @@ func parseProtocol(s string) (Protocol, bool) {
 // The other fields must be zero. Comment is not part of a member's identity.
 type Entry struct {
 	IP       netip.Addr
-	Protocol Protocol
+	Protocol inet.Protocol
 	Port     uint16
 	IP2      netip.Addr
 	Net      netip.Prefix
@@ -77,7 +64,7 @@ func (e Entry) String() string {
 	}
 	switch {
 	case e.Protocol != 0:
-		parts = append(parts, e.Protocol.String()+":"+strconv.Itoa(int(e.Port)))
+		parts = append(parts, protoText(e.Protocol)+":"+strconv.Itoa(int(e.Port)))
 	case e.Port != 0 || (!e.IP.IsValid() && !e.Net.IsValid()):
 		parts = append(parts, strconv.Itoa(int(e.Port)))
 	}
@@ -255,7 +242,7 @@ func entryProblem(s Set, e Entry) string {
 	case s.Type == BitmapPort && e.Protocol != 0:
 		return "a protocol; bitmap:port members are bare port numbers"
 	}
-	if usesPort && e.Protocol != TCP && e.Protocol != UDP && e.Protocol != SCTP {
+	if usesPort && e.Protocol != inet.TCP && e.Protocol != inet.UDP && e.Protocol != inet.SCTP {
 		return fmt.Sprintf("protocol %d is not tcp, udp or sctp", e.Protocol)
 	}
 	if s.Type == BitmapPort && (e.Port < s.PortFrom || e.Port > s.PortTo) {
@@ -268,10 +255,10 @@ func entryProblem(s Set, e Entry) string {
 		if a.Zone() != "" {
 			return fmt.Sprintf("address %s has a zone", a)
 		}
-		if s.Family == Inet && !a.Is4() {
+		if s.Family == inet.IPv4 && !a.Is4() {
 			return fmt.Sprintf("address %s is not IPv4, the set is family inet", a)
 		}
-		if s.Family == Inet6 && (!a.Is6() || a.Is4In6()) {
+		if s.Family == inet.IPv6 && (!a.Is6() || a.Is4In6()) {
 			return fmt.Sprintf("address %s is not IPv6, the set is family inet6", a)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
@@ -38,7 +39,7 @@ func TestKernelErrors(t *testing.T) {
 	defer r.Close()
 
 	hip := mustNorm(t, Set{Name: "K-IP", Type: HashIP})
-	hip6 := mustNorm(t, Set{Name: "K-IP6", Type: HashIP, Family: Inet6})
+	hip6 := mustNorm(t, Set{Name: "K-IP6", Type: HashIP, Family: inet.IPv6})
 	hport := mustNorm(t, Set{Name: "K-IPPORT", Type: HashIPPort})
 	ports := mustNorm(t, Set{Name: "K-PORTS", Type: BitmapPort, PortFrom: 30000, PortTo: 30010})
 	small := mustNorm(t, Set{Name: "K-SMALL", Type: HashIP, MaxElem: 1})
@@ -68,9 +69,9 @@ func TestKernelErrors(t *testing.T) {
 		{"IPv6 member in an inet set", func() error { return r.add(hip, []Entry{{IP: v6}}) }, kerr.ErrInvalid},
 		{"IPv4 member in an inet6 set", func() error { return r.add(hip6, []Entry{{IP: v4}}) }, kerr.ErrInvalid},
 		{"a port for a hash:ip set", func() error {
-			return r.add(Set{Name: hip.Name, Type: HashIPPort, Family: Inet}, []Entry{{IP: v4, Protocol: TCP, Port: 80}})
+			return r.add(Set{Name: hip.Name, Type: HashIPPort, Family: inet.IPv4}, []Entry{{IP: v4, Protocol: inet.TCP, Port: 80}})
 		}, kerr.ErrInvalid},
-		{"no port for a hash:ip,port set", func() error { return r.add(Set{Name: hport.Name, Type: HashIP, Family: Inet}, []Entry{{IP: v4}}) }, kerr.ErrInvalid},
+		{"no port for a hash:ip,port set", func() error { return r.add(Set{Name: hport.Name, Type: HashIP, Family: inet.IPv4}, []Entry{{IP: v4}}) }, kerr.ErrInvalid},
 		{"a port of 0 for a bitmap:port set of 30000-30010", func() error { return r.add(ports, []Entry{{}}) }, kerr.ErrInvalid},
 		{"port outside the bitmap range", func() error { return r.add(ports, []Entry{{Port: 80}}) }, kerr.ErrInvalid},
 		{"comment without the extension", func() error { return r.add(hip, []Entry{{IP: v4, Comment: "x"}}) }, kerr.ErrInvalid},
@@ -82,7 +83,7 @@ func TestKernelErrors(t *testing.T) {
 		{"swap a missing set", func() error { return r.swap("K-MISSING", hip.Name) }, kerr.ErrNotFound},
 		{"destroy a missing set", func() error { return r.destroy("K-MISSING") }, kerr.ErrNotFound},
 		{"add to a missing set", func() error {
-			return r.add(Set{Name: "K-MISSING", Type: HashIP, Family: Inet}, []Entry{{IP: v4}})
+			return r.add(Set{Name: "K-MISSING", Type: HashIP, Family: inet.IPv4}, []Entry{{IP: v4}})
 		}, kerr.ErrNotFound},
 		{"list a missing set", func() error { _, err := r.list("K-MISSING"); return err }, kerr.ErrNotFound},
 	}

@@ -27,6 +27,7 @@ import (
 	"math/bits"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -85,23 +86,27 @@ func (t Type) parts() int {
 	return 1
 }
 
-// Family is the address family of a hash set.
-type Family string
-
-// Families. bitmap:port sets have none.
-const (
-	FamilyNone Family = ""
-	Inet       Family = "inet"
-	Inet6      Family = "inet6"
-)
+// familyName is a hash set's family as ipset writes it: inet or inet6 ("" for none).
+func familyName(f inet.Family) string {
+	switch f {
+	case 0:
+		return ""
+	case inet.IPv4:
+		return "inet"
+	case inet.IPv6:
+		return "inet6"
+	}
+	return f.String()
+}
 
 // Set is a set's header: what Create takes and what List reports.
 type Set struct {
 	Name string
 	Type Type
-	// Family of a hash set: Inet (the default when empty) or Inet6. Always FamilyNone for
-	// bitmap:port, which has no family (Create ignores whatever is given).
-	Family Family
+	// Family of a hash set: inet.IPv4 (the default when zero, ipset's inet) or inet.IPv6
+	// (inet6). Always zero for bitmap:port, which has no family (Create ignores whatever is
+	// given).
+	Family inet.Family
 	// HashSize is the initial hash table size of a hash set: 0 means DefaultHashSize; the
 	// kernel raises it to at least 64 and a power of two. The kernel grows the table as the
 	// set fills, and reports the current size, so List can show more than was asked for; Create
@@ -133,7 +138,7 @@ func (s Set) String() string {
 	b.WriteString(string(s.Type))
 	switch {
 	case s.Type.IsHash():
-		fmt.Fprintf(&b, " family %s hashsize %d maxelem %d", s.Family, s.HashSize, s.MaxElem)
+		fmt.Fprintf(&b, " family %s hashsize %d maxelem %d", familyName(s.Family), s.HashSize, s.MaxElem)
 	case s.Type == BitmapPort:
 		fmt.Fprintf(&b, " range %d-%d", s.PortFrom, s.PortTo)
 	}
@@ -186,7 +191,7 @@ func (s Set) normalize() (Set, error) {
 		if s.HashSize != 0 || s.MaxElem != 0 {
 			return bad("hashsize/maxelem given for a bitmap:port set")
 		}
-		s.Family = FamilyNone
+		s.Family = 0
 		if s.PortFrom == 0 && s.PortTo == 0 {
 			s.PortTo = 65535
 		}
@@ -199,11 +204,11 @@ func (s Set) normalize() (Set, error) {
 		return bad("port range given for a hash set")
 	}
 	switch s.Family {
-	case FamilyNone:
-		s.Family = Inet
-	case Inet, Inet6:
+	case 0:
+		s.Family = inet.IPv4
+	case inet.IPv4, inet.IPv6:
 	default:
-		return bad("family %q is neither inet nor inet6", string(s.Family))
+		return bad("family %q is neither inet nor inet6", familyName(s.Family))
 	}
 	if s.HashSize == 0 {
 		s.HashSize = DefaultHashSize

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
@@ -129,7 +130,7 @@ func TestKernelReplaceIsAtomic(t *testing.T) {
 	content := func(second byte) []ipset.Entry {
 		var es []ipset.Entry
 		for i := range 150 {
-			es = append(es, ipset.Entry{IP: netip.AddrFrom4([4]byte{10, second, byte(i / 200), byte(i % 200)}), Protocol: ipset.TCP, Port: 80})
+			es = append(es, ipset.Entry{IP: netip.AddrFrom4([4]byte{10, second, byte(i / 200), byte(i % 200)}), Protocol: inet.TCP, Port: 80})
 		}
 		return append(es, stable) // last, so rewriting in place leaves it out longest
 	}
@@ -233,8 +234,8 @@ func TestKernelAdoptsIpsetToolSets(t *testing.T) {
 create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536
 add KUBE-CLUSTER-IP 10.96.0.1,tcp:443
 add KUBE-CLUSTER-IP 10.96.0.10,udp:53
-create KUBE-NODE-PORT-TCP bitmap:port range 0-65535
-add KUBE-NODE-PORT-TCP 30080
+create KUBE-NODE-PORT-inet.TCP bitmap:port range 0-65535
+add KUBE-NODE-PORT-inet.TCP 30080
 create KUBE-6-LOAD-BALANCER-SOURCE-CID hash:ip,port,net family inet6 hashsize 1024 maxelem 65536
 add KUBE-6-LOAD-BALANCER-SOURCE-CID 2001:db8::10,tcp:80,2001:db8:1::/48
 create KIPVS-FOREIGN hash:net,port family inet hashsize 1024 maxelem 65536
@@ -243,7 +244,7 @@ END`)
 	for _, s := range []ipset.Set{
 		{Name: clusterIP, Type: ipset.HashIPPort},
 		{Name: nodePort, Type: ipset.BitmapPort},
-		{Name: v6CIDR, Type: ipset.HashIPPortNet, Family: ipset.Inet6},
+		{Name: v6CIDR, Type: ipset.HashIPPortNet, Family: inet.IPv6},
 	} {
 		if err := r.Create(s); err != nil {
 			t.Errorf("ensure %s over the tool's set: %v", s.Name, err)

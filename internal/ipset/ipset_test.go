@@ -11,6 +11,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
@@ -50,7 +51,7 @@ func TestDumpMatchesRealSave(t *testing.T) {
 		{ipset.Set{Name: "d", Type: ipset.HashIPPortNet}, []string{"10.0.0.1,tcp:80,10.1.0.0/16", "10.0.0.1,tcp:80,10.2.0.1", "10.0.0.1,tcp:80,10.1.0.1/32"}},
 		{ipset.Set{Name: "e", Type: ipset.HashNet}, []string{"10.1.0.0/16", "10.3.0.1/32", "10.3.0.9"}},
 		{ipset.Set{Name: "f", Type: ipset.BitmapPort}, []string{"8080", "8081", "8082"}},
-		{ipset.Set{Name: "g", Type: ipset.HashIPPort, Family: ipset.Inet6, Comment: true}, []string{"fd00:0:0:1::1,tcp:81"}},
+		{ipset.Set{Name: "g", Type: ipset.HashIPPort, Family: inet.IPv6, Comment: true}, []string{"fd00:0:0:1::1,tcp:81"}},
 		{ipset.Set{Name: "h", Type: ipset.HashIP, HashSize: 100, MaxElem: 10}, nil},
 	}
 	for _, s := range sets {

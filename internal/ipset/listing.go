@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/vishvananda/netlink/nl"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // attrTypeMask strips NLA_F_NESTED and NLA_F_NET_BYTEORDER from an attribute type.
@@ -112,7 +114,7 @@ func parseListing(msgs [][]byte) ([]*SetInfo, error) {
 	}
 	for _, s := range order {
 		if s.Type == BitmapPort {
-			s.Family = FamilyNone
+			s.Family = 0
 		}
 		if !s.Type.Supported() {
 			continue
@@ -237,7 +239,7 @@ func shape(t Type, re rawEntry) Entry {
 	case HashIP:
 		e.IP = re.ip
 	case HashIPPort, HashIPPortIP, HashIPPortNet:
-		e.IP, e.Protocol, e.Port = re.ip, Protocol(re.proto), re.port
+		e.IP, e.Protocol, e.Port = re.ip, inet.Protocol(re.proto), re.port
 		if t == HashIPPortIP {
 			e.IP2 = re.ip2
 		}

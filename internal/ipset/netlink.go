@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -209,24 +210,24 @@ func (r *Real) request(cmd int, flags int) *nl.NetlinkRequest {
 	return req
 }
 
-func familyNumber(f Family) uint8 {
+func familyNumber(f inet.Family) uint8 {
 	switch f {
-	case Inet:
+	case inet.IPv4:
 		return unix.AF_INET // NFPROTO_IPV4
-	case Inet6:
+	case inet.IPv6:
 		return unix.AF_INET6 // NFPROTO_IPV6
 	}
 	return 0 // NFPROTO_UNSPEC, bitmap:port
 }
 
-func familyOf(n uint8) Family {
+func familyOf(n uint8) inet.Family {
 	switch n {
 	case unix.AF_INET:
-		return Inet
+		return inet.IPv4
 	case unix.AF_INET6:
-		return Inet6
+		return inet.IPv6
 	}
-	return FamilyNone
+	return 0
 }
 
 // revision is the newest revision of type t the kernel has, as ipset(8) would create it

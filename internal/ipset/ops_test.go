@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
@@ -95,7 +96,7 @@ const (
 	missing   = "KIPVS-TEST-MISSING"
 )
 
-func hashSet(name string, t ipset.Type, fam ipset.Family) ipset.Set {
+func hashSet(name string, t ipset.Type, fam inet.Family) ipset.Set {
 	return ipset.Set{Name: name, Type: t, Family: fam, HashSize: 1024, MaxElem: 65536}
 }
 
@@ -103,15 +104,15 @@ func hashSet(name string, t ipset.Type, fam ipset.Family) ipset.Set {
 // ensure-create, swap, flush, destroy, Replace and the kernel's net matching.
 func opTable() []op {
 	H := ipset.HashIPPort
-	cluster := hashSet(clusterIP, H, ipset.Inet)
+	cluster := hashSet(clusterIP, H, inet.IPv4)
 	return []op{
 		// hash:ip,port, ensure semantics of Create.
 		create(cluster, nil),
 		create(cluster, nil),
 		create(ipset.Set{Name: clusterIP, Type: H}, nil), // defaults are upstream's values
 		create(ipset.Set{Name: clusterIP, Type: H, HashSize: 4096}, nil),
-		create(hashSet(clusterIP, ipset.HashIP, ipset.Inet), kerr.ErrExists),
-		create(hashSet(clusterIP, H, ipset.Inet6), kerr.ErrExists),
+		create(hashSet(clusterIP, ipset.HashIP, inet.IPv4), kerr.ErrExists),
+		create(hashSet(clusterIP, H, inet.IPv6), kerr.ErrExists),
 		create(ipset.Set{Name: clusterIP, Type: H, MaxElem: 1000}, kerr.ErrExists),
 		create(ipset.Set{Name: clusterIP, Type: H, Comment: true}, kerr.ErrExists),
 		add(clusterIP, H, "10.96.0.1,tcp:443", nil),
@@ -144,17 +145,17 @@ func opTable() []op {
 		test(clusterIP, H, "10.96.0.41,tcp:80", false),
 
 		// hash:ip,port,ip
-		create(hashSet(loopBack, ipset.HashIPPortIP, ipset.Inet), nil),
+		create(hashSet(loopBack, ipset.HashIPPortIP, inet.IPv4), nil),
 		add(loopBack, ipset.HashIPPortIP, "10.244.1.5,tcp:8080,10.244.1.5", nil),
 		add(loopBack, ipset.HashIPPortIP, "10.244.1.6,udp:53,10.244.1.6", nil),
 		add(loopBack, ipset.HashIPPortIP, "10.244.1.6,udp:53,10.244.1.6", nil),
 		test(loopBack, ipset.HashIPPortIP, "10.244.1.5,tcp:8080,10.244.1.5", true),
 		test(loopBack, ipset.HashIPPortIP, "10.244.1.5,tcp:8080,10.244.1.6", false),
-		create(hashSet(lbIP, ipset.HashIPPortIP, ipset.Inet), nil),
+		create(hashSet(lbIP, ipset.HashIPPortIP, inet.IPv4), nil),
 		add(lbIP, ipset.HashIPPortIP, "203.0.113.10,tcp:80,198.51.100.1", nil),
 
 		// hash:ip,port,net: nets, host nets, unmasked input, /0, host matching.
-		create(hashSet(lbCIDR, ipset.HashIPPortNet, ipset.Inet), nil),
+		create(hashSet(lbCIDR, ipset.HashIPPortNet, inet.IPv4), nil),
 		add(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,192.0.2.0/24", nil),
 		add(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,198.51.100.7", nil),
 		add(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,198.51.100.8/32", nil),
@@ -176,7 +177,7 @@ func opTable() []op {
 		test(lbCIDR, ipset.HashIPPortNet, "203.0.113.10,tcp:80,10.1.0.0/16", true),
 
 		// hash:ip
-		create(hashSet(ipvsIPs, ipset.HashIP, ipset.Inet), nil),
+		create(hashSet(ipvsIPs, ipset.HashIP, inet.IPv4), nil),
 		add(ipvsIPs, ipset.HashIP, "10.96.0.1", nil),
 		add(ipvsIPs, ipset.HashIP, "10.96.0.10", nil),
 		add(ipvsIPs, ipset.HashIP, "203.0.113.10", nil),
@@ -184,7 +185,7 @@ func opTable() []op {
 		add(ipvsIPs, ipset.HashIP, "::1", kerr.ErrInvalid),
 
 		// hash:net
-		create(hashSet(testNet, ipset.HashNet, ipset.Inet), nil),
+		create(hashSet(testNet, ipset.HashNet, inet.IPv4), nil),
 		add(testNet, ipset.HashNet, "10.1.0.0/16", nil),
 		add(testNet, ipset.HashNet, "10.3.0.9", nil),
 		add(testNet, ipset.HashNet, "10.4.0.0/32", nil),
@@ -198,7 +199,7 @@ func opTable() []op {
 
 		// bitmap:port
 		create(ipset.Set{Name: nodePort, Type: ipset.BitmapPort}, nil),
-		create(ipset.Set{Name: nodePort, Type: ipset.BitmapPort, PortFrom: 0, PortTo: 65535, Family: ipset.Inet6}, nil),
+		create(ipset.Set{Name: nodePort, Type: ipset.BitmapPort, PortFrom: 0, PortTo: 65535, Family: inet.IPv6}, nil),
 		create(ipset.Set{Name: nodePort, Type: ipset.BitmapPort, PortFrom: 30000, PortTo: 32767}, kerr.ErrExists),
 		create(ipset.Set{Name: nodePort, Type: ipset.BitmapPort, MaxElem: 10}, kerr.ErrInvalid),
 		add(nodePort, ipset.BitmapPort, "30080", nil),
@@ -208,7 +209,7 @@ func opTable() []op {
 		add(nodePort, ipset.BitmapPort, "30080", nil),
 		del(nodePort, ipset.BitmapPort, "31000", nil),
 		del(nodePort, ipset.BitmapPort, "0", nil),
-		addEntry(nodePort, ipset.Entry{Protocol: ipset.TCP, Port: 80}, kerr.ErrInvalid),
+		addEntry(nodePort, ipset.Entry{Protocol: inet.TCP, Port: 80}, kerr.ErrInvalid),
 		test(nodePort, ipset.BitmapPort, "30443", true),
 		test(nodePort, ipset.BitmapPort, "30444", false),
 		create(ipset.Set{Name: testPorts, Type: ipset.BitmapPort, PortFrom: 30000, PortTo: 32767}, nil),
@@ -216,17 +217,17 @@ func opTable() []op {
 		add(testPorts, ipset.BitmapPort, "29999", kerr.ErrInvalid),
 
 		// inet6 and the 31-byte name limit.
-		create(hashSet(v6Cluster, H, ipset.Inet6), nil),
+		create(hashSet(v6Cluster, H, inet.IPv6), nil),
 		add(v6Cluster, H, "fd00:10:96::1,tcp:443", nil),
 		add(v6Cluster, H, "2001:db8::a,udp:53", nil),
 		add(v6Cluster, H, "10.96.0.1,tcp:443", kerr.ErrInvalid),
 		add(v6Cluster, H, "::ffff:10.96.0.1,tcp:443", kerr.ErrInvalid),
 		test(v6Cluster, H, "fd00:10:96::1,tcp:443", true),
-		create(hashSet(v6IPs, ipset.HashIP, ipset.Inet6), nil),
+		create(hashSet(v6IPs, ipset.HashIP, inet.IPv6), nil),
 		add(v6IPs, ipset.HashIP, "fd00:10:96::1", nil),
 		add(v6IPs, ipset.HashIP, "2001:db8:0:0:1::1", nil),
-		create(hashSet(v6CIDR+"R", ipset.HashIPPortNet, ipset.Inet6), kerr.ErrInvalid), // 32 bytes
-		create(hashSet(v6CIDR, ipset.HashIPPortNet, ipset.Inet6), nil),
+		create(hashSet(v6CIDR+"R", ipset.HashIPPortNet, inet.IPv6), kerr.ErrInvalid), // 32 bytes
+		create(hashSet(v6CIDR, ipset.HashIPPortNet, inet.IPv6), nil),
 		add(v6CIDR, ipset.HashIPPortNet, "2001:db8::10,tcp:80,2001:db8:1::/48", nil),
 		add(v6CIDR, ipset.HashIPPortNet, "2001:db8::10,tcp:80,2001:db8:2::5", nil),
 		test(v6CIDR, ipset.HashIPPortNet, "2001:db8::10,tcp:80,2001:db8:1:ffff::1", true),
@@ -253,7 +254,7 @@ func opTable() []op {
 		add(full, ipset.HashIP, "10.0.0.1", nil), // present: not "full"
 
 		// Swap, flush, destroy.
-		create(hashSet(swapA, ipset.HashIP, ipset.Inet), nil),
+		create(hashSet(swapA, ipset.HashIP, inet.IPv4), nil),
 		create(ipset.Set{Name: swapB, Type: ipset.HashIP, MaxElem: 100}, nil),
 		add(swapA, ipset.HashIP, "192.0.2.1", nil),
 		add(swapB, ipset.HashIP, "192.0.2.2", nil),
@@ -284,19 +285,19 @@ func opTable() []op {
 			return i.Replace(cluster, ents(H, "10.96.0.50,tcp:8443", "10.96.0.10,udp:53", "10.96.0.1,tcp:443"))
 		}),
 		call("replace a new set", nil, func(i ipset.Interface) error {
-			return i.Replace(hashSet(extIP, H, ipset.Inet), ents(H, "198.51.100.20,tcp:80"))
+			return i.Replace(hashSet(extIP, H, inet.IPv4), ents(H, "198.51.100.20,tcp:80"))
 		}),
 		call("replace with an empty content", nil, func(i ipset.Interface) error {
-			return i.Replace(hashSet(swapA, ipset.HashIP, ipset.Inet), nil)
+			return i.Replace(hashSet(swapA, ipset.HashIP, inet.IPv4), nil)
 		}),
 		call("replace changes the port range", nil, func(i ipset.Interface) error {
 			return i.Replace(ipset.Set{Name: testPorts, Type: ipset.BitmapPort, PortFrom: 30000, PortTo: 30100}, ents(ipset.BitmapPort, "30001"))
 		}),
 		call("replace with another type", kerr.ErrExists, func(i ipset.Interface) error {
-			return i.Replace(hashSet(ipvsIPs, H, ipset.Inet), nil)
+			return i.Replace(hashSet(ipvsIPs, H, inet.IPv4), nil)
 		}),
 		call("replace with another family", kerr.ErrExists, func(i ipset.Interface) error {
-			return i.Replace(hashSet(ipvsIPs, ipset.HashIP, ipset.Inet6), nil)
+			return i.Replace(hashSet(ipvsIPs, ipset.HashIP, inet.IPv6), nil)
 		}),
 		call("replace with a bad member", kerr.ErrInvalid, func(i ipset.Interface) error {
 			return i.Replace(cluster, ents(H, "10.96.0.1,tcp:443", "fd00::1,tcp:443"))

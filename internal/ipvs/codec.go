@@ -4,9 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"syscall"
 
 	"github.com/vishvananda/netlink/nl"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // Encoding of services and destinations as IPVS generic netlink attributes, and decoding
@@ -30,7 +33,7 @@ func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
 // IPVS_CMD_NEW_SERVICE and IPVS_CMD_SET_SERVICE require.
 func serviceAttr(s Service, full bool) *nl.RtAttr {
 	a := nl.NewRtAttr(cmdAttrService|nlaFNested, nil)
-	a.AddRtAttr(svcAttrAF, nl.Uint16Attr(uint16(s.Family)))
+	a.AddRtAttr(svcAttrAF, nl.Uint16Attr(afOf(s.Family)))
 	if s.FWMark != 0 {
 		a.AddRtAttr(svcAttrFWMark, nl.Uint32Attr(s.FWMark))
 	} else {
@@ -49,7 +52,7 @@ func serviceAttr(s Service, full bool) *nl.RtAttr {
 	flags := native.AppendUint32(native.AppendUint32(nil, uint32(s.Flags)), ^uint32(0))
 	a.AddRtAttr(svcAttrFlags, flags)
 	a.AddRtAttr(svcAttrTimeout, nl.Uint32Attr(s.Timeout))
-	if s.Family == IPv6 {
+	if s.Family == inet.IPv6 {
 		a.AddRtAttr(svcAttrNetmask, nl.Uint32Attr(s.Netmask))
 	} else {
 		a.AddRtAttr(svcAttrNetmask, binary.BigEndian.AppendUint32(nil, s.Netmask))
@@ -63,7 +66,7 @@ func destAttr(d Destination, full bool) *nl.RtAttr {
 	a := nl.NewRtAttr(cmdAttrDest|nlaFNested, nil)
 	a.AddRtAttr(destAttrAddr, addrBytes(d.Addr))
 	a.AddRtAttr(destAttrPort, be16(d.Port))
-	a.AddRtAttr(destAttrAddrFamily, nl.Uint16Attr(uint16(FamilyOf(d.Addr))))
+	a.AddRtAttr(destAttrAddrFamily, nl.Uint16Attr(afOf(inet.FamilyOf(d.Addr))))
 	if !full {
 		return a
 	}
@@ -143,14 +146,44 @@ func uvar(v []byte) uint64 {
 	return 0
 }
 
-func decodeAddr(f Family, v []byte) (netip.Addr, error) {
+// afOf is the kernel's address family (AF_INET, AF_INET6) of f; 0 for none.
+func afOf(f inet.Family) uint16 {
+	switch f {
+	case inet.IPv4:
+		return syscall.AF_INET
+	case inet.IPv6:
+		return syscall.AF_INET6
+	}
+	return 0
+}
+
+// familyOfAF is the family of the kernel's address family af; 0 for another one.
+func familyOfAF(af uint16) inet.Family {
+	switch af {
+	case syscall.AF_INET:
+		return inet.IPv4
+	case syscall.AF_INET6:
+		return inet.IPv6
+	}
+	return 0
+}
+
+// afName names a kernel address family: "IPv4", "IPv6" or "af-N".
+func afName(af uint16) string {
+	if f := familyOfAF(af); f != 0 {
+		return f.String()
+	}
+	return "af-" + strconv.Itoa(int(af))
+}
+
+func decodeAddr(af uint16, v []byte) (netip.Addr, error) {
 	switch {
-	case f == IPv4 && len(v) >= 4:
+	case af == syscall.AF_INET && len(v) >= 4:
 		return netip.AddrFrom4([4]byte(v[:4])), nil
-	case f == IPv6 && len(v) >= 16:
+	case af == syscall.AF_INET6 && len(v) >= 16:
 		return netip.AddrFrom16([16]byte(v[:16])), nil
 	}
-	return netip.Addr{}, fmt.Errorf("address of %d bytes for family %s: %w", len(v), f, syscall.EBADMSG)
+	return netip.Addr{}, fmt.Errorf("address of %d bytes for family %s: %w", len(v), afName(af), syscall.EBADMSG)
 }
 
 // decodeStats reads a nested stats attribute (32- or 64-bit flavour).
@@ -195,15 +228,16 @@ func decodeService(msg []byte) (Service, error) {
 		addr, st32, st64   []byte
 		hasStats, hasSt64  bool
 		hasAF, hasNetmask  bool
+		af                 uint16
 		netmask            []byte
 		hasFlags, hasSched bool
 	)
 	err := walkAttrs(b, func(t uint16, v []byte) error {
 		switch t {
 		case svcAttrAF:
-			s.Family, hasAF = Family(u16(v)), true
+			af, hasAF = u16(v), true
 		case svcAttrProtocol:
-			s.Protocol = Protocol(u16(v))
+			s.Protocol = inet.Protocol(u16(v))
 		case svcAttrAddr:
 			addr = v
 		case svcAttrPort:
@@ -234,13 +268,14 @@ func decodeService(msg []byte) (Service, error) {
 		return s, fmt.Errorf("ipvs: decode service: missing attribute (af %t, scheduler %t, flags %t, netmask %t): %w",
 			hasAF, hasSched, hasFlags, hasNetmask, syscall.EBADMSG)
 	}
+	s.Family = familyOfAF(af)
 	if s.FWMark != 0 {
 		// The kernel keeps TCP as the protocol of firewall-mark services but does not report it.
 		s.Protocol, s.Port = 0, 0
-	} else if s.Addr, err = decodeAddr(s.Family, addr); err != nil {
+	} else if s.Addr, err = decodeAddr(af, addr); err != nil {
 		return s, fmt.Errorf("ipvs: decode service %s: %w", s.ServiceKey, err)
 	}
-	if s.Family == IPv6 {
+	if s.Family == inet.IPv6 {
 		s.Netmask = u32(netmask)
 	} else if len(netmask) >= 4 {
 		s.Netmask = binary.BigEndian.Uint32(netmask)
@@ -256,7 +291,7 @@ func decodeService(msg []byte) (Service, error) {
 
 // decodeDestination reads the IPVS_CMD_ATTR_DEST of a reply; svcFamily is used when the
 // kernel does not report the destination's own family (kernels before 4.x).
-func decodeDestination(msg []byte, svcFamily Family) (Destination, error) {
+func decodeDestination(msg []byte, svcFamily inet.Family) (Destination, error) {
 	b, ok := nested(msg, cmdAttrDest)
 	if !ok {
 		return Destination{}, fmt.Errorf("ipvs: destination reply without destination attribute: %w", syscall.EBADMSG)
@@ -265,7 +300,7 @@ func decodeDestination(msg []byte, svcFamily Family) (Destination, error) {
 		d                 Destination
 		addr, st32, st64  []byte
 		hasStats, hasSt64 bool
-		fam               = svcFamily
+		af                = afOf(svcFamily)
 	)
 	err := walkAttrs(b, func(t uint16, v []byte) error {
 		switch t {
@@ -288,7 +323,7 @@ func decodeDestination(msg []byte, svcFamily Family) (Destination, error) {
 		case destAttrPersistConns:
 			d.PersistentConns = u32(v)
 		case destAttrAddrFamily:
-			fam = Family(u16(v))
+			af = u16(v)
 		case destAttrTunType:
 			if len(v) >= 1 {
 				d.TunnelType = TunnelType(v[0])
@@ -307,7 +342,7 @@ func decodeDestination(msg []byte, svcFamily Family) (Destination, error) {
 	if err != nil {
 		return d, fmt.Errorf("ipvs: decode destination: %w", err)
 	}
-	if d.Addr, err = decodeAddr(fam, addr); err != nil {
+	if d.Addr, err = decodeAddr(af, addr); err != nil {
 		return d, fmt.Errorf("ipvs: decode destination: %w", err)
 	}
 	switch {

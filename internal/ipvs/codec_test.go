@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 func stats64Attr(typ int, s Stats) *nl.RtAttr {
@@ -37,7 +39,7 @@ func TestServiceCodecRoundTrip(t *testing.T) {
 	for _, in := range []Service{
 		{ServiceKey: tcp("10.0.0.1:80"), Scheduler: "rr", Flags: FlagPersistent | FlagSched2, Timeout: 300, Netmask: 0xffff0000, PEName: "sip"},
 		{ServiceKey: sctp("[fd00::1]:9"), Scheduler: "mh", Flags: FlagOnePacket | FlagSched1, Netmask: 64},
-		{ServiceKey: fwm(7, IPv6), Scheduler: "wlc"},
+		{ServiceKey: fwm(7, inet.IPv6), Scheduler: "wlc"},
 	} {
 		s, err := in.Normalize()
 		must(t, err)
@@ -79,7 +81,7 @@ func TestDestinationCodecRoundTrip(t *testing.T) {
 		a.AddRtAttr(destAttrInactConns, nl.Uint32Attr(5))
 		a.AddRtAttr(destAttrPersistConns, nl.Uint32Attr(6))
 		a.AddChild(stats64Attr(destAttrStats64, bigStats))
-		got, err := decodeDestination(a.Serialize(), IPv4)
+		got, err := decodeDestination(a.Serialize(), inet.IPv4)
 		must(t, err)
 		want := d
 		want.ActiveConns, want.InactiveConns, want.PersistentConns, want.Stats = 4, 5, 6, bigStats

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/kipvs/kipvs/internal/faulty"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -445,7 +446,7 @@ func (f *Fake) apply(o Op) syscall.Errno {
 	case OpDeleteService:
 		delete(f.svcs, k)
 	case OpAddDestination, OpUpdateDestination:
-		if FamilyOf(d.Addr) != k.Family && d.Forward != Tunnel {
+		if inet.FamilyOf(d.Addr) != k.Family && d.Forward != Tunnel {
 			return syscall.EINVAL // mixed families only for tunnels
 		}
 		if d.Weight < 0 || d.LowerThreshold > d.UpperThreshold {
@@ -487,7 +488,7 @@ func checkServiceSettings(s Service) syscall.Errno {
 	if s.PEName != "" && !slices.Contains(fakePEs, s.PEName) {
 		return syscall.ENOENT
 	}
-	if s.Family == IPv6 && (s.Netmask < 1 || s.Netmask > 128) {
+	if s.Family == inet.IPv6 && (s.Netmask < 1 || s.Netmask > 128) {
 		return syscall.EINVAL
 	}
 	return 0

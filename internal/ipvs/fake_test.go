@@ -11,6 +11,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -175,22 +176,22 @@ func TestFakeConcurrent(t *testing.T) {
 }
 
 func TestNormalize(t *testing.T) {
-	s, err := Service{ServiceKey: ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("::ffff:10.0.0.1"), Port: 80}, Scheduler: "rr",
+	s, err := Service{ServiceKey: ServiceKey{Protocol: inet.TCP, Addr: netip.MustParseAddr("::ffff:10.0.0.1"), Port: 80}, Scheduler: "rr",
 		Flags: FlagHashed | FlagPersistent, Stats: Stats{Conns: 1}}.Normalize()
 	must(t, err)
-	if s.Family != IPv4 || !s.Addr.Is4() || s.Flags != FlagPersistent || s.Netmask != 0xffffffff || s.Stats != (Stats{}) {
+	if s.Family != inet.IPv4 || !s.Addr.Is4() || s.Flags != FlagPersistent || s.Netmask != 0xffffffff || s.Stats != (Stats{}) {
 		t.Errorf("normalized IPv4 service: %+v", s)
 	}
 	s6, err := Service{ServiceKey: tcp("[fd00::1]:80"), Scheduler: "rr"}.Normalize()
 	must(t, err)
-	if s6.Family != IPv6 || s6.Netmask != 128 {
+	if s6.Family != inet.IPv6 || s6.Netmask != 128 {
 		t.Errorf("normalized IPv6 service: %+v", s6)
 	}
 	for _, bad := range []ServiceKey{
 		{},
-		{Protocol: TCP, Addr: netip.MustParseAddr("10.0.0.1"), Family: IPv6},
-		{FWMark: 1, Family: IPv4, Port: 80},
-		{Protocol: TCP, Addr: netip.MustParseAddr("fe80::1%eth0"), Port: 80},
+		{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.0.0.1"), Family: inet.IPv6},
+		{FWMark: 1, Family: inet.IPv4, Port: 80},
+		{Protocol: inet.TCP, Addr: netip.MustParseAddr("fe80::1%eth0"), Port: 80},
 	} {
 		if _, err := bad.Normalize(); !errors.Is(err, kerr.ErrInvalid) || !errors.Is(err, syscall.EINVAL) {
 			t.Errorf("Normalize(%+v) = %v, want ErrInvalid/EINVAL", bad, err)
@@ -211,8 +212,8 @@ func TestNormalize(t *testing.T) {
 
 func TestFormatDumpOrderAndFlags(t *testing.T) {
 	entries := []Entry{
-		{Service: Service{ServiceKey: fwm(2, IPv6), Scheduler: "rr"}},
-		{Service: Service{ServiceKey: fwm(1, IPv4), Scheduler: "rr", Flags: FlagPersistent, Timeout: 5, Netmask: 0xffffffff}},
+		{Service: Service{ServiceKey: fwm(2, inet.IPv6), Scheduler: "rr"}},
+		{Service: Service{ServiceKey: fwm(1, inet.IPv4), Scheduler: "rr", Flags: FlagPersistent, Timeout: 5, Netmask: 0xffffffff}},
 		{Service: Service{ServiceKey: udp("[fd00::1]:53"), Scheduler: "sh", Flags: FlagSched1 | FlagSched2 | FlagSched3 | FlagOnePacket}},
 		{Service: Service{ServiceKey: tcp("200.0.0.1:80"), Scheduler: "rr"}},
 		{Service: Service{ServiceKey: tcp("10.0.0.1:80"), Scheduler: "rr", Flags: FlagPersistent, Timeout: 9, Netmask: 0xff00ff00, PEName: "sip"},

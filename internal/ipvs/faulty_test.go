@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kipvs/kipvs/internal/faulty"
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // With random faults, a batch applies exactly its ops that did not fail (the kernel applies
@@ -35,13 +36,13 @@ func TestFakeFaulty(t *testing.T) {
 	if len(failed) == 0 || len(failed) == len(ops) {
 		t.Fatalf("%d of %d ops failed at p=0.5", len(failed), len(ops))
 	}
-	want := []Entry{{Service: Service{ServiceKey: k, Scheduler: "rr", Netmask: FullNetmask(IPv4)}}}
+	want := []Entry{{Service: Service{ServiceKey: k, Scheduler: "rr", Netmask: FullNetmask(inet.IPv4)}}}
 	for i, o := range ops {
 		if !failed[i] {
 			want[0].Destinations = append(want[0].Destinations, o.Destination)
 		}
 	}
-	want[0].Service.Family = IPv4
+	want[0].Service.Family = inet.IPv4
 	sortTable(want)
 	if got, w := mustDump(t, f), FormatDump(want); got != w {
 		t.Errorf("state after the batch:\n%s\nwant the ops that did not fail:\n%s", got, w)

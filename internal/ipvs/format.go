@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // CompareServiceKeys orders services for Dump, Services and Table: address services before
@@ -23,11 +25,11 @@ func CompareServiceKeys(a, b ServiceKey) int {
 }
 
 // keyFamily is the family of k, derived from the address unless k is a firewall mark.
-func keyFamily(k ServiceKey) Family {
+func keyFamily(k ServiceKey) inet.Family {
 	if k.FWMark != 0 {
 		return k.Family
 	}
-	return FamilyOf(k.Addr)
+	return inet.FamilyOf(k.Addr)
 }
 
 // CompareDestinations orders destinations within a service: IPv4 before IPv6, address, port.
@@ -96,11 +98,11 @@ func ServiceRule(s Service) string {
 
 // NetmaskString formats a persistence netmask as ipvsadm does (dotted quad for IPv4,
 // prefix length for IPv6), or "" when it is the full mask, which ipvsadm does not print.
-func NetmaskString(f Family, mask uint32) string {
+func NetmaskString(f inet.Family, mask uint32) string {
 	if mask == FullNetmask(f) {
 		return ""
 	}
-	if f == IPv6 {
+	if f == inet.IPv6 {
 		return strconv.FormatUint(uint64(mask), 10)
 	}
 	var a [4]byte
@@ -113,18 +115,18 @@ func NetmaskString(f Family, mask uint32) string {
 func serviceSpec(k ServiceKey) string {
 	if k.FWMark != 0 {
 		s := "-f " + strconv.FormatUint(uint64(k.FWMark), 10)
-		if keyFamily(k) == IPv6 {
+		if keyFamily(k) == inet.IPv6 {
 			s += " -6"
 		}
 		return s
 	}
 	var opt string
 	switch k.Protocol {
-	case TCP:
+	case inet.TCP:
 		opt = "-t"
-	case UDP:
+	case inet.UDP:
 		opt = "-u"
-	case SCTP:
+	case inet.SCTP:
 		opt = "--sctp-service"
 	default:
 		opt = "--protocol-" + strconv.Itoa(int(k.Protocol))

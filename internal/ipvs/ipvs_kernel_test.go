@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
@@ -180,14 +181,14 @@ func parseRuleService(f []string) (ServiceKey, []string, error) {
 		if err != nil {
 			return ServiceKey{}, nil, err
 		}
-		k := ServiceKey{FWMark: uint32(mark), Family: IPv4}
+		k := ServiceKey{FWMark: uint32(mark), Family: inet.IPv4}
 		rest := f[2:]
 		if len(rest) > 0 && rest[0] == "-6" {
-			k.Family, rest = IPv6, rest[1:]
+			k.Family, rest = inet.IPv6, rest[1:]
 		}
 		return k, rest, nil
 	}
-	protos := map[string]Protocol{"-t": TCP, "-u": UDP, "--sctp-service": SCTP}
+	protos := map[string]inet.Protocol{"-t": inet.TCP, "-u": inet.UDP, "--sctp-service": inet.SCTP}
 	p, ok := protos[f[0]]
 	if !ok {
 		return ServiceKey{}, nil, fmt.Errorf("unknown service option %q", f[0])

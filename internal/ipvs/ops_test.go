@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -20,17 +21,17 @@ func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 
 func tcp(s string) ServiceKey {
 	a := ap(s)
-	return ServiceKey{Protocol: TCP, Addr: a.Addr(), Port: a.Port()}
+	return ServiceKey{Protocol: inet.TCP, Addr: a.Addr(), Port: a.Port()}
 }
 func udp(s string) ServiceKey {
 	a := ap(s)
-	return ServiceKey{Protocol: UDP, Addr: a.Addr(), Port: a.Port()}
+	return ServiceKey{Protocol: inet.UDP, Addr: a.Addr(), Port: a.Port()}
 }
 func sctp(s string) ServiceKey {
 	a := ap(s)
-	return ServiceKey{Protocol: SCTP, Addr: a.Addr(), Port: a.Port()}
+	return ServiceKey{Protocol: inet.SCTP, Addr: a.Addr(), Port: a.Port()}
 }
-func fwm(mark uint32, f Family) ServiceKey {
+func fwm(mark uint32, f inet.Family) ServiceKey {
 	return ServiceKey{FWMark: mark, Family: f}
 }
 
@@ -81,8 +82,8 @@ func opTable() []step {
 	far2 := tcp("200.1.1.1:80")
 	flags := tcp("10.0.0.6:80")
 	sip := udp("10.0.0.7:5060")
-	mark4 := fwm(100, IPv4)
-	mark6 := fwm(101, IPv6)
+	mark4 := fwm(100, inet.IPv4)
+	mark6 := fwm(101, inet.IPv6)
 	gone := tcp("10.0.0.99:80")
 	batchSvc := tcp("10.0.0.8:8080")
 
@@ -283,7 +284,7 @@ func checkReads(t *testing.T, impl Interface) {
 	if _, err := impl.Destinations(tcp("10.0.0.99:80")); !errors.Is(err, kerr.ErrNotFound) || !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("Destinations of a missing service: %v, want ErrNotFound/ESRCH", err)
 	}
-	if _, err := impl.GetService(fwm(999, IPv6)); !errors.Is(err, kerr.ErrNotFound) || !errors.Is(err, syscall.ESRCH) {
+	if _, err := impl.GetService(fwm(999, inet.IPv6)); !errors.Is(err, kerr.ErrNotFound) || !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("GetService of a missing service: %v, want ErrNotFound/ESRCH", err)
 	}
 }

@@ -8,62 +8,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
-
-// Protocol is the transport protocol of a virtual service (an IPPROTO_* number).
-type Protocol uint16
-
-// The protocols kipvs creates services for.
-const (
-	TCP  Protocol = syscall.IPPROTO_TCP
-	UDP  Protocol = syscall.IPPROTO_UDP
-	SCTP Protocol = syscall.IPPROTO_SCTP
-)
-
-// String returns the name ipvsadm prints in the Prot column (TCP, UDP, SCTP).
-func (p Protocol) String() string {
-	switch p {
-	case TCP:
-		return "TCP"
-	case UDP:
-		return "UDP"
-	case SCTP:
-		return "SCTP"
-	}
-	return "proto-" + strconv.Itoa(int(p))
-}
-
-// Family is an address family (AF_INET or AF_INET6).
-type Family uint16
-
-// Address families.
-const (
-	IPv4 Family = syscall.AF_INET
-	IPv6 Family = syscall.AF_INET6
-)
-
-// String returns "IPv4", "IPv6" or "af-N".
-func (f Family) String() string {
-	switch f {
-	case IPv4:
-		return "IPv4"
-	case IPv6:
-		return "IPv6"
-	}
-	return "af-" + strconv.Itoa(int(f))
-}
-
-// FamilyOf returns the family of a (IPv4 also for IPv4-mapped IPv6 addresses), 0 if a is invalid.
-func FamilyOf(a netip.Addr) Family {
-	switch {
-	case !a.IsValid():
-		return 0
-	case a.Unmap().Is4():
-		return IPv4
-	}
-	return IPv6
-}
 
 // ServiceFlags are the IP_VS_SVC_F_* flags of a virtual service.
 type ServiceFlags uint32
@@ -173,8 +120,8 @@ const (
 // derived from Addr. Keys returned by this package are normalized (Family set, IPv4
 // addresses unmapped), so they can be compared with == and used as map keys.
 type ServiceKey struct {
-	Family   Family
-	Protocol Protocol
+	Family   inet.Family
+	Protocol inet.Protocol
 	Addr     netip.Addr
 	Port     uint16
 	FWMark   uint32
@@ -184,19 +131,19 @@ type ServiceKey struct {
 // "FWM 100", "FWM 100 IPv6".
 func (k ServiceKey) String() string {
 	if k.FWMark != 0 {
-		if k.Family == IPv6 {
+		if k.Family == inet.IPv6 {
 			return fmt.Sprintf("FWM %d IPv6", k.FWMark)
 		}
 		return fmt.Sprintf("FWM %d", k.FWMark)
 	}
-	return k.Protocol.String() + " " + netip.AddrPortFrom(k.Addr.Unmap(), k.Port).String()
+	return k.Protocol.Name() + " " + netip.AddrPortFrom(k.Addr.Unmap(), k.Port).String()
 }
 
 // Normalize returns the key in canonical form (Family filled in, IPv4 unmapped) or an
 // error wrapping kerr.ErrInvalid (and EINVAL) if it names no valid service.
 func (k ServiceKey) Normalize() (ServiceKey, error) {
 	if k.FWMark != 0 {
-		if k.Family != IPv4 && k.Family != IPv6 {
+		if k.Family != inet.IPv4 && k.Family != inet.IPv6 {
 			return k, invalid("service %s: firewall-mark service needs Family IPv4 or IPv6, have %s", k, k.Family)
 		}
 		if k.Addr.IsValid() || k.Port != 0 || k.Protocol != 0 {
@@ -211,13 +158,13 @@ func (k ServiceKey) Normalize() (ServiceKey, error) {
 	if k.Addr.Zone() != "" {
 		return k, invalid("service %s: address has a zone", k)
 	}
-	fam := FamilyOf(k.Addr)
+	fam := inet.FamilyOf(k.Addr)
 	if k.Family != 0 && k.Family != fam {
 		return k, invalid("service %s: Family %s does not match the address", k, k.Family)
 	}
 	k.Family = fam
 	switch k.Protocol {
-	case TCP, UDP, SCTP:
+	case inet.TCP, inet.UDP, inet.SCTP:
 	default:
 		return k, invalid("service %s: protocol %d not supported", k, k.Protocol)
 	}
@@ -256,8 +203,8 @@ type Service struct {
 }
 
 // FullNetmask is the netmask of family f that means "whole address" (the default).
-func FullNetmask(f Family) uint32 {
-	if f == IPv6 {
+func FullNetmask(f inet.Family) uint32 {
+	if f == inet.IPv6 {
 		return 128
 	}
 	return 0xffffffff
@@ -276,7 +223,7 @@ func (s Service) Normalize() (Service, error) {
 	if s.Netmask == 0 {
 		s.Netmask = FullNetmask(k.Family)
 	}
-	if k.Family == IPv6 && s.Netmask > 128 {
+	if k.Family == inet.IPv6 && s.Netmask > 128 {
 		return s, invalid("service %s: IPv6 netmask %d is not a prefix length", k, s.Netmask)
 	}
 	if len(s.Scheduler) > maxNameLen {

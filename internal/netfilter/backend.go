@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -103,10 +104,10 @@ func HoldsKubeChains(ctx context.Context, r Runner, m Mode) bool {
 func readAll(ctx context.Context, r Runner, m Mode) (string, bool) {
 	var all strings.Builder
 	ok := true
-	for _, f := range []Family{IPv4, IPv6} {
-		out, err := r.Run(ctx, nil, f.tool()+"-"+string(m)+"-save")
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
+		out, err := r.Run(ctx, nil, tool(f)+"-"+string(m)+"-save")
 		if err != nil {
-			if f == IPv4 && errors.Is(err, exec.ErrNotFound) {
+			if f == inet.IPv4 && errors.Is(err, exec.ErrNotFound) {
 				ok = false
 			}
 			continue

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
 
@@ -18,7 +19,7 @@ func TestCheckKernel(t *testing.T) {
 			ns := netnstest.New(t)
 			ns.MustRun(t, "ipset", "create", "KUBE-IPVS-IPS", "hash:ip")
 			t.Cleanup(func() { _, _ = ns.Run("ipset", "destroy") })
-			h, err := New(ns.Handle, IPv4, Backend{Mode: mode, Reason: "test"})
+			h, err := New(ns.Handle, inet.IPv4, Backend{Mode: mode, Reason: "test"})
 			if err != nil {
 				t.Fatal(err)
 			}

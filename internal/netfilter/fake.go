@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/kipvs/kipvs/internal/faulty"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -43,12 +44,12 @@ var _ Interface = (*Fake)(nil)
 
 // NewFake returns a fake for family with empty tables. Only WithOwned applies; it panics on an
 // invalid family or owned set, which are programming errors in a test.
-func NewFake(family Family, opts ...Option) *Fake {
+func NewFake(family inet.Family, opts ...Option) *Fake {
 	o := options{owned: DefaultOwned()}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if !family.valid() {
+	if !validFamily(family) {
 		panic(fmt.Sprintf("netfilter.NewFake: family %s", family))
 	}
 	owned, err := newOwnedSet(o.owned)
@@ -87,7 +88,7 @@ func (f *Fake) Check(ctx context.Context, table Table, rule string) error {
 }
 
 // Family implements Interface.
-func (f *Fake) Family() Family { return f.h.family }
+func (f *Fake) Family() inet.Family { return f.h.family }
 
 // Backend implements Interface.
 func (f *Fake) Backend() Backend { return f.h.backend }

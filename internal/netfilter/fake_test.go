@@ -7,10 +7,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
-func fakeEnv(t *testing.T, f Family) (*Fake, scenarioEnv) {
+func fakeEnv(t *testing.T, f inet.Family) (*Fake, scenarioEnv) {
 	fk := NewFake(f)
 	fk.SetIPSets(func(name string) bool {
 		for s := range scenarioSets {
@@ -33,7 +34,7 @@ func fakeEnv(t *testing.T, f Family) (*Fake, scenarioEnv) {
 }
 
 func TestScenarioFake(t *testing.T) {
-	for _, f := range []Family{IPv4, IPv6} {
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 		t.Run(f.String(), func(t *testing.T) {
 			_, env := fakeEnv(t, f)
 			runScenario(t, env)
@@ -43,16 +44,16 @@ func TestScenarioFake(t *testing.T) {
 
 func TestFakeFaultInjection(t *testing.T) {
 	ctx := context.Background()
-	fk, _ := fakeEnv(t, IPv4)
+	fk, _ := fakeEnv(t, inet.IPv4)
 	boom := errors.New("boom")
 	fk.FailNext(OpApply, boom)
-	if _, err := fk.Apply(ctx, rulesetV1(IPv4)); !errors.Is(err, boom) {
+	if _, err := fk.Apply(ctx, rulesetV1(inet.IPv4)); !errors.Is(err, boom) {
 		t.Fatalf("apply with fault: %v", err)
 	}
 	if d := dump(t, fk); d != "" {
 		t.Fatalf("a failed apply changed the tables:\n%s", d)
 	}
-	if _, err := fk.Apply(ctx, rulesetV1(IPv4)); err != nil {
+	if _, err := fk.Apply(ctx, rulesetV1(inet.IPv4)); err != nil {
 		t.Fatalf("the fault must hit only the next apply: %v", err)
 	}
 	fk.FailNext(OpObserve, boom)
@@ -67,7 +68,7 @@ func TestFakeFaultInjection(t *testing.T) {
 	if _, err := fk.Dump(ctx); !errors.Is(err, boom) {
 		t.Fatalf("dump with fault: %v", err)
 	}
-	if d := dump(t, fk); d != Format(rulesetV1(IPv4)) {
+	if d := dump(t, fk); d != Format(rulesetV1(inet.IPv4)) {
 		t.Fatalf("faults changed the tables:\n%s", d)
 	}
 }
@@ -95,7 +96,7 @@ func TestFakeRejections(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fk, _ := fakeEnv(t, IPv4)
+			fk, _ := fakeEnv(t, inet.IPv4)
 			before := fk.Save(TableNAT)
 			err := fk.Restore(c.payload)
 			if !errors.Is(err, c.kind) {
@@ -110,7 +111,7 @@ func TestFakeRejections(t *testing.T) {
 
 // Under --noflush a `:CHAIN` line flushes a user chain and only sets a built-in chain's policy.
 func TestFakeNoflushSemantics(t *testing.T) {
-	fk, _ := fakeEnv(t, IPv4)
+	fk, _ := fakeEnv(t, inet.IPv4)
 	if err := fk.Restore("*filter\n:A - [0:0]\n-A A -j RETURN\n-A INPUT -j A\nCOMMIT\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -126,15 +127,15 @@ func TestFakeNoflushSemantics(t *testing.T) {
 // Concurrent use is safe (run with -race).
 func TestFakeConcurrent(t *testing.T) {
 	ctx := context.Background()
-	fk, _ := fakeEnv(t, IPv4)
+	fk, _ := fakeEnv(t, inet.IPv4)
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			rs := rulesetV1(IPv4)
+			rs := rulesetV1(inet.IPv4)
 			if i%2 == 1 {
-				rs = rulesetV2(IPv4)
+				rs = rulesetV2(inet.IPv4)
 			}
 			if _, err := fk.Apply(ctx, rs); err != nil {
 				t.Errorf("apply: %v", err)
@@ -146,7 +147,7 @@ func TestFakeConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	d := dump(t, fk)
-	if d != Format(rulesetV1(IPv4)) && d != Format(rulesetV2(IPv4)) {
+	if d != Format(rulesetV1(inet.IPv4)) && d != Format(rulesetV2(inet.IPv4)) {
 		t.Fatalf("final state is neither ruleset:\n%s", d)
 	}
 }
@@ -154,19 +155,19 @@ func TestFakeConcurrent(t *testing.T) {
 // Counters of rules that survive a refill of their chain are carried over.
 func TestCountersCarried(t *testing.T) {
 	ctx := context.Background()
-	fk, env := fakeEnv(t, IPv4)
-	if _, err := fk.Apply(ctx, rulesetV1(IPv4)); err != nil {
+	fk, env := fakeEnv(t, inet.IPv4)
+	if _, err := fk.Apply(ctx, rulesetV1(inet.IPv4)); err != nil {
 		t.Fatal(err)
 	}
 	// Give every KUBE-SERVICES rule counters, as traffic would.
 	var p strings.Builder
 	p.WriteString("*nat\n:KUBE-SERVICES - [0:0]\n")
-	for _, r := range rulesetV1(IPv4)[TableNAT].Chains[0].Rules {
+	for _, r := range rulesetV1(inet.IPv4)[TableNAT].Chains[0].Rules {
 		p.WriteString("[7:420] -A KUBE-SERVICES " + r + "\n")
 	}
 	p.WriteString("COMMIT\n")
 	env.foreign(t, p.String())
-	res, err := fk.Apply(ctx, rulesetV2(IPv4))
+	res, err := fk.Apply(ctx, rulesetV2(inet.IPv4))
 	if err != nil {
 		t.Fatal(err)
 	}

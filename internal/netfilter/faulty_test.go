@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/kipvs/kipvs/internal/faulty"
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // A random fault at a table's COMMIT keeps the tables committed before it and changes nothing
 // in its own, as iptables-restore does; a failed iptables-save fails Observe.
 func TestFakeFaulty(t *testing.T) {
 	ctx := context.Background()
-	fk, _ := fakeEnv(t, IPv4)
+	fk, _ := fakeEnv(t, inet.IPv4)
 	// The restore commits filter, then nat. Pick a seed that fails nat's COMMIT only.
 	var seed uint64
 	for s := uint64(1); ; s++ {
@@ -26,7 +27,7 @@ func TestFakeFaulty(t *testing.T) {
 	in := faulty.New(seed, 0.5)
 	fk.SetFaulty(in)
 	filterBefore, natBefore := fk.Save(TableFilter), fk.Save(TableNAT)
-	res, err := fk.Apply(ctx, rulesetV1(IPv4))
+	res, err := fk.Apply(ctx, rulesetV1(inet.IPv4))
 	var re *RestoreError
 	if !faulty.IsInjected(err) || !errors.As(err, &re) || re.Text != "COMMIT" {
 		t.Fatalf("Apply = %v, want an injected fault at a COMMIT", err)
@@ -46,10 +47,10 @@ func TestFakeFaulty(t *testing.T) {
 		t.Errorf("Observe with read faults = %v", err)
 	}
 	in.SetProbability(0, 0)
-	if _, err := fk.Apply(ctx, rulesetV1(IPv4)); err != nil {
+	if _, err := fk.Apply(ctx, rulesetV1(inet.IPv4)); err != nil {
 		t.Fatalf("Apply without faults: %v", err)
 	}
-	if d := dump(t, fk); d != Format(rulesetV1(IPv4)) {
+	if d := dump(t, fk); d != Format(rulesetV1(inet.IPv4)) {
 		t.Errorf("after the retry:\n%s", d)
 	}
 }

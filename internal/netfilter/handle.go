@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -25,7 +26,7 @@ type tables interface {
 // Handle is the netfilter adapter for one namespace and one family. It is safe for concurrent
 // use; calls are serialised.
 type Handle struct {
-	family  Family
+	family  inet.Family
 	backend Backend
 	owned   ownedSet
 	tables  tables
@@ -51,12 +52,12 @@ func WithOwned(owned Owned) Option { return func(o *options) { o.owned = owned }
 
 // New returns the adapter for family in the namespace ns (netns.None(): the current one), using
 // the iptables backend b (see Detect). The handle does not take ownership of ns.
-func New(ns netns.NsHandle, family Family, b Backend, opts ...Option) (*Handle, error) {
+func New(ns netns.NsHandle, family inet.Family, b Backend, opts ...Option) (*Handle, error) {
 	o := options{owned: DefaultOwned()}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if !family.valid() {
+	if !validFamily(family) {
 		return nil, fmt.Errorf("netfilter: family %s: %w", family, kerr.ErrInvalid)
 	}
 	if b.Mode != ModeNFT && b.Mode != ModeLegacy {
@@ -69,7 +70,7 @@ func New(ns netns.NsHandle, family Family, b Backend, opts ...Option) (*Handle, 
 	if o.runner == nil {
 		o.runner = NewRunner(ns)
 	}
-	prefix := family.tool() + "-" + string(b.Mode)
+	prefix := tool(family) + "-" + string(b.Mode)
 	return &Handle{
 		family:  family,
 		backend: b,
@@ -79,7 +80,7 @@ func New(ns netns.NsHandle, family Family, b Backend, opts ...Option) (*Handle, 
 }
 
 // Family implements Interface.
-func (h *Handle) Family() Family { return h.family }
+func (h *Handle) Family() inet.Family { return h.family }
 
 // Backend implements Interface.
 func (h *Handle) Backend() Backend { return h.backend }

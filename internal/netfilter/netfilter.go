@@ -29,48 +29,31 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
-// Family is the address family a handle manages: iptables or ip6tables.
-type Family int
-
-// The address families.
-const (
-	IPv4 Family = 4
-	IPv6 Family = 6
-)
-
-func (f Family) String() string {
-	switch f {
-	case IPv4:
-		return "IPv4"
-	case IPv6:
-		return "IPv6"
-	}
-	return fmt.Sprintf("Family(%d)", int(f))
-}
-
-func (f Family) valid() bool { return f == IPv4 || f == IPv6 }
+// validFamily reports whether f is IPv4 or IPv6.
+func validFamily(f inet.Family) bool { return f == inet.IPv4 || f == inet.IPv6 }
 
 // tool is the binary name prefix for the family: iptables or ip6tables.
-func (f Family) tool() string {
-	if f == IPv6 {
+func tool(f inet.Family) string {
+	if f == inet.IPv6 {
 		return "ip6tables"
 	}
 	return "iptables"
 }
 
-func (f Family) hostBits() int {
-	if f == IPv6 {
+func hostBits(f inet.Family) int {
+	if f == inet.IPv6 {
 		return 128
 	}
 	return 32
 }
 
-func (f Family) defaultReject() string {
-	if f == IPv6 {
+func defaultReject(f inet.Family) string {
+	if f == inet.IPv6 {
 		return "icmp6-port-unreachable"
 	}
 	return "icmp-port-unreachable"
@@ -228,7 +211,7 @@ func (r Result) Changed() bool { return len(r.Restored) > 0 }
 // Interface is the netfilter adapter for one namespace and one address family.
 type Interface interface {
 	// Family is the address family the handle manages.
-	Family() Family
+	Family() inet.Family
 	// Backend is the iptables backend in use and why it was chosen.
 	Backend() Backend
 	// Apply makes the owned chains and jumps match rs; see the package comment.
@@ -252,7 +235,7 @@ type Interface interface {
 // validate checks rs against the owned chains: known tables, owned and unique chain names,
 // jumps from built-in chains to declared owned chains, rules in canonical form, and no rule
 // leading to an owned chain that rs does not declare (Apply would delete it).
-func validate(family Family, owned ownedSet, rs Ruleset) error {
+func validate(family inet.Family, owned ownedSet, rs Ruleset) error {
 	for table, tr := range rs {
 		own, ok := owned.chains[table]
 		if !ok {

@@ -11,12 +11,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
 
 // kernelEnv binds a real handle to a fresh namespace with the scenario's ipsets, and reads and
 // writes the same tables with the standard binaries of the same backend.
-func kernelEnv(t *testing.T, mode Mode, f Family) scenarioEnv {
+func kernelEnv(t *testing.T, mode Mode, f inet.Family) scenarioEnv {
 	t.Helper()
 	ns := netnstest.New(t)
 	dir := t.TempDir()
@@ -28,7 +29,7 @@ func kernelEnv(t *testing.T, mode Mode, f Family) scenarioEnv {
 			continue
 		}
 		family := "inet"
-		if f == IPv6 {
+		if f == inet.IPv6 {
 			family = "inet6"
 		}
 		sets.WriteString("create " + name + " " + typ + " family " + family + " hashsize 1024 maxelem 65536\n")
@@ -40,7 +41,7 @@ func kernelEnv(t *testing.T, mode Mode, f Family) scenarioEnv {
 	ns.MustRun(t, "sh", "-c", "ipset restore < "+setsFile)
 	t.Cleanup(func() { _, _ = ns.Run("ipset", "destroy") })
 
-	prefix := f.tool() + "-" + string(mode)
+	prefix := tool(f) + "-" + string(mode)
 	nf, err := New(ns.Handle, f, Backend{Mode: mode, Reason: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +91,7 @@ func kernelEnv(t *testing.T, mode Mode, f Family) scenarioEnv {
 // The shared scenario against the kernel: both backends, both families.
 func TestScenarioKernel(t *testing.T) {
 	for _, mode := range []Mode{ModeNFT, ModeLegacy} {
-		for _, f := range []Family{IPv4, IPv6} {
+		for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 			t.Run(string(mode)+"-"+f.String(), func(t *testing.T) {
 				runScenario(t, kernelEnv(t, mode, f))
 			})

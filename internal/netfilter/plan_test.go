@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
@@ -60,7 +61,7 @@ func TestPlanJumps(t *testing.T) {
 				return
 			}
 			// Replaying the payload on the fake gives the expected chain.
-			fk := NewFake(IPv4, WithOwned(Owned{TableFilter: {"A", "B", "C"}}))
+			fk := NewFake(inet.IPv4, WithOwned(Owned{TableFilter: {"A", "B", "C"}}))
 			var p strings.Builder
 			p.WriteString("*filter\n:A - [0:0]\n:B - [0:0]\n:C - [0:0]\n:F1 - [0:0]\n:F2 - [0:0]\n")
 			for _, r := range c.cur {
@@ -105,12 +106,12 @@ func (s *script) Run(ctx context.Context, stdin []byte, name string, args ...str
 
 func TestHandleCommands(t *testing.T) {
 	ctx := context.Background()
-	sc := &script{fk: NewFake(IPv6)}
-	h, err := New(netns.None(), IPv6, Backend{Mode: ModeLegacy, Reason: "test"}, WithRunner(sc))
+	sc := &script{fk: NewFake(inet.IPv6)}
+	h, err := New(netns.None(), inet.IPv6, Backend{Mode: ModeLegacy, Reason: "test"}, WithRunner(sc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.Apply(ctx, rulesetV1(IPv6))
+	res, err := h.Apply(ctx, rulesetV1(inet.IPv6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestHandleCommands(t *testing.T) {
 
 	// Unchanged: only reads.
 	sc.calls = nil
-	if res, err = h.Apply(ctx, rulesetV1(IPv6)); err != nil || res.Changed() {
+	if res, err = h.Apply(ctx, rulesetV1(inet.IPv6)); err != nil || res.Changed() {
 		t.Fatalf("re-apply: %v %v", res, err)
 	}
 	if !slices.Equal(sc.calls, []string{"ip6tables-legacy-save -c"}) {
@@ -137,7 +138,7 @@ func TestHandleCommands(t *testing.T) {
 	}
 
 	// A change touches only the chains and jumps that differ.
-	res, err = h.Apply(ctx, rulesetV2(IPv6))
+	res, err = h.Apply(ctx, rulesetV2(inet.IPv6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,9 +156,9 @@ func TestHandleCommands(t *testing.T) {
 // Canonical does not know about) is reported instead of re-applied forever.
 func TestHandleVerifiesReadBack(t *testing.T) {
 	ctx := context.Background()
-	fk := NewFake(IPv4)
+	fk := NewFake(inet.IPv4)
 	sc := &script{fk: fk}
-	h, err := New(netns.None(), IPv4, Backend{Mode: ModeNFT}, WithRunner(RunnerFunc(func(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	h, err := New(netns.None(), inet.IPv4, Backend{Mode: ModeNFT}, WithRunner(RunnerFunc(func(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
 		if strings.HasSuffix(name, "-restore") {
 			// the "kernel" canonicalises a rule
 			stdin = []byte(strings.ReplaceAll(string(stdin), "-j MARK --set-xmark 0x4000/0x4000", "-j MARK --set-xmark 0x4000/0xffffffff"))
@@ -167,7 +168,7 @@ func TestHandleVerifiesReadBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.Apply(ctx, rulesetV1(IPv4))
+	_, err = h.Apply(ctx, rulesetV1(inet.IPv4))
 	if !errors.Is(err, kerr.ErrInvalid) || !strings.Contains(err.Error(), "KUBE-MARK-MASQ") {
 		t.Fatalf("error %v", err)
 	}
@@ -323,11 +324,11 @@ func TestParseSave(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
-	v1 := rulesetV1(IPv4)
+	v1 := rulesetV1(inet.IPv4)
 	if d := Diff(v1, v1.Normalize()); d != nil {
 		t.Fatalf("equal rulesets differ: %q", d)
 	}
-	d := Diff(v1, rulesetV2(IPv4))
+	d := Diff(v1, rulesetV2(inet.IPv4))
 	want := []string{
 		`filter: chain KUBE-PROXY-FIREWALL is missing`,
 		`filter: chain KUBE-SOURCE-RANGES-FIREWALL is missing`,

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/iptsave"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
@@ -197,7 +198,7 @@ func protoName(n string) (string, bool) {
 //   - REJECT with an explicit --reject-with;
 //   - -m ipvs as `--vproto 6 --vaddr 10.96.0.1 --vport 443` (number, bare host, this order);
 //   - conntrack states in the kernel's order (RELATED,ESTABLISHED, not ESTABLISHED,RELATED).
-func Canonical(family Family, rule string) error {
+func Canonical(family inet.Family, rule string) error {
 	words, err := tokenize(rule)
 	if err != nil {
 		return err
@@ -245,12 +246,12 @@ func Canonical(family Family, rule string) error {
 		case "-s", "-d":
 			p, err := netip.ParsePrefix(next)
 			if err != nil {
-				return bad("%s %s: want an address with its prefix length, e.g. %s/%d", w, next, next, family.hostBits())
+				return bad("%s %s: want an address with its prefix length, e.g. %s/%d", w, next, next, hostBits(family))
 			}
 			if p.Masked() != p {
 				return bad("%s %s: host bits set, iptables-save prints %s", w, next, p.Masked())
 			}
-			if (family == IPv6) != p.Addr().Is6() {
+			if (family == inet.IPv6) != p.Addr().Is6() {
 				return bad("%s %s: not an %s address", w, next, family)
 			}
 		case "-p":
@@ -300,7 +301,7 @@ func Canonical(family Family, rule string) error {
 		}
 	}
 	if tgt == "REJECT" && !strings.Contains(rule, "--reject-with") {
-		return bad("REJECT is printed with its --reject-with (default %s)", family.defaultReject())
+		return bad("REJECT is printed with its --reject-with (default %s)", defaultReject(family))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
@@ -60,29 +61,29 @@ func TestQuote(t *testing.T) {
 
 func TestCanonical(t *testing.T) {
 	ok := []struct {
-		f    Family
+		f    inet.Family
 		rule string
 	}{
-		{IPv4, `! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ`},
-		{IPv4, `-s 127.0.0.0/8 -j RETURN`},
-		{IPv4, `-s 10.0.0.1/32 -d 10.0.0.2/32 -i eth0 -o eth1 -p tcp -m tcp --dport 80 -j ACCEPT`},
-		{IPv4, `-j MARK --set-xmark 0x4000/0x4000`},
-		{IPv4, `-j MARK --set-xmark 0x4000/0x0`},
-		{IPv4, `-m mark ! --mark 0x4000/0x4000 -j RETURN`},
-		{IPv4, `-m mark --mark 0x4000 -j RETURN`},
-		{IPv4, `-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`},
-		{IPv4, `-m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT --reject-with icmp-port-unreachable`},
-		{IPv4, `-m comment --comment -s -j RETURN`},
-		{IPv4, `-m ipvs --vproto 6 --vaddr 10.96.0.1 --vport 443 -j DROP`},
-		{IPv4, `-m state --state NEW -j RETURN`},
-		{IPv4, `-j LOG --log-prefix "x y"`},
-		{IPv4, ``},
-		{IPv6, `! -s fd00::/8 -j RETURN`},
-		{IPv6, `-p udp -m udp --sport 53 -j ACCEPT`},
-		{IPv4, `-p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type \'hash ip:port\'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`},
-		{IPv4, `-m comment --comment "back\\slash" -j RETURN`},
-		{IPv4, `-m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`},
-		{IPv6, `-m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`},
+		{inet.IPv4, `! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ`},
+		{inet.IPv4, `-s 127.0.0.0/8 -j RETURN`},
+		{inet.IPv4, `-s 10.0.0.1/32 -d 10.0.0.2/32 -i eth0 -o eth1 -p tcp -m tcp --dport 80 -j ACCEPT`},
+		{inet.IPv4, `-j MARK --set-xmark 0x4000/0x4000`},
+		{inet.IPv4, `-j MARK --set-xmark 0x4000/0x0`},
+		{inet.IPv4, `-m mark ! --mark 0x4000/0x4000 -j RETURN`},
+		{inet.IPv4, `-m mark --mark 0x4000 -j RETURN`},
+		{inet.IPv4, `-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`},
+		{inet.IPv4, `-m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT --reject-with icmp-port-unreachable`},
+		{inet.IPv4, `-m comment --comment -s -j RETURN`},
+		{inet.IPv4, `-m ipvs --vproto 6 --vaddr 10.96.0.1 --vport 443 -j DROP`},
+		{inet.IPv4, `-m state --state NEW -j RETURN`},
+		{inet.IPv4, `-j LOG --log-prefix "x y"`},
+		{inet.IPv4, ``},
+		{inet.IPv6, `! -s fd00::/8 -j RETURN`},
+		{inet.IPv6, `-p udp -m udp --sport 53 -j ACCEPT`},
+		{inet.IPv4, `-p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type \'hash ip:port\'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`},
+		{inet.IPv4, `-m comment --comment "back\\slash" -j RETURN`},
+		{inet.IPv4, `-m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`},
+		{inet.IPv6, `-m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`},
 	}
 	for _, c := range ok {
 		if err := Canonical(c.f, c.rule); err != nil {
@@ -90,40 +91,40 @@ func TestCanonical(t *testing.T) {
 		}
 	}
 	bad := []struct {
-		f    Family
+		f    inet.Family
 		rule string
 	}{
-		{IPv4, `-j MARK --or-mark 0x4000`},
-		{IPv4, `-j MARK --xor-mark 0x4000`},
-		{IPv4, `-j MARK --set-mark 0x4000`},
-		{IPv4, `-j MARK --and-mark 0x4000`},
-		{IPv4, `-j CONNMARK --set-mark 0x1`},
-		{IPv4, `-m ipvs --vaddr 10.96.0.1 --vproto 6 --vport 443 -j DROP`},
-		{IPv4, `-m ipvs --vproto tcp --vaddr 10.96.0.1 --vport 443 -j DROP`},
-		{IPv4, `-m ipvs --vproto 6 --vaddr 10.96.0.1/32 --vport 443 -j DROP`},
-		{IPv4, `-m mark --mark 0x4000/0xffffffff -j RETURN`},
-		{IPv4, `-m mark --mark 16384 -j RETURN`},
-		{IPv4, `-m mark --mark 0x04000 -j RETURN`},
-		{IPv4, `-s 127.0.0.1 -j RETURN`},
-		{IPv4, `-s 10.0.0.1/8 -j RETURN`},
-		{IPv4, `-s fd00::/8 -j RETURN`},
-		{IPv6, `-s 10.0.0.0/8 -j RETURN`},
-		{IPv4, `-m comment --comment x ! -s 10.0.0.0/8 -j RETURN`},
-		{IPv4, `-d 10.0.0.0/8 -s 10.1.0.0/16 -j RETURN`},
-		{IPv4, `-p tcp --dport 80 -j RETURN`},
-		{IPv4, `-p 6 -m tcp --dport 80 -j RETURN`},
-		{IPv4, `-p TCP -m tcp --dport 80 -j RETURN`},
-		{IPv4, `--source 10.0.0.0/8 -j RETURN`},
-		{IPv4, `-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT`},
-		{IPv4, `-j REJECT`},
-		{IPv4, `-m comment --comment 'a b' -j RETURN`},
+		{inet.IPv4, `-j MARK --or-mark 0x4000`},
+		{inet.IPv4, `-j MARK --xor-mark 0x4000`},
+		{inet.IPv4, `-j MARK --set-mark 0x4000`},
+		{inet.IPv4, `-j MARK --and-mark 0x4000`},
+		{inet.IPv4, `-j CONNMARK --set-mark 0x1`},
+		{inet.IPv4, `-m ipvs --vaddr 10.96.0.1 --vproto 6 --vport 443 -j DROP`},
+		{inet.IPv4, `-m ipvs --vproto tcp --vaddr 10.96.0.1 --vport 443 -j DROP`},
+		{inet.IPv4, `-m ipvs --vproto 6 --vaddr 10.96.0.1/32 --vport 443 -j DROP`},
+		{inet.IPv4, `-m mark --mark 0x4000/0xffffffff -j RETURN`},
+		{inet.IPv4, `-m mark --mark 16384 -j RETURN`},
+		{inet.IPv4, `-m mark --mark 0x04000 -j RETURN`},
+		{inet.IPv4, `-s 127.0.0.1 -j RETURN`},
+		{inet.IPv4, `-s 10.0.0.1/8 -j RETURN`},
+		{inet.IPv4, `-s fd00::/8 -j RETURN`},
+		{inet.IPv6, `-s 10.0.0.0/8 -j RETURN`},
+		{inet.IPv4, `-m comment --comment x ! -s 10.0.0.0/8 -j RETURN`},
+		{inet.IPv4, `-d 10.0.0.0/8 -s 10.1.0.0/16 -j RETURN`},
+		{inet.IPv4, `-p tcp --dport 80 -j RETURN`},
+		{inet.IPv4, `-p 6 -m tcp --dport 80 -j RETURN`},
+		{inet.IPv4, `-p TCP -m tcp --dport 80 -j RETURN`},
+		{inet.IPv4, `--source 10.0.0.0/8 -j RETURN`},
+		{inet.IPv4, `-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT`},
+		{inet.IPv4, `-j REJECT`},
+		{inet.IPv4, `-m comment --comment 'a b' -j RETURN`},
 		// iptables-save escapes a single quote inside the double quotes.
-		{IPv4, `-p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`},
-		{IPv4, `-m comment --comment "back\slash" -j RETURN`},
-		{IPv4, `-m comment --comment a.b -j RETURN`},
-		{IPv4, `-m comment --comment "simple" -j RETURN`},
-		{IPv4, `-j  RETURN`},
-		{IPv4, ` -j RETURN`},
+		{inet.IPv4, `-p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`},
+		{inet.IPv4, `-m comment --comment "back\slash" -j RETURN`},
+		{inet.IPv4, `-m comment --comment a.b -j RETURN`},
+		{inet.IPv4, `-m comment --comment "simple" -j RETURN`},
+		{inet.IPv4, `-j  RETURN`},
+		{inet.IPv4, ` -j RETURN`},
 	}
 	for _, c := range bad {
 		if err := Canonical(c.f, c.rule); !errors.Is(err, kerr.ErrInvalid) {
@@ -137,7 +138,7 @@ func TestValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := validate(IPv4, owned, rulesetV1(IPv4)); err != nil {
+	if err := validate(inet.IPv4, owned, rulesetV1(inet.IPv4)); err != nil {
 		t.Fatalf("v1: %v", err)
 	}
 	bad := map[string]Ruleset{
@@ -155,12 +156,12 @@ func TestValidate(t *testing.T) {
 		"non-canonical rule":                {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{"-s 1.2.3.4 -j RETURN"}}}}},
 	}
 	for name, rs := range bad {
-		if err := validate(IPv4, owned, rs); !errors.Is(err, kerr.ErrInvalid) {
+		if err := validate(inet.IPv4, owned, rs); !errors.Is(err, kerr.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
 	// A rule may lead to a foreign chain (kubelet's KUBE-MARK-DROP, say): the kernel decides.
-	if err := validate(IPv4, owned, Ruleset{TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{"-j KUBE-MARK-DROP"}}}}}); err != nil {
+	if err := validate(inet.IPv4, owned, Ruleset{TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{"-j KUBE-MARK-DROP"}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	for name, o := range map[string]Owned{

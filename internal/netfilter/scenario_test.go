@@ -16,6 +16,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
@@ -40,8 +41,8 @@ type fam struct {
 	reject   string
 }
 
-func famOf(f Family) fam {
-	if f == IPv6 {
+func famOf(f inet.Family) fam {
+	if f == inet.IPv6 {
 		return fam{
 			set:     func(n string) string { return strings.Replace(n, "KUBE-", "KUBE-6-", 1) },
 			podCIDR: "fd00:10:244::/64", loopback: "::1/128", vip: "fd00:10:96::1", reject: "icmp6-port-unreachable",
@@ -66,7 +67,7 @@ var scenarioSets = map[string]string{
 }
 
 // rulesetV1 is a representative upstream IPVS-mode ruleset.
-func rulesetV1(f Family) Ruleset {
+func rulesetV1(f inet.Family) Ruleset {
 	p := famOf(f)
 	match := func(set, dims string) string { return "-m set --match-set " + p.set(set) + " " + dims }
 	return Ruleset{
@@ -131,7 +132,7 @@ func rulesetV1(f Family) Ruleset {
 // rulesetV2 changes V1: nat loses KUBE-LOAD-BALANCER and the OUTPUT jump, gains an external-IP
 // rule and changes the loopback rule; filter loses the firewall chains and their jumps.
 // KUBE-NODE-PORT, KUBE-POSTROUTING and KUBE-FORWARD stay as they are.
-func rulesetV2(f Family) Ruleset {
+func rulesetV2(f inet.Family) Ruleset {
 	p := famOf(f)
 	rs := rulesetV1(f)
 	rs = without(rs, TableNAT, ipvsmode.ChainLoadBalancer)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"os"
 )
@@ -62,8 +63,8 @@ func ParseVersion(out string) (Version, error) {
 
 // ToolVersion runs `<tool>-<mode> --version` (iptables or ip6tables of backend m) and parses
 // its answer.
-func ToolVersion(ctx context.Context, r Runner, f Family, m Mode) (Version, error) {
-	bin := f.tool() + "-" + string(m)
+func ToolVersion(ctx context.Context, r Runner, f inet.Family, m Mode) (Version, error) {
+	bin := tool(f) + "-" + string(m)
 	out, err := r.Run(ctx, nil, bin, "--version")
 	if err != nil {
 		return Version{}, fmt.Errorf("%s --version: %w", bin, err)
@@ -78,8 +79,8 @@ func ToolVersion(ctx context.Context, r Runner, f Family, m Mode) (Version, erro
 // Usable reports whether family f's iptables of backend m works on this node: it lists the
 // nat table's POSTROUTING chain, as upstream's check that a family's iptables is present
 // does. An IPv6 family whose ip6tables fails this is not run.
-func Usable(ctx context.Context, r Runner, f Family, m Mode) error {
-	bin := f.tool() + "-" + string(m)
+func Usable(ctx context.Context, r Runner, f inet.Family, m Mode) error {
+	bin := tool(f) + "-" + string(m)
 	if _, err := r.Run(ctx, nil, bin, "-w", "5", "-t", "nat", "-S", "POSTROUTING"); err != nil {
 		return fmt.Errorf("%s cannot list the nat table: %w", bin, err)
 	}
@@ -90,7 +91,7 @@ func Usable(ctx context.Context, r Runner, f Family, m Mode) error {
 // (ifInet6, /proc/net/if_inet6, exists) and ip6tables works. The host needs no IPv6
 // address. kipvs run applies it, and kipvs doctor too, to tell the families a daemon would run.
 func IPv6Usable(ctx context.Context, r Runner, m Mode, ifInet6 string) error {
-	if err := Usable(ctx, r, IPv6, m); err != nil {
+	if err := Usable(ctx, r, inet.IPv6, m); err != nil {
 		return err
 	}
 	if _, err := os.Stat(ifInet6); err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestVersionAndUsableKernel(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []Mode{ModeNFT, ModeLegacy} {
-		for _, f := range []Family{IPv4, IPv6} {
+		for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 			t.Run(string(mode)+"/"+f.String(), func(t *testing.T) {
 				ns := netnstest.New(t)
 				r := NewRunner(ns.Handle)
@@ -24,12 +25,12 @@ func TestVersionAndUsableKernel(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !v.AtLeast(RandomFullyMinVersion) {
-					t.Errorf("%s-%s is %s: older than %s", f.tool(), mode, v, RandomFullyMinVersion)
+					t.Errorf("%s-%s is %s: older than %s", tool(f), mode, v, RandomFullyMinVersion)
 				}
 				if err := Usable(ctx, r, f, mode); err != nil {
 					t.Errorf("Usable: %v", err)
 				}
-				t.Logf("%s-%s %s", f.tool(), mode, v)
+				t.Logf("%s-%s %s", tool(f), mode, v)
 			})
 		}
 	}

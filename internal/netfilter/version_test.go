@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -54,16 +55,16 @@ func TestToolVersionAndUsable(t *testing.T) {
 		return nil, &ExecError{Cmd: name, ExitCode: -1, Err: exec.ErrNotFound}
 	})
 	ctx := context.Background()
-	if v, err := ToolVersion(ctx, r, IPv4, ModeNFT); err != nil || v != (Version{1, 8, 9}) {
+	if v, err := ToolVersion(ctx, r, inet.IPv4, ModeNFT); err != nil || v != (Version{1, 8, 9}) {
 		t.Errorf("ToolVersion iptables-nft = %v, %v", v, err)
 	}
-	if _, err := ToolVersion(ctx, r, IPv4, ModeLegacy); !errors.Is(err, exec.ErrNotFound) {
+	if _, err := ToolVersion(ctx, r, inet.IPv4, ModeLegacy); !errors.Is(err, exec.ErrNotFound) {
 		t.Errorf("ToolVersion of a missing binary: %v", err)
 	}
-	if err := Usable(ctx, r, IPv4, ModeNFT); err != nil {
+	if err := Usable(ctx, r, inet.IPv4, ModeNFT); err != nil {
 		t.Errorf("Usable iptables-nft: %v", err)
 	}
-	if err := Usable(ctx, r, IPv6, ModeNFT); err == nil || !strings.Contains(err.Error(), "ip6tables-nft cannot list the nat table") {
+	if err := Usable(ctx, r, inet.IPv6, ModeNFT); err == nil || !strings.Contains(err.Error(), "ip6tables-nft cannot list the nat table") {
 		t.Errorf("Usable ip6tables-nft: %v", err)
 	}
 	want := []string{"iptables-nft --version", "iptables-legacy --version", "iptables-nft -w 5 -t nat -S POSTROUTING", "ip6tables-nft -w 5 -t nat -S POSTROUTING"}

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/netfilter"
 )
 
@@ -28,9 +29,9 @@ func (v ruleVariant) name() string { return v.node + "/" + v.opts.Family.String(
 // and with and without node port addresses; plus an empty node.
 func ruleVariants() []ruleVariant {
 	var out []ruleVariant
-	for _, f := range []Family{IPv4, IPv6} {
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 		pod, nodeCIDR := "10.244.0.0/16", "10.244.1.0/24"
-		if f == IPv6 {
+		if f == inet.IPv6 {
 			pod, nodeCIDR = "fd00:10:244::/56", "fd00:10:244:1::/64"
 		}
 		for _, v := range []struct {
@@ -66,10 +67,10 @@ func ruleVariants() []ruleVariant {
 	return out
 }
 
-func corpusOptions(f Family) *Options {
+func corpusOptions(f inet.Family) *Options {
 	o := testOptions()
-	if f == IPv6 {
-		o.Family = IPv6
+	if f == inet.IPv6 {
+		o.Family = inet.IPv6
 		o.NodePortAddresses = []netip.Addr{netip.MustParseAddr("fd00:1::10"), netip.MustParseAddr("fd00:2::10")}
 		o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/56")}}
 	}
@@ -78,9 +79,9 @@ func corpusOptions(f Family) *Options {
 
 // corpusServices are Services with the features the build cases do not combine, with
 // addresses of family f (a dual-stack one has both).
-func corpusServices(f Family) []ServiceInput {
+func corpusServices(f inet.Family) []ServiceInput {
 	a := func(v4, v6 string) string {
-		if f == IPv6 {
+		if f == inet.IPv6 {
 			return v6
 		}
 		return v4
@@ -94,7 +95,7 @@ func corpusServices(f Family) []ServiceInput {
 	ep := func(name string, proto v1.Protocol, local bool) []*discoveryv1.EndpointSlice {
 		e := a("10.244.1.50", "fd00:10:244:1::50")
 		if local {
-			if f == IPv6 {
+			if f == inet.IPv6 {
 				e += "|local"
 			} else {
 				e += ":local"
@@ -146,11 +147,11 @@ func toRuleset(r *Rules) netfilter.Ruleset {
 	return rs
 }
 
-func nfFamily(f Family) netfilter.Family {
-	if f == IPv6 {
-		return netfilter.IPv6
+func nfFamily(f inet.Family) inet.Family {
+	if f == inet.IPv6 {
+		return inet.IPv6
 	}
-	return netfilter.IPv4
+	return inet.IPv4
 }
 
 // Every rule BuildRules renders, for every variant of the corpus, is in the form
@@ -206,7 +207,7 @@ func TestRenderedRulesApplyToFake(t *testing.T) {
 // The corpus really contains what the kernel test claims to cover: in each family, every
 // set has members in some variant, so every set-conditional rule is rendered.
 func TestCorpusCoverage(t *testing.T) {
-	for _, f := range []Family{IPv4, IPv6} {
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 		seen := map[string]bool{}
 		for _, v := range ruleVariants() {
 			if v.opts.Family != f {

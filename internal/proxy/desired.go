@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // Desired is the aggregate desired state of one family: the union of every Service's
@@ -18,7 +20,7 @@ import (
 //
 // Desired is not safe for concurrent use; the sync loop owns it.
 type Desired struct {
-	family   Family
+	family   inet.Family
 	services map[types.NamespacedName]*ServiceState
 	vs       map[VSKey][]*VirtualServer // claimants, sorted by owner
 	members  map[Member]int
@@ -28,7 +30,7 @@ type Desired struct {
 }
 
 // NewDesired returns an empty desired state for a family.
-func NewDesired(f Family) *Desired {
+func NewDesired(f inet.Family) *Desired {
 	return &Desired{
 		family:   f,
 		services: map[types.NamespacedName]*ServiceState{},
@@ -41,7 +43,7 @@ func NewDesired(f Family) *Desired {
 }
 
 // Family returns the family this state is for.
-func (d *Desired) Family() Family { return d.family }
+func (d *Desired) Family() inet.Family { return d.family }
 
 // Touched collects the kernel objects whose desired state may have changed.
 type Touched struct {

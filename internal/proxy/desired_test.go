@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 func nn(name string) types.NamespacedName {
@@ -25,7 +27,7 @@ func TestDesiredSharedAddressRefcount(t *testing.T) {
 		Slices: []*discoveryv1.EndpointSlice{slice("a", "a-1", "http", 80, tcp, "10.244.1.1")}}, o)
 	b := BuildService(ServiceInput{Service: svc("default", "b", "10.96.0.2", externalIPs("203.0.113.9"), ports(v1.ServicePort{Name: "https", Port: 443})),
 		Slices: []*discoveryv1.EndpointSlice{slice("b", "b-1", "https", 443, tcp, "10.244.1.2")}}, o)
-	d := NewDesired(IPv4)
+	d := NewDesired(inet.IPv4)
 	d.Update(nn("a"), a, nil)
 	d.Update(nn("b"), b, nil)
 	vip := netip.MustParseAddr("203.0.113.9")
@@ -38,7 +40,7 @@ func TestDesiredSharedAddressRefcount(t *testing.T) {
 	if _, ok := touched.Addresses[vip]; ok {
 		t.Error("shared VIP reported as touched although its desired state did not change")
 	}
-	if _, ok := touched.VirtualServers[VSKey{TCP, vip, 80}]; !ok {
+	if _, ok := touched.VirtualServers[VSKey{inet.TCP, vip, 80}]; !ok {
 		t.Error("a's external virtual server not reported as touched")
 	}
 	touched = NewTouched()
@@ -63,11 +65,11 @@ func TestDesiredConflict(t *testing.T) {
 		return BuildService(ServiceInput{Service: svc("default", name, "10.96.0."+fmt.Sprint(len(name)), externalIPs("203.0.113.9")),
 			Slices: []*discoveryv1.EndpointSlice{slice(name, name+"-1", "http", 80, tcp, backend)}}, o)
 	}
-	d := NewDesired(IPv4)
+	d := NewDesired(inet.IPv4)
 	d.Update(nn("zeta"), mk("zeta", "10.244.9.9"), nil)
 	touched := NewTouched()
 	d.Update(nn("alpha"), mk("alpha", "10.244.1.1"), touched)
-	key := VSKey{TCP, netip.MustParseAddr("203.0.113.9"), 80}
+	key := VSKey{inet.TCP, netip.MustParseAddr("203.0.113.9"), 80}
 	if got := d.VirtualServer(key).Owner.Name; got != "alpha" {
 		t.Fatalf("owner = %s, want alpha (sorts first)", got)
 	}
@@ -117,7 +119,7 @@ func TestDesiredIncrementalMatchesFullBuild(t *testing.T) {
 		}, o)
 	}
 	names := []string{"a", "b", "c", "d", "e", "f"}
-	inc := NewDesired(IPv4)
+	inc := NewDesired(inet.IPv4)
 	current := map[string]*ServiceState{}
 	for step := range 500 {
 		name := names[rng.IntN(len(names))]
@@ -128,7 +130,7 @@ func TestDesiredIncrementalMatchesFullBuild(t *testing.T) {
 		current[name] = st
 		after := snapshot(inc)
 
-		full := NewDesired(IPv4)
+		full := NewDesired(inet.IPv4)
 		for _, n := range names {
 			full.Update(nn(n), current[n], nil)
 		}
@@ -191,7 +193,7 @@ func union[K comparable, V any](a, b map[K]V) map[K]struct{} {
 }
 
 func TestDesiredAccessorsSorted(t *testing.T) {
-	d := NewDesired(IPv4)
+	d := NewDesired(inet.IPv4)
 	o := testOptions()
 	for _, n := range []string{"c", "a", "b"} {
 		d.Update(nn(n), BuildService(ServiceInput{Service: svc("default", n, "10.96.0."+fmt.Sprint(int(n[0])))}, o), nil)

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/testutil/fieldguard"
 )
 
@@ -14,7 +15,7 @@ import (
 
 func guardVirtualServer() VirtualServer {
 	return VirtualServer{
-		VSKey:     VSKey{Protocol: TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 80},
+		VSKey:     VSKey{Protocol: inet.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 80},
 		Scheduler: "sh", SchedFlags: []string{"sh-fallback", "sh-port"},
 		Persistent: true, Timeout: 60,
 		Destinations: []Destination{
@@ -46,7 +47,7 @@ func TestDesiredUpdateTouchesEveryVirtualServerChange(t *testing.T) {
 		return &ServiceState{Name: nn("web"), VirtualServers: []*VirtualServer{&v}}
 	}
 	for _, m := range muts {
-		d := NewDesired(IPv4)
+		d := NewDesired(inet.IPv4)
 		d.Update(nn("web"), state(base), nil)
 		touched := NewTouched()
 		d.Update(nn("web"), state(m.Value), touched)
@@ -66,7 +67,7 @@ func TestDesiredUpdateTouchesEveryVirtualServerChange(t *testing.T) {
 func TestOptionsEqualChecksEveryField(t *testing.T) {
 	two := func(a, b string) []netip.Addr { return []netip.Addr{netip.MustParseAddr(a), netip.MustParseAddr(b)} }
 	base := Options{
-		Family: IPv4, Scheduler: "rr", NodeName: testNode,
+		Family: inet.IPv4, Scheduler: "rr", NodeName: testNode,
 		NodeLabels:        map[string]string{ZoneLabel: "zone-a", "kubernetes.io/os": "linux"},
 		NodePortAddresses: two("192.168.1.10", "192.168.2.10"),
 		LocalAddresses:    two("192.168.1.10", "198.51.100.9"),
@@ -115,7 +116,7 @@ func TestContributesNothingChecksEveryField(t *testing.T) {
 	})
 	t.Run("Desired.Update", func(t *testing.T) {
 		fieldguard.CheckPresence(t, full, ignored, func(st ServiceState) bool {
-			d := NewDesired(IPv4)
+			d := NewDesired(inet.IPv4)
 			d.Update(nn("web"), &st, nil)
 			return d.Service(nn("web")) == nil
 		})

@@ -8,13 +8,15 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 const testNode = "node-a"
 
 func testOptions() *Options {
 	return &Options{
-		Family:            IPv4,
+		Family:            inet.IPv4,
 		Scheduler:         "rr",
 		NodeName:          testNode,
 		NodeLabels:        map[string]string{ZoneLabel: "zone-a"},

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -44,7 +45,7 @@ import (
 // change of options is a full rebuild; pairs of changed options add nothing to that).
 func TestIncrementalEqualsFullOverBuildCasePairs(t *testing.T) {
 	cases := proxy.BuildCases()
-	for _, fam := range []proxy.Family{proxy.IPv4, proxy.IPv6} {
+	for _, fam := range []inet.Family{inet.IPv4, inet.IPv6} {
 		var worlds []world
 		for _, c := range cases {
 			if c.Opts.Family == fam {
@@ -147,9 +148,9 @@ func optionKnobs() []knob[*proxy.Options] {
 // background is three Services every world has: topology hints (node labels), Local
 // traffic policy with affinity on a node port (node name, node addresses) and a scheduler
 // by annotation (unavailable schedulers).
-func background(f proxy.Family) map[types.NamespacedName]proxy.ServiceInput {
+func background(f inet.Family) map[types.NamespacedName]proxy.ServiceInput {
 	addr := func(v4, v6 string) string {
-		if f == proxy.IPv6 {
+		if f == inet.IPv6 {
 			return v6
 		}
 		return v4
@@ -203,7 +204,7 @@ func background(f proxy.Family) map[types.NamespacedName]proxy.ServiceInput {
 
 // walk moves one proxier along route (indices into worlds) and, after each move, compares
 // it with a fresh proxier that made one full sync of the world moved to.
-func walk(t *testing.T, fam proxy.Family, worlds []world, route []int) {
+func walk(t *testing.T, fam inet.Family, worlds []world, route []int) {
 	t.Helper()
 	refs := make([]*reference, len(worlds))
 	ref := func(i int) *reference {
@@ -290,7 +291,7 @@ func star(n int) []int {
 // proxier is one family's proxier as the daemon runs it, over fake kernels.
 type proxier struct {
 	t       *testing.T
-	fam     proxy.Family
+	fam     inet.Family
 	ipvs    *ipvs.Fake
 	ipset   *ipset.Fake
 	nf      *netfilter.Fake
@@ -301,10 +302,10 @@ type proxier struct {
 	inputs  map[types.NamespacedName]proxy.ServiceInput
 }
 
-func newProxier(t *testing.T, fam proxy.Family) *proxier {
-	nff := netfilter.IPv4
-	if fam == proxy.IPv6 {
-		nff = netfilter.IPv6
+func newProxier(t *testing.T, fam inet.Family) *proxier {
+	nff := inet.IPv4
+	if fam == inet.IPv6 {
+		nff = inet.IPv6
 	}
 	p := &proxier{t: t, fam: fam, ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(nff), dummy: dummyif.NewFake("kube-ipvs0")}
 	// No graceful period: a removed real server goes at once rather than draining at weight 0

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -67,13 +68,13 @@ func lb(ips ...string) func(*v1.Service) {
 
 // kernelSync programs the Services into fake kernels with the reconciler, as the daemon's
 // full sync does, and returns the IPVS table and kube-ipvs0's addresses.
-func kernelSync(t *testing.T, fam proxy.Family, nodeAddr string, svcs []kernelSvc) string {
+func kernelSync(t *testing.T, fam inet.Family, nodeAddr string, svcs []kernelSvc) string {
 	t.Helper()
 	ipv := ipvs.NewFake()
 	dummy := dummyif.NewFake("kube-ipvs0")
-	nff := netfilter.IPv4
-	if fam == proxy.IPv6 {
-		nff = netfilter.IPv6
+	nff := inet.IPv4
+	if fam == inet.IPv6 {
+		nff = inet.IPv6
 	}
 	rec := reconcile.New(reconcile.Kernel{IPVS: ipv, IPSet: ipset.NewFake(), Netfilter: netfilter.NewFake(nff), Dummy: dummy, Conntrack: conntrack.NewFake()},
 		reconcile.Options{Family: fam, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))})
@@ -119,6 +120,6 @@ func TestBadInputReachesNoKernel(t *testing.T) {
 		kService("zone6", "fd00::12", func(s *v1.Service) { s.Spec.ExternalIPs = []string{"2001:db8::1%1", "2001:db8::7"} },
 			"fe80::5", "2001:db8:244::5%eth0", "fd00:10:244::7"),
 	}
-	got := "=== IPv4\n" + kernelSync(t, proxy.IPv4, "192.168.1.10", v4) + "=== IPv6\n" + kernelSync(t, proxy.IPv6, "fd00:1::10", v6)
+	got := "=== IPv4\n" + kernelSync(t, inet.IPv4, "192.168.1.10", v4) + "=== IPv6\n" + kernelSync(t, inet.IPv6, "fd00:1::10", v6)
 	golden.Check(t, "bad-input-kernel.golden", got)
 }

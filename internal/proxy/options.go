@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // LocalMode is how the proxier tells traffic from local pods apart from other traffic
@@ -40,7 +42,7 @@ func (d LocalDetector) Active() bool {
 // Options is everything outside the Service objects that shapes the desired state of one
 // family. A change of Options means a full rebuild.
 type Options struct {
-	Family Family
+	Family inet.Family
 	// Scheduler is the global IPVS scheduler (--ipvs-scheduler; default rr).
 	Scheduler string
 	// NodeName is this node's name, used to find local endpoints.

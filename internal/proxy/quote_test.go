@@ -3,6 +3,7 @@ package proxy
 import (
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/netfilter"
 )
 
@@ -44,7 +45,7 @@ func TestSetCommentsAreUpstreams(t *testing.T) {
 		SetNodePortSCTP:      "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'",
 		SetNodePortLocalSCTP: "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'",
 	}
-	for _, s := range Sets(IPv4) {
+	for _, s := range Sets(inet.IPv4) {
 		if w, ok := want[s.Base]; ok && s.Comment != w {
 			t.Errorf("set %s comment %q, want upstream's %q", s.Name, s.Comment, w)
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
@@ -44,7 +45,7 @@ func TestRenderedRulesLoadKernel(t *testing.T) {
 							continue
 						}
 						fam := "inet"
-						if s.Family == IPv6 {
+						if s.Family == inet.IPv6 {
 							fam = "inet6"
 						}
 						fmt.Fprintf(&sets, "create %s %s family %s hashsize 1024 maxelem 65536\n", s.Name, s.Type, fam)
@@ -60,7 +61,7 @@ func TestRenderedRulesLoadKernel(t *testing.T) {
 				for _, v := range nodes[node] {
 					f := nfFamily(v.opts.Family)
 					tool := "iptables-" + string(mode)
-					if f == netfilter.IPv6 {
+					if f == inet.IPv6 {
 						tool = "ip6tables-" + string(mode)
 					}
 					rs := toRuleset(BuildRules(v.opts, v.desired))

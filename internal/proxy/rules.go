@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/iptsave"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
@@ -12,7 +13,7 @@ import (
 // them from the built-in chains. Rule strings are iptables arguments after "-A CHAIN", in
 // the canonical form iptables-save prints, so a read-back compares equal.
 type Rules struct {
-	Family Family
+	Family inet.Family
 	Tables []TableRules // nat, then filter
 }
 
@@ -98,7 +99,7 @@ func BuildRules(o *Options, d *Desired) *Rules {
 	}
 
 	lo := "127.0.0.0/8"
-	if f == IPv6 {
+	if f == inet.IPv6 {
 		lo = "::1/128"
 	}
 	add("nat", ipvsmode.ChainServices, "-s "+lo+" -j RETURN")
@@ -182,7 +183,7 @@ func BuildRules(o *Options, d *Desired) *Rules {
 	}
 	add("filter", ipvsmode.ChainIPVSFilter, "-m set --match-set "+name(SetHealthCheckNodePort)+" dst -j RETURN")
 	reject := "icmp-port-unreachable"
-	if f == IPv6 {
+	if f == inet.IPv6 {
 		reject = "icmp6-port-unreachable"
 	}
 	add("filter", ipvsmode.ChainIPVSFilter, "-m conntrack --ctstate NEW -m set --match-set "+name(SetIPVSIPs)+" dst -j REJECT --reject-with "+reject)
@@ -244,8 +245,8 @@ func notLocal(d LocalDetector) string {
 	}
 }
 
-func hostCIDR(ip string, f Family) string {
-	if f == IPv6 {
+func hostCIDR(ip string, f inet.Family) string {
+	if f == inet.IPv6 {
 		return ip + "/128"
 	}
 	return ip + "/32"

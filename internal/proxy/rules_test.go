@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
 	v1 "k8s.io/api/core/v1"
@@ -59,7 +60,7 @@ func TestRulesGolden(t *testing.T) {
 // node-originated rule appears exactly when no detector is configured.
 func TestRulesSetReferences(t *testing.T) {
 	o := testOptions()
-	d := NewDesired(IPv4)
+	d := NewDesired(inet.IPv4)
 	r := BuildRules(o, d).Render()
 	for _, set := range []string{SetClusterIP, SetLoadBalancer, SetExternalIP, SetNodePortTCP, SetLoopBack} {
 		if strings.Contains(r, "--match-set "+set+" dst") && !strings.Contains(r, "KUBE-IPVS-FILTER -m set --match-set "+set) {
@@ -82,10 +83,10 @@ func TestRulesSetReferences(t *testing.T) {
 
 func TestRulesIPv6(t *testing.T) {
 	o := testOptions()
-	o.Family = IPv6
+	o.Family = inet.IPv6
 	o.NodePortAddresses = []netip.Addr{netip.MustParseAddr("fd00:1::10")}
 	o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/56")}}
-	d := NewDesired(IPv6)
+	d := NewDesired(inet.IPv6)
 	d.Update(nn("v6"), BuildService(ServiceInput{Service: svc("default", "v6", "fd00::10")}, o), nil)
 	r := BuildRules(o, d).Render()
 	for _, want := range []string{"-s ::1/128 -j RETURN", "! -s fd00:10:244::/56", "KUBE-6-CLUSTER-IP", "icmp6-port-unreachable"} {

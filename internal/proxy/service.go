@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
 
@@ -205,7 +206,7 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 		if sp.NodePort != 0 && (svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer) && len(o.NodePortAddresses) > 0 {
 			np := uint16(sp.NodePort) // validated: 1..65535
 			set, localSet := nodePortSets(proto)
-			if proto == SCTP {
+			if proto == inet.SCTP {
 				for _, ip := range o.NodePortAddresses {
 					e := ip.String() + ",sctp:" + strconv.Itoa(int(np))
 					b.member(set, e)
@@ -296,7 +297,7 @@ func (b *builder) scheduler() (string, []string) {
 // sourceRanges records loadBalancerSourceRanges for one LB ip:port: the -FW set marks it
 // as filtered, -SOURCE-CIDR holds the allowed ranges, and -SOURCE-IP lets the node itself
 // (or a backend hairpinning through the LB IP) in when a range covers a node address.
-func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto Protocol, port uint16) {
+func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto inet.Protocol, port uint16) {
 	if len(b.svc.Spec.LoadBalancerSourceRanges) == 0 {
 		return
 	}
@@ -314,7 +315,7 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto Protocol, port 
 			p = p.Masked()
 			// Not Family.Matches: an IPv4-mapped range is an IPv6 range (as upstream), and
 			// its text could not go into an IPv4 set.
-			if p.Addr().Is4() == (b.o.Family == IPv4) {
+			if p.Addr().Is4() == (b.o.Family == inet.IPv4) {
 				cidrs = append(cidrs, p)
 			}
 		}
@@ -397,23 +398,23 @@ func externalPolicyLocal(svc *v1.Service) bool {
 	return svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer || len(svc.Spec.ExternalIPs) > 0
 }
 
-func protocolOf(p v1.Protocol) (Protocol, bool) {
+func protocolOf(p v1.Protocol) (inet.Protocol, bool) {
 	switch p {
 	case v1.ProtocolTCP, "":
-		return TCP, true
+		return inet.TCP, true
 	case v1.ProtocolUDP:
-		return UDP, true
+		return inet.UDP, true
 	case v1.ProtocolSCTP:
-		return SCTP, true
+		return inet.SCTP, true
 	}
 	return 0, false
 }
 
-func nodePortSets(p Protocol) (set, local string) {
+func nodePortSets(p inet.Protocol) (set, local string) {
 	switch p {
-	case UDP:
+	case inet.UDP:
 		return SetNodePortUDP, SetNodePortLocalUDP
-	case SCTP:
+	case inet.SCTP:
 		return SetNodePortSCTP, SetNodePortLocalSCTP
 	}
 	return SetNodePortTCP, SetNodePortLocalTCP

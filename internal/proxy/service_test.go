@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
 	v1 "k8s.io/api/core/v1"
@@ -245,7 +246,7 @@ func buildCases() []buildCase {
 			// and its external addresses of that family. Found by the live switch test.
 			name: "ipv4-service-in-ipv6-proxier-contributes-nothing",
 			opts: func(o *Options) {
-				o.Family = IPv6
+				o.Family = inet.IPv6
 				o.NodePortAddresses = []netip.Addr{netip.MustParseAddr("fd00:1::10")}
 				o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/56")}}
 			},
@@ -268,7 +269,7 @@ func buildCases() []buildCase {
 		{
 			name: "ipv6-proxier",
 			opts: func(o *Options) {
-				o.Family = IPv6
+				o.Family = inet.IPv6
 				o.NodePortAddresses = []netip.Addr{netip.MustParseAddr("fd00:1::10")}
 				o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/56")}}
 			},
@@ -281,7 +282,7 @@ func buildCases() []buildCase {
 		{
 			name: "ipv4-only-nodeport-lb-in-ipv6-proxier-contributes-nothing",
 			opts: func(o *Options) {
-				o.Family = IPv6
+				o.Family = inet.IPv6
 				o.NodePortAddresses = []netip.Addr{netip.MustParseAddr("fd00:1::10")}
 				o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/56")}}
 			},
@@ -471,7 +472,7 @@ func TestBuildServiceSemantics(t *testing.T) {
 }
 
 func TestSetNames(t *testing.T) {
-	for _, s := range Sets(IPv6) {
+	for _, s := range Sets(inet.IPv6) {
 		if len(s.Name) > MaxSetNameLen {
 			t.Errorf("%s is %d characters", s.Name, len(s.Name))
 		}
@@ -479,10 +480,10 @@ func TestSetNames(t *testing.T) {
 			t.Errorf("IPv6 set %s lacks the KUBE-6- prefix", s.Name)
 		}
 	}
-	if got := SetName(IPv6, SetLoadBalancerSourceNet); got != "KUBE-6-LOAD-BALANCER-SOURCE-CID" {
+	if got := SetName(inet.IPv6, SetLoadBalancerSourceNet); got != "KUBE-6-LOAD-BALANCER-SOURCE-CID" {
 		t.Errorf("truncated name = %s", got)
 	}
-	if got := SetName(IPv4, SetLoadBalancerSourceNet); got != "KUBE-LOAD-BALANCER-SOURCE-CIDR" {
+	if got := SetName(inet.IPv4, SetLoadBalancerSourceNet); got != "KUBE-LOAD-BALANCER-SOURCE-CIDR" {
 		t.Errorf("v4 name = %s", got)
 	}
 }

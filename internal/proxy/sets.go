@@ -1,6 +1,10 @@
 package proxy
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/kipvs/kipvs/internal/inet"
+)
 
 // SetType is an ipset type name as the kernel and the ipset tool spell it.
 type SetType string
@@ -41,7 +45,7 @@ type SetSpec struct {
 	Name    string // family-specific name
 	Base    string // IPv4 name, as in the constants above
 	Type    SetType
-	Family  Family
+	Family  inet.Family
 	Comment string
 }
 
@@ -73,8 +77,8 @@ const MaxSetNameLen = 31
 
 // SetName returns the family-specific name of a base (IPv4) set name: IPv6 sets are named
 // KUBE-6-... and truncated to 31 characters, as upstream does.
-func SetName(f Family, base string) string {
-	if f != IPv6 {
+func SetName(f inet.Family, base string) string {
+	if f != inet.IPv6 {
 		return base
 	}
 	name := "KUBE-6-" + base[len("KUBE-"):]
@@ -86,7 +90,7 @@ func SetName(f Family, base string) string {
 
 // Sets returns every ipset kipvs owns for a family, in a fixed order. All of them exist
 // while kipvs runs, empty or not (like upstream); rules reference only the non-empty ones.
-func Sets(f Family) []SetSpec {
+func Sets(f inet.Family) []SetSpec {
 	out := make([]SetSpec, 0, len(setTable))
 	for _, s := range setTable {
 		out = append(out, SetSpec{Name: SetName(f, s.base), Base: s.base, Type: s.typ, Family: f, Comment: s.comment})

@@ -7,13 +7,15 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // The source-filtering part of a LoadBalancer Service's contribution (its -FW, -SOURCE-CIDR
 // and -SOURCE-IP members and its KUBE-IPVS-OUT-FILTER entries) for the ranges operators write.
 func TestSourceRangeMembers(t *testing.T) {
 	v6 := func(o *Options) {
-		o.Family = IPv6
+		o.Family = inet.IPv6
 		o.NodePortAddresses = []netip.Addr{netip.MustParseAddr("fd00:1::10")}
 		o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/56")}}
 	}

@@ -12,57 +12,15 @@ package proxy
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
-
-// Family is an IP family; kipvs runs one independent proxier per family.
-type Family uint8
-
-const (
-	IPv4 Family = 4
-	IPv6 Family = 6
-)
-
-func (f Family) String() string {
-	if f == IPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
-}
-
-// Matches reports whether a belongs to the family.
-func (f Family) Matches(a netip.Addr) bool {
-	a = a.Unmap()
-	return a.IsValid() && (a.Is4() == (f == IPv4))
-}
-
-// Protocol is an IPVS virtual server protocol (IANA numbers, as the kernel uses them).
-type Protocol uint16
-
-const (
-	TCP  Protocol = 6
-	UDP  Protocol = 17
-	SCTP Protocol = 132
-)
-
-// String returns the protocol the way ipset and ipvsadm write it in lower case.
-func (p Protocol) String() string {
-	switch p {
-	case TCP:
-		return "tcp"
-	case UDP:
-		return "udp"
-	case SCTP:
-		return "sctp"
-	}
-	return "proto-" + strconv.Itoa(int(p))
-}
 
 // VSKey identifies a virtual server.
 type VSKey struct {
-	Protocol Protocol
+	Protocol inet.Protocol
 	Address  netip.Addr
 	Port     uint16
 }

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // Services and EndpointSlices reach kipvs either from the apiserver, which validated them,
@@ -175,7 +177,7 @@ func (b *builder) validateClusterIPs() []netip.Addr {
 		return nil
 	}
 	var out []netip.Addr
-	var fams []Family
+	var fams []inet.Family
 	for j, s := range ips {
 		f := field
 		if field == "spec.clusterIPs" {
@@ -191,9 +193,9 @@ func (b *builder) validateClusterIPs() []netip.Addr {
 			fams = append(fams, 0)
 			continue
 		}
-		fam := IPv4
+		fam := inet.IPv4
 		if ip.Is6() {
-			fam = IPv6
+			fam = inet.IPv6
 		}
 		fams = append(fams, fam)
 		switch {
@@ -210,12 +212,12 @@ func (b *builder) validateClusterIPs() []netip.Addr {
 	}
 	for i, f := range spec.IPFamilies {
 		field := fmt.Sprintf("spec.ipFamilies[%d]", i)
-		var fam Family
+		var fam inet.Family
 		switch f {
 		case v1.IPv4Protocol:
-			fam = IPv4
+			fam = inet.IPv4
 		case v1.IPv6Protocol:
-			fam = IPv6
+			fam = inet.IPv6
 		default:
 			b.problem(field, "InvalidIPFamilies", fmt.Sprintf("%q is not IPv4 or IPv6; the Service is not programmed", f))
 			continue
@@ -296,7 +298,7 @@ type checkedSlice struct {
 // zone, or is one no real server may have is skipped. Each is a Problem naming the slice.
 func (b *builder) checkSlices(in []*discoveryv1.EndpointSlice) []checkedSlice {
 	want := discoveryv1.AddressTypeIPv4
-	if b.o.Family == IPv6 {
+	if b.o.Family == inet.IPv6 {
 		want = discoveryv1.AddressTypeIPv6
 	}
 	var out []checkedSlice

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // rawSlice is an EndpointSlice of any address type with ready endpoints on node-b, for
@@ -36,7 +38,7 @@ func rawAffinity(timeout int32) svcOpt {
 }
 
 func v6Options(o *Options) {
-	o.Family = IPv6
+	o.Family = inet.IPv6
 	o.NodePortAddresses = []netip.Addr{netip.MustParseAddr("fd00:1::10")}
 	o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/56")}}
 }

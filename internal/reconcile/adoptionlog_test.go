@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
@@ -27,7 +28,7 @@ func TestAdoptionPlanLogged(t *testing.T) {
 			prev.full()
 
 			// kipvs starts on that kernel, which differs in one weight and one rule.
-			key := ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
+			key := ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
 			if err := prev.ipvs.UpdateDestination(key, ipvs.Destination{Addr: netip.MustParseAddr("10.244.2.6"), Port: 8080, Weight: 2}); err != nil {
 				t.Fatal(err)
 			}

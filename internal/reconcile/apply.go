@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -196,7 +197,7 @@ func (r *Reconciler) applyIPVS(ops []ipvs.Op, failedDelete func(proxy.VSKey)) er
 // servers) none of whose vouchers (see vouchers) is in the kernel: each one this plan tried
 // to add failed, and base did not hold one already. Those keys are returned; the next sync
 // retries them. A set whose add failed counts as holding none of the members added.
-func claimedOps(f proxy.Family, p *Plan, base *state, failedAddrs map[netip.Addr]bool, failedSets map[string]bool) ([]ipvs.Op, []proxy.VSKey) {
+func claimedOps(f inet.Family, p *Plan, base *state, failedAddrs map[netip.Addr]bool, failedSets map[string]bool) ([]ipvs.Op, []proxy.VSKey) {
 	if len(failedAddrs) == 0 && len(failedSets) == 0 {
 		return p.IPVS, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -100,7 +101,7 @@ func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 		return nil, fmt.Errorf("list ipsets: %w", err)
 	}
 	own := map[string]bool{}
-	for _, f := range []proxy.Family{proxy.IPv4, proxy.IPv6} {
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 		for _, s := range proxy.Sets(f) {
 			own[s.Name] = true
 		}
@@ -128,7 +129,7 @@ func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 			return nil, fmt.Errorf("read the IPVS table: %w", err)
 		}
 	}
-	for _, f := range []proxy.Family{proxy.IPv4, proxy.IPv6} {
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 		obs := &state{members: members, addrs: map[netip.Addr]struct{}{}}
 		for _, a := range addrs {
 			obs.addrs[a.Addr().Unmap()] = struct{}{}

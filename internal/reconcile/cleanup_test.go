@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -39,7 +40,7 @@ func (e *env) must(err error) {
 }
 
 func tcpKey(ip string, port uint16) ipvs.ServiceKey {
-	return ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr(ip), Port: port}
+	return ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr(ip), Port: port}
 }
 
 // A full proxy run followed by cleanup leaves the whole kernel as it was before the run,
@@ -112,8 +113,8 @@ func TestCleanupUpstreamLeftoversAndExcludeCIDRs(t *testing.T) {
 	e.must(e.ipvs.AddService(ipvs.Service{ServiceKey: tcpKey("192.168.1.10", 31000), Scheduler: "rr"}))
 	e.must(e.ipset.Create(ipset.Set{Name: "KUBE-CLUSTER-IP", Type: ipset.HashIPPort}))
 	e.must(e.ipset.Add("KUBE-CLUSTER-IP",
-		ipset.Entry{IP: netip.MustParseAddr("10.96.0.99"), Protocol: ipset.TCP, Port: 80},
-		ipset.Entry{IP: netip.MustParseAddr("172.20.0.1"), Protocol: ipset.TCP, Port: 80}))
+		ipset.Entry{IP: netip.MustParseAddr("10.96.0.99"), Protocol: inet.TCP, Port: 80},
+		ipset.Entry{IP: netip.MustParseAddr("172.20.0.1"), Protocol: inet.TCP, Port: 80}))
 	e.must(e.ipset.Create(ipset.Set{Name: "KUBE-NODE-PORT-TCP", Type: ipset.BitmapPort}))
 	e.must(e.ipset.Add("KUBE-NODE-PORT-TCP", ipset.Entry{Port: 31000}))
 

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // A stale-flow cleanup is measured as kube-proxy's conntrack reconciler is: its duration
@@ -20,7 +21,7 @@ func TestConntrackCleanupMetrics(t *testing.T) {
 	e.set(svc("dns", "10.96.0.53", udp), eps("dns", v1.ProtocolUDP, 5353, "10.244.1.7", "10.244.1.8"))
 	e.full()
 	client := netip.MustParseAddrPort("10.244.9.9:40000")
-	if err := e.ct.Insert(conntrack.Flow{Protocol: conntrack.UDP,
+	if err := e.ct.Insert(conntrack.Flow{Protocol: inet.UDP,
 		Orig:  conntrack.Tuple{Src: client, Dst: netip.AddrPortFrom(dnsVIP, 53)},
 		Reply: conntrack.Tuple{Src: netip.MustParseAddrPort("10.244.1.7:5353"), Dst: client}}); err != nil {
 		t.Fatal(err)

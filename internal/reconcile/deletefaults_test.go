@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/proxy"
@@ -35,7 +36,7 @@ func deletesService(addr string) func(ipvs.Op) bool {
 // restart replaces the reconciler by a new one over the same kernel, as a kipvs restart does.
 func (e *env) restart() {
 	e.rec = New(Kernel{IPVS: e.ipvs, IPSet: e.ipset, Netfilter: e.nf, Dummy: e.dummy, Conntrack: e.ct},
-		Options{Family: proxy.IPv4, GracefulPeriod: 30 * time.Second, Clock: e.clk})
+		Options{Family: inet.IPv4, GracefulPeriod: 30 * time.Second, Clock: e.clk})
 }
 
 // A kernel delete that fails while a Service (or an endpoint) goes away must not leave

@@ -8,6 +8,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -21,14 +22,14 @@ import (
 // is not a VIP and stays, and repeated full syncs find no drift.
 func TestLinkLocalLeftoverVIPRemoved(t *testing.T) {
 	for _, tc := range []struct {
-		family proxy.Family
-		nf     netfilter.Family
+		family inet.Family
+		nf     inet.Family
 		vips   []string
 		want   string
 	}{
-		{proxy.IPv4, netfilter.IPv4, []string{"169.254.169.254", "10.96.0.99"},
+		{inet.IPv4, inet.IPv4, []string{"169.254.169.254", "10.96.0.99"},
 			"link kube-ipvs0 type dummy state UP\naddr fe80::8c4f:a1ff:fe2b:7c10/64\n"},
-		{proxy.IPv6, netfilter.IPv6, []string{"fe80::1", "fe80::a9fe:a9fe", "fd00:96::99"},
+		{inet.IPv6, inet.IPv6, []string{"fe80::1", "fe80::a9fe:a9fe", "fd00:96::99"},
 			"link kube-ipvs0 type dummy state UP\naddr fe80::8c4f:a1ff:fe2b:7c10/64\n"},
 	} {
 		t.Run(tc.family.String(), func(t *testing.T) {

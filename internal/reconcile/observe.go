@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -80,7 +81,7 @@ func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ips
 // holds the virtual servers this process created or adopted and has not seen deleted: they
 // stay kipvs's even when nothing in the kernel vouches for them any more (a node port on an
 // address the node lost).
-func owns(f proxy.Family, exclude []netip.Prefix, d *proxy.Desired, obs *state, k proxy.VSKey, nodeAddrs []netip.Addr, remembered map[proxy.VSKey]struct{}) bool {
+func owns(f inet.Family, exclude []netip.Prefix, d *proxy.Desired, obs *state, k proxy.VSKey, nodeAddrs []netip.Addr, remembered map[proxy.VSKey]struct{}) bool {
 	if d.VirtualServer(k) != nil {
 		return true
 	}
@@ -108,7 +109,7 @@ func owns(f proxy.Family, exclude []netip.Prefix, d *proxy.Desired, obs *state, 
 }
 
 // vipMembers are the members of the VIP sets that make virtual server k kipvs's.
-func vipMembers(f proxy.Family, k proxy.VSKey) []proxy.Member {
+func vipMembers(f inet.Family, k proxy.VSKey) []proxy.Member {
 	ipPort := k.Address.String() + "," + k.Protocol.String() + ":" + strconv.Itoa(int(k.Port))
 	bases := []string{proxy.SetClusterIP, proxy.SetExternalIP, proxy.SetExternalIPLocal, proxy.SetLoadBalancer}
 	out := make([]proxy.Member, 0, len(bases))
@@ -120,11 +121,11 @@ func vipMembers(f proxy.Family, k proxy.VSKey) []proxy.Member {
 
 // nodePortMember is the member of a node-port set that makes virtual server k kipvs's when
 // it listens on a node address.
-func nodePortMember(f proxy.Family, k proxy.VSKey) proxy.Member {
+func nodePortMember(f inet.Family, k proxy.VSKey) proxy.Member {
 	switch k.Protocol {
-	case proxy.TCP:
+	case inet.TCP:
 		return proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortTCP), Entry: strconv.Itoa(int(k.Port))}
-	case proxy.UDP:
+	case inet.UDP:
 		return proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortUDP), Entry: strconv.Itoa(int(k.Port))}
 	default:
 		ipPort := k.Address.String() + "," + k.Protocol.String() + ":" + strconv.Itoa(int(k.Port))
@@ -135,7 +136,7 @@ func nodePortMember(f proxy.Family, k proxy.VSKey) proxy.Member {
 // vouchers is everything in the kernel whose presence makes virtual server k kipvs's by
 // the ownership rule: its address on the dummy link and its set members. apply keeps them
 // while k's delete has not succeeded.
-func vouchers(f proxy.Family, k proxy.VSKey) (netip.Addr, []proxy.Member) {
+func vouchers(f inet.Family, k proxy.VSKey) (netip.Addr, []proxy.Member) {
 	return k.Address, append(vipMembers(f, k), nodePortMember(f, k))
 }
 

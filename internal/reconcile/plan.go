@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -237,8 +238,8 @@ func diffVS(in *diffInput, p *Plan, k proxy.VSKey) {
 		for _, d := range want.Destinations {
 			p.IPVS = append(p.IPVS, ipvs.AddDestinationOp(svc.ServiceKey, masq(d.Address, d.Port, d.Weight)))
 		}
-		if k.Protocol == proxy.UDP && len(want.Destinations) > 0 {
-			p.Conntrack = append(p.Conntrack, conntrack.ByOrigDst(conntrack.UDP, netip.AddrPortFrom(k.Address, k.Port)))
+		if k.Protocol == inet.UDP && len(want.Destinations) > 0 {
+			p.Conntrack = append(p.Conntrack, conntrack.ByOrigDst(inet.UDP, netip.AddrPortFrom(k.Address, k.Port)))
 		}
 		return
 	}
@@ -273,10 +274,10 @@ func diffVS(in *diffInput, p *Plan, k proxy.VSKey) {
 		}
 		cur := have.dests[ap]
 		switch {
-		case k.Protocol == proxy.UDP || in.graceful <= 0:
+		case k.Protocol == inet.UDP || in.graceful <= 0:
 			p.IPVSDelete = append(p.IPVSDelete, ipvs.DeleteDestinationOp(svc.ServiceKey, ap))
-			if k.Protocol == proxy.UDP {
-				p.Conntrack = append(p.Conntrack, conntrack.Filter{Protocol: conntrack.UDP,
+			if k.Protocol == inet.UDP {
+				p.Conntrack = append(p.Conntrack, conntrack.Filter{Protocol: inet.UDP,
 					OrigDst: k.Address, OrigDstPort: k.Port, ReplySrc: ap.Addr()})
 			}
 		case cur.weight != 0:
@@ -285,10 +286,10 @@ func diffVS(in *diffInput, p *Plan, k proxy.VSKey) {
 			p.Drains = append(p.Drains, DrainKey{VS: k, Dest: ap})
 		}
 	}
-	if k.Protocol == proxy.UDP && liveBefore == 0 && len(want.Destinations) > 0 {
+	if k.Protocol == inet.UDP && liveBefore == 0 && len(want.Destinations) > 0 {
 		// Flows created while the service had no endpoint point nowhere; clear them so the
 		// next packet is scheduled to a real endpoint.
-		p.Conntrack = append(p.Conntrack, conntrack.ByOrigDst(conntrack.UDP, netip.AddrPortFrom(k.Address, k.Port)))
+		p.Conntrack = append(p.Conntrack, conntrack.ByOrigDst(inet.UDP, netip.AddrPortFrom(k.Address, k.Port)))
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/metrics"
@@ -51,20 +52,20 @@ func newEnv(t testing.TB, mod ...func(*Options)) *env {
 		t:     t,
 		ipvs:  ipvs.NewFake(),
 		ipset: ipset.NewFake(),
-		nf:    netfilter.NewFake(netfilter.IPv4),
+		nf:    netfilter.NewFake(inet.IPv4),
 		dummy: dummyif.NewFake("kube-ipvs0"),
 		ct:    conntrack.NewFake(),
 		clk:   clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)),
 		reg:   prometheus.NewRegistry(),
 		ctx:   context.Background(),
 		opts: &proxy.Options{
-			Family: proxy.IPv4, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14,
+			Family: inet.IPv4, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14,
 			NodePortAddresses: []netip.Addr{netip.MustParseAddr("192.168.1.10")},
 			LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
 		},
-		desired: proxy.NewDesired(proxy.IPv4),
+		desired: proxy.NewDesired(inet.IPv4),
 	}
-	o := Options{Family: proxy.IPv4, GracefulPeriod: 30 * time.Second, Clock: e.clk, Metrics: metrics.New(e.reg)}
+	o := Options{Family: inet.IPv4, GracefulPeriod: 30 * time.Second, Clock: e.clk, Metrics: metrics.New(e.reg)}
 	for _, m := range mod {
 		m(&o)
 	}
@@ -259,7 +260,7 @@ func TestAdoptionKeepsLiveStateAndForeignObjects(t *testing.T) {
 		}
 	}
 	key := func(ip string, port uint16) ipvs.ServiceKey {
-		return ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr(ip), Port: port}
+		return ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr(ip), Port: port}
 	}
 	// What kube-proxy left: web (still wanted), old (gone), a node port of a gone Service.
 	_, err := e.dummy.EnsureLink()
@@ -364,7 +365,7 @@ func TestFaultMidPlanRecoversWithFullSync(t *testing.T) {
 func TestGracefulTermination(t *testing.T) {
 	e := newEnv(t)
 	vip := netip.MustParseAddr("10.96.0.10")
-	k := ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: vip, Port: 80}
+	k := ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: vip, Port: 80}
 	a, b := netip.MustParseAddrPort("10.244.1.5:8080"), netip.MustParseAddrPort("10.244.2.6:8080")
 	e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5", "10.244.2.6"))
 	e.full()
@@ -423,7 +424,7 @@ func TestGracefulTermination(t *testing.T) {
 	e.full()
 	for i, ep := range []string{"10.244.1.7", "10.244.1.8"} {
 		client := netip.AddrPortFrom(netip.MustParseAddr("10.244.9.9"), uint16(40000+i))
-		if err := e.ct.Insert(conntrack.Flow{Protocol: conntrack.UDP,
+		if err := e.ct.Insert(conntrack.Flow{Protocol: inet.UDP,
 			Orig:  conntrack.Tuple{Src: client, Dst: netip.AddrPortFrom(dnsVIP, 53)},
 			Reply: conntrack.Tuple{Src: netip.MustParseAddrPort(ep + ":5353"), Dst: client}}); err != nil {
 			t.Fatal(err)
@@ -434,7 +435,7 @@ func TestGracefulTermination(t *testing.T) {
 	if strings.Contains(flows, "10.244.1.7") || !strings.Contains(flows, "10.244.1.8") {
 		t.Errorf("conntrack after UDP endpoint removal:\n%s", flows)
 	}
-	ds, _ := e.ipvs.Destinations(ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.UDP, Addr: dnsVIP, Port: 53})
+	ds, _ := e.ipvs.Destinations(ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.UDP, Addr: dnsVIP, Port: 53})
 	if len(ds) != 1 {
 		t.Errorf("UDP real servers %v, want only 10.244.1.8", ds)
 	}
@@ -447,12 +448,12 @@ func TestDrainStateRebuiltAfterRestart(t *testing.T) {
 	e := newEnv(t)
 	e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5", "10.244.2.6"))
 	e.full()
-	k := ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
+	k := ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
 	_ = e.ipvs.SetDestinationConns(k, netip.MustParseAddrPort("10.244.2.6:8080"), 1, 0, 0)
 	e.sync(e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5")))
 
 	restarted := New(Kernel{IPVS: e.ipvs, IPSet: e.ipset, Netfilter: e.nf, Dummy: e.dummy, Conntrack: e.ct},
-		Options{Family: proxy.IPv4, GracefulPeriod: 30 * time.Second, Clock: e.clk})
+		Options{Family: inet.IPv4, GracefulPeriod: 30 * time.Second, Clock: e.clk})
 	res, err := restarted.FullSync(e.ctx, e.desired, e.opts)
 	if err != nil {
 		t.Fatal(err)

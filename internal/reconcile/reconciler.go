@@ -12,6 +12,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -32,7 +33,7 @@ type Kernel struct {
 
 // Options configure a Reconciler.
 type Options struct {
-	Family proxy.Family
+	Family inet.Family
 	// ExcludeCIDRs: virtual servers with an address inside are never deleted or changed.
 	ExcludeCIDRs []netip.Prefix
 	// GracefulPeriod is the longest a removed TCP/SCTP real server drains at weight 0; 0
@@ -256,7 +257,7 @@ func (r *Reconciler) rebuildDraining(d *proxy.Desired, obs *state) {
 	now := r.o.Clock.Now()
 	next := map[DrainKey]time.Time{}
 	for vk, vs := range obs.vs {
-		if vk.Protocol == proxy.UDP {
+		if vk.Protocol == inet.UDP {
 			continue
 		}
 		want := d.VirtualServer(vk)

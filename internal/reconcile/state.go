@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
@@ -41,11 +42,11 @@ func newState() *state {
 
 // vsKey converts between the proxy's key and the IPVS adapter's.
 func toIPVSKey(k proxy.VSKey) ipvs.ServiceKey {
-	return ipvs.ServiceKey{Family: ipvs.FamilyOf(k.Address), Protocol: ipvs.Protocol(k.Protocol), Addr: k.Address, Port: k.Port}
+	return ipvs.ServiceKey{Family: inet.FamilyOf(k.Address), Protocol: k.Protocol, Addr: k.Address, Port: k.Port}
 }
 
 func fromIPVSKey(k ipvs.ServiceKey) proxy.VSKey {
-	return proxy.VSKey{Protocol: proxy.Protocol(k.Protocol), Address: k.Addr.Unmap(), Port: k.Port}
+	return proxy.VSKey{Protocol: k.Protocol, Address: k.Addr.Unmap(), Port: k.Port}
 }
 
 // toIPVSService renders a desired virtual server as the adapter's Service.
@@ -89,7 +90,7 @@ func settingsOf(s ipvs.Service) ipvs.Service {
 }
 
 // setSpecs indexes the family's set declarations by name.
-func setSpecs(f proxy.Family) map[string]proxy.SetSpec {
+func setSpecs(f inet.Family) map[string]proxy.SetSpec {
 	out := map[string]proxy.SetSpec{}
 	for _, s := range proxy.Sets(f) {
 		out[s.Name] = s
@@ -103,10 +104,7 @@ func IPSetOf(s proxy.SetSpec) ipset.Set { return toIPSet(s) }
 func toIPSet(s proxy.SetSpec) ipset.Set {
 	set := ipset.Set{Name: s.Name, Type: ipset.Type(s.Type)}
 	if s.Type != proxy.BitmapPort {
-		set.Family = ipset.Inet
-		if s.Family == proxy.IPv6 {
-			set.Family = ipset.Inet6
-		}
+		set.Family = s.Family
 	}
 	return set
 }

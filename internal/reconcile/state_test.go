@@ -4,13 +4,14 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/testutil/fieldguard"
 )
 
 func guardIPVSService() ipvs.Service {
 	return ipvs.Service{
-		ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, FWMark: 1},
+		ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, FWMark: 1},
 		Scheduler:  "sh", Flags: ipvs.FlagPersistent | ipvs.FlagSched1, Timeout: 60, Netmask: 0xffffff00, PEName: "sip",
 		Stats: ipvs.Stats{Conns: 1, InPkts: 2, OutPkts: 3, InBytes: 4, OutBytes: 5, CPS: 6, InPPS: 7, OutPPS: 8, InBPS: 9, OutBPS: 10},
 	}
@@ -37,7 +38,7 @@ func TestServiceSettingsEqualNormalizes(t *testing.T) {
 			func(s *ipvs.Service) { s.Flags &^= ipvs.FlagPersistent }},
 		{"zero netmask is the full one",
 			func(s *ipvs.Service) { s.Netmask = 0 },
-			func(s *ipvs.Service) { s.Netmask = ipvs.FullNetmask(ipvs.IPv4) }},
+			func(s *ipvs.Service) { s.Netmask = ipvs.FullNetmask(inet.IPv4) }},
 	} {
 		a, b := guardIPVSService(), guardIPVSService()
 		tc.a(&a)

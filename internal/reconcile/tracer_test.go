@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -278,7 +279,7 @@ func (tr *tracer) inSet(name, flags string, p packet, origSrc netip.Addr) bool {
 	if err != nil {
 		tr.t.Fatalf("set %s: %v", name, err)
 	}
-	proto := map[string]ipset.Protocol{"tcp": ipset.TCP, "udp": ipset.UDP, "sctp": ipset.SCTP}[p.proto]
+	proto := map[string]inet.Protocol{"tcp": inet.TCP, "udp": inet.UDP, "sctp": inet.SCTP}[p.proto]
 	addr := func(dir string) netip.Addr {
 		if dir == "src" {
 			return p.src

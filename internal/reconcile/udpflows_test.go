@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // A UDP ClusterIP that gains its first endpoint: flows created while it had none (answered
@@ -19,7 +20,7 @@ func TestFirstUDPEndpointClearsStaleFlows(t *testing.T) {
 	e.set(svc("dns", "10.96.0.53", udp))
 	e.full()
 	flow := func(dst, replySrc string) conntrack.Flow {
-		return conntrack.Flow{Protocol: conntrack.UDP,
+		return conntrack.Flow{Protocol: inet.UDP,
 			Orig:  conntrack.Tuple{Src: netip.MustParseAddrPort("10.244.1.9:40000"), Dst: netip.MustParseAddrPort(dst)},
 			Reply: conntrack.Tuple{Src: netip.MustParseAddrPort(replySrc), Dst: netip.MustParseAddrPort("10.244.1.9:40000")}}
 	}

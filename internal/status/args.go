@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
@@ -162,7 +163,7 @@ func Parse(args []string, resolve Resolver) (Options, error) {
 		set      [numOpts]bool
 		haveCmd  bool
 		fwmark   bool
-		protocol ipvs.Protocol
+		protocol inet.Protocol
 		svcArg   string
 	)
 	setOpt := func(b optBit) error {
@@ -224,7 +225,7 @@ func Parse(args []string, resolve Resolver) (Options, error) {
 			if err := setOpt(optService); err != nil {
 				return err
 			}
-			protocol = map[string]ipvs.Protocol{"t": ipvs.TCP, "u": ipvs.UDP, "sctp-service": ipvs.SCTP}[name]
+			protocol = map[string]inet.Protocol{"t": inet.TCP, "u": inet.UDP, "sctp-service": inet.SCTP}[name]
 			svcArg = val
 		case "f":
 			if err := setOpt(optService); err != nil {
@@ -235,12 +236,12 @@ func Parse(args []string, resolve Resolver) (Options, error) {
 				return err
 			}
 			fwmark = true
-			o.Service = &ipvs.ServiceKey{Family: ipvs.IPv4, FWMark: m}
+			o.Service = &ipvs.ServiceKey{Family: inet.IPv4, FWMark: m}
 		case "6":
 			if !fwmark {
 				return usagef("-6 used before -f")
 			}
-			o.Service.Family = ipvs.IPv6
+			o.Service.Family = inet.IPv6
 		case "o":
 			if val != "json" && val != "text" && val != "" {
 				return usagef("--output %q: must be \"json\" or \"text\"", val)
@@ -408,7 +409,7 @@ func (NetResolver) LookupPort(protocol, service string) (int, error) {
 
 // parseService is ipvsadm's parse_service for a listing filter: "[v6addr]:port", "v6addr"
 // (port 0), "v4addr[:port]" where v4addr is anything inet_aton accepts or a host name.
-func parseService(arg string, proto ipvs.Protocol, resolve Resolver) (ipvs.ServiceKey, error) {
+func parseService(arg string, proto inet.Protocol, resolve Resolver) (ipvs.ServiceKey, error) {
 	bad := usagef("illegal virtual server address[:port] specified")
 	if arg == "" || isAllDigits(arg) {
 		return ipvs.ServiceKey{}, bad
@@ -423,7 +424,7 @@ func parseService(arg string, proto ipvs.Protocol, resolve Resolver) (ipvs.Servi
 	}
 	k := ipvs.ServiceKey{Protocol: proto}
 	if a, err := netip.ParseAddr(buf); err == nil && a.Is6() && a.Zone() == "" {
-		k.Addr, k.Family = a, ipvs.IPv6
+		k.Addr, k.Family = a, inet.IPv6
 	} else {
 		if !hasPort {
 			if i := strings.LastIndexByte(buf, ':'); i >= 0 {
@@ -441,13 +442,13 @@ func parseService(arg string, proto ipvs.Protocol, resolve Resolver) (ipvs.Servi
 		} else {
 			return ipvs.ServiceKey{}, bad
 		}
-		k.Family = ipvs.IPv4
+		k.Family = inet.IPv4
 	}
 	if hasPort {
 		if n, err := strconv.ParseInt(port, 10, 32); err == nil && port != "" && n >= 0 && n <= 65535 {
 			k.Port = uint16(n)
 		} else if resolve != nil {
-			n, err := resolve.LookupPort(strings.ToLower(proto.String()), port)
+			n, err := resolve.LookupPort(proto.String(), port)
 			if err != nil || n < 0 || n > 65535 {
 				return ipvs.ServiceKey{}, bad
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
@@ -25,9 +26,9 @@ func (fakeResolver) LookupPort(protocol, service string) (int, error) {
 	return 0, errors.New("unknown service")
 }
 
-func svcKey(p ipvs.Protocol, ap string) *ipvs.ServiceKey {
+func svcKey(p inet.Protocol, ap string) *ipvs.ServiceKey {
 	a := netip.MustParseAddrPort(ap)
-	return &ipvs.ServiceKey{Family: ipvs.FamilyOf(a.Addr()), Protocol: p, Addr: a.Addr(), Port: a.Port()}
+	return &ipvs.ServiceKey{Family: inet.FamilyOf(a.Addr()), Protocol: p, Addr: a.Addr(), Port: a.Port()}
 }
 
 func TestParse(t *testing.T) {
@@ -58,17 +59,17 @@ func TestParse(t *testing.T) {
 		{"-Lnc", with(func(o *Options) { o.Numeric, o.Connections = true, true })},
 		{"-L --connection --persistent-conn", with(func(o *Options) { o.Connections, o.PersistentConn = true, true })},
 		{"-L --timeout", with(func(o *Options) { o.Timeout = true })},
-		{"-Ln -t 10.0.0.1:80", with(func(o *Options) { o.Numeric, o.Service = true, svcKey(ipvs.TCP, "10.0.0.1:80") })},
-		{"-Lnt10.0.0.1:80", with(func(o *Options) { o.Numeric, o.Service = true, svcKey(ipvs.TCP, "10.0.0.1:80") })},
-		{"-L --tcp-service=10.0.0.1:80", with(func(o *Options) { o.Service = svcKey(ipvs.TCP, "10.0.0.1:80") })},
-		{"-L -u [fd00::1]:53", with(func(o *Options) { o.Service = svcKey(ipvs.UDP, "[fd00::1]:53") })},
-		{"-L --udp-service fd00::1", with(func(o *Options) { o.Service = svcKey(ipvs.UDP, "[fd00::1]:0") })},
-		{"-L --sctp-service 10.0.0.1:9", with(func(o *Options) { o.Service = svcKey(ipvs.SCTP, "10.0.0.1:9") })},
-		{"-L -t 10.1:80", with(func(o *Options) { o.Service = svcKey(ipvs.TCP, "10.0.0.1:80") })},
-		{"-L -t 0x0a000001", with(func(o *Options) { o.Service = svcKey(ipvs.TCP, "10.0.0.1:0") })},
-		{"-L -t vip.example:http", with(func(o *Options) { o.Service = svcKey(ipvs.TCP, "10.0.0.7:80") })},
-		{"-L -f 5", with(func(o *Options) { o.Service = &ipvs.ServiceKey{Family: ipvs.IPv4, FWMark: 5} })},
-		{"-L -f 4294967295 -6", with(func(o *Options) { o.Service = &ipvs.ServiceKey{Family: ipvs.IPv6, FWMark: 4294967295} })},
+		{"-Ln -t 10.0.0.1:80", with(func(o *Options) { o.Numeric, o.Service = true, svcKey(inet.TCP, "10.0.0.1:80") })},
+		{"-Lnt10.0.0.1:80", with(func(o *Options) { o.Numeric, o.Service = true, svcKey(inet.TCP, "10.0.0.1:80") })},
+		{"-L --tcp-service=10.0.0.1:80", with(func(o *Options) { o.Service = svcKey(inet.TCP, "10.0.0.1:80") })},
+		{"-L -u [fd00::1]:53", with(func(o *Options) { o.Service = svcKey(inet.UDP, "[fd00::1]:53") })},
+		{"-L --udp-service fd00::1", with(func(o *Options) { o.Service = svcKey(inet.UDP, "[fd00::1]:0") })},
+		{"-L --sctp-service 10.0.0.1:9", with(func(o *Options) { o.Service = svcKey(inet.SCTP, "10.0.0.1:9") })},
+		{"-L -t 10.1:80", with(func(o *Options) { o.Service = svcKey(inet.TCP, "10.0.0.1:80") })},
+		{"-L -t 0x0a000001", with(func(o *Options) { o.Service = svcKey(inet.TCP, "10.0.0.1:0") })},
+		{"-L -t vip.example:http", with(func(o *Options) { o.Service = svcKey(inet.TCP, "10.0.0.7:80") })},
+		{"-L -f 5", with(func(o *Options) { o.Service = &ipvs.ServiceKey{Family: inet.IPv4, FWMark: 5} })},
+		{"-L -f 4294967295 -6", with(func(o *Options) { o.Service = &ipvs.ServiceKey{Family: inet.IPv6, FWMark: 4294967295} })},
 		{"-Ln -o json", with(func(o *Options) { o.Numeric, o.Output = true, "json" })},
 		{"-L --output=json --services --metrics-address 127.0.0.1:9999", with(func(o *Options) {
 			o.Output, o.Owners, o.MetricsAddress = "json", true, "127.0.0.1:9999"

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
@@ -101,10 +102,10 @@ func addrPort(a netip.Addr, port uint16) string {
 }
 
 // protocolName is ipvsadm's protocol_name.
-func protocolName(p ipvs.Protocol) string {
+func protocolName(p inet.Protocol) string {
 	switch p {
-	case ipvs.TCP, ipvs.UDP, ipvs.SCTP:
-		return p.String()
+	case inet.TCP, inet.UDP, inet.SCTP:
+		return p.Name()
 	}
 	return "?"
 }
@@ -115,11 +116,11 @@ func serviceName(o Options, s *ipvs.Service) string {
 	if s.FWMark != 0 {
 		m := int32(s.FWMark) // printed with %d
 		switch {
-		case o.Command == Save && s.Family == ipvs.IPv6:
+		case o.Command == Save && s.Family == inet.IPv6:
 			return fmt.Sprintf("-f %d -6", m)
 		case o.Command == Save:
 			return fmt.Sprintf("-f %d", m)
-		case s.Family == ipvs.IPv6:
+		case s.Family == inet.IPv6:
 			return fmt.Sprintf("FWM  %d IPv6", m)
 		}
 		return fmt.Sprintf("FWM  %d", m)
@@ -128,17 +129,17 @@ func serviceName(o Options, s *ipvs.Service) string {
 	if o.Command == Save {
 		opt := "--xxx-service"
 		switch s.Protocol {
-		case ipvs.TCP:
+		case inet.TCP:
 			opt = "-t"
-		case ipvs.UDP:
+		case inet.UDP:
 			opt = "-u"
-		case ipvs.SCTP:
+		case inet.SCTP:
 			opt = "--sctp-service"
 		}
 		return opt + " " + v
 	}
 	name := fmt.Sprintf("%-4s %s", protocolName(s.Protocol), v)
-	if s.Family != ipvs.IPv6 && len(name) > 33 {
+	if s.Family != inet.IPv6 && len(name) > 33 {
 		name = name[:33]
 	}
 	return name
@@ -218,12 +219,12 @@ func writeService(w *bufio.Writer, o Options, s *ipvs.Service, owners Owners) {
 // dotted quad for IPv4 (inet_ntoa), prefix length for IPv6.
 func writeMask(w *bufio.Writer, prefix string, s *ipvs.Service) {
 	switch s.Family {
-	case ipvs.IPv4:
+	case inet.IPv4:
 		if s.Netmask != 0xffffffff {
 			m := s.Netmask
 			fmt.Fprintf(w, "%s%d.%d.%d.%d", prefix, m>>24, m>>16&0xff, m>>8&0xff, m&0xff)
 		}
-	case ipvs.IPv6:
+	case inet.IPv6:
 		if s.Netmask != 128 {
 			fmt.Fprintf(w, "%s%d", prefix, int32(s.Netmask))
 		}
@@ -288,7 +289,7 @@ func tunInfo(d *ipvs.Destination) string {
 
 func writeDest(w *bufio.Writer, o Options, s *ipvs.Service, d *ipvs.Destination) {
 	dname := addrPort(d.Addr, d.Port)
-	v6 := ipvs.FamilyOf(d.Addr) == ipvs.IPv6
+	v6 := inet.FamilyOf(d.Addr) == inet.IPv6
 	if o.Command != Save && !v6 && len(dname) > 28 {
 		dname = dname[:28]
 	}

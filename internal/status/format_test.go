@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
@@ -73,7 +74,7 @@ func render(t *testing.T, args string, s Snapshot, owners Owners) string {
 // Counters beyond what traffic in a test VM can reach: a service's full 64-bit values, a
 // destination's counters truncated to 32 bits as libipvs 1.31 reads them (except bytes).
 func TestStatsRanges(t *testing.T) {
-	k := ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.1"), Port: 80}
+	k := ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr("10.0.0.1"), Port: 80}
 	big := ipvs.Stats{Conns: 1<<32 + 5, InPkts: 123456789012, OutPkts: 99999999, InBytes: 1<<40 + 1, OutBytes: 1e15,
 		CPS: 1<<32 + 7, InPPS: 150000000, OutPPS: 3, InBPS: 1 << 33, OutBPS: 5e11}
 	s := Snapshot{Info: ipvs.Info{Version: 0x010201, ConnTableSize: 4096}, Entries: []ipvs.Entry{{
@@ -109,11 +110,11 @@ TCP  10.0.0.1:80                     4294M  150000K        3    8589M     500G
 
 // Owners (--services) annotate service lines and nothing else.
 func TestOwnersAnnotation(t *testing.T) {
-	k := ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.96.0.1"), Port: 443}
+	k := ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.1"), Port: 443}
 	s := Snapshot{Info: ipvs.Info{Version: 0x010201, ConnTableSize: 4096}, Entries: []ipvs.Entry{
 		{Service: ipvs.Service{ServiceKey: k, Scheduler: "rr", Netmask: 0xffffffff},
 			Destinations: []ipvs.Destination{{Addr: netip.MustParseAddr("192.168.0.10"), Port: 6443, Weight: 1}}},
-		{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53},
+		{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53},
 			Scheduler: "rr", Netmask: 0xffffffff}},
 	}}
 	owners := Owners{k: {{Namespace: "default", Name: "kubernetes", Port: "https"}, {Namespace: "x", Name: "y"}}}

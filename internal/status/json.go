@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
@@ -124,7 +125,7 @@ func TableJSON(o Options, s Snapshot, owners Owners) JSONTable {
 		if sv.FWMark != 0 {
 			js.FWMark = sv.FWMark
 		} else {
-			js.Protocol, js.Address, js.Port = sv.Protocol.String(), sv.Addr.String(), sv.Port
+			js.Protocol, js.Address, js.Port = sv.Protocol.Name(), sv.Addr.String(), sv.Port
 		}
 		if owners != nil {
 			js.Owners = owners[ownerKey(sv.ServiceKey)]
@@ -150,8 +151,8 @@ func TableJSON(o Options, s Snapshot, owners Owners) JSONTable {
 	return t
 }
 
-func netmaskString(f ipvs.Family, m uint32) string {
-	if f == ipvs.IPv6 {
+func netmaskString(f inet.Family, m uint32) string {
+	if f == inet.IPv6 {
 		return strconv.FormatUint(uint64(m), 10)
 	}
 	return fmt.Sprintf("%d.%d.%d.%d", m>>24, m>>16&0xff, m>>8&0xff, m&0xff)
@@ -189,9 +190,9 @@ func (js JSONService) entry() (ipvs.Entry, error) {
 	sv := &e.Service
 	switch js.Family {
 	case "IPv4":
-		sv.Family = ipvs.IPv4
+		sv.Family = inet.IPv4
 	case "IPv6":
-		sv.Family = ipvs.IPv6
+		sv.Family = inet.IPv6
 	default:
 		return e, fmt.Errorf("family %q: want IPv4 or IPv6", js.Family)
 	}
@@ -209,7 +210,7 @@ func (js JSONService) entry() (ipvs.Entry, error) {
 		sv.Protocol, sv.Addr, sv.Port = p, a, js.Port
 	}
 	sv.Scheduler, sv.Flags, sv.Timeout, sv.PEName = js.Scheduler, ipvs.ServiceFlags(js.Flags), js.Timeout, js.PersistenceEngine
-	if sv.Family == ipvs.IPv6 {
+	if sv.Family == inet.IPv6 {
 		v, err := strconv.ParseUint(js.Netmask, 10, 32)
 		if err != nil {
 			return e, fmt.Errorf("netmask %q: %w", js.Netmask, err)
@@ -258,16 +259,16 @@ func (js JSONService) entry() (ipvs.Entry, error) {
 	return e, nil
 }
 
-func parseProtocol(s string) (ipvs.Protocol, error) {
-	for _, p := range []ipvs.Protocol{ipvs.TCP, ipvs.UDP, ipvs.SCTP} {
-		if p.String() == s {
+func parseProtocol(s string) (inet.Protocol, error) {
+	for _, p := range []inet.Protocol{inet.TCP, inet.UDP, inet.SCTP} {
+		if p.Name() == s {
 			return p, nil
 		}
 	}
 	if n, ok := strings.CutPrefix(s, "proto-"); ok {
-		v, err := strconv.ParseUint(n, 10, 16)
+		v, err := strconv.ParseUint(n, 10, 8)
 		if err == nil {
-			return ipvs.Protocol(v), nil
+			return inet.Protocol(v), nil
 		}
 	}
 	return 0, fmt.Errorf("protocol %q: want TCP, UDP or SCTP", s)

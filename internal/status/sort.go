@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
@@ -96,17 +97,17 @@ func serviceSortKey(s *ipvs.Service) sortKey {
 }
 
 func destSortKey(d *ipvs.Destination) sortKey {
-	k := sortKey{port: d.Port, af: cFamily(ipvs.FamilyOf(d.Addr))}
+	k := sortKey{port: d.Port, af: cFamily(inet.FamilyOf(d.Addr))}
 	addrWords(&k, d.Addr)
 	return k
 }
 
 // cFamily maps a family to the C AF_* value ipvsadm compares.
-func cFamily(f ipvs.Family) uint16 {
+func cFamily(f inet.Family) uint16 {
 	switch f {
-	case ipvs.IPv4:
+	case inet.IPv4:
 		return afInet
-	case ipvs.IPv6:
+	case inet.IPv6:
 		return afInet6
 	}
 	return uint16(f)

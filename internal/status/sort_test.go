@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
@@ -62,9 +63,9 @@ func TestGlibcMergeSortMatchesReference(t *testing.T) {
 	}
 }
 
-func svcEntry(p ipvs.Protocol, addr string, port uint16) ipvs.Entry {
+func svcEntry(p inet.Protocol, addr string, port uint16) ipvs.Entry {
 	a := netip.MustParseAddr(addr)
-	return ipvs.Entry{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.FamilyOf(a), Protocol: p, Addr: a, Port: port}}}
+	return ipvs.Entry{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: inet.FamilyOf(a), Protocol: p, Addr: a, Port: port}}}
 }
 
 func keys(es []ipvs.Entry) []string {
@@ -85,37 +86,37 @@ func TestIpvsadmServiceOrder(t *testing.T) {
 		want []string
 	}{
 		{"near addresses numeric",
-			[]ipvs.Entry{svcEntry(ipvs.TCP, "10.0.0.2", 80), svcEntry(ipvs.TCP, "10.0.0.1", 80), svcEntry(ipvs.TCP, "10.0.0.1", 79)},
+			[]ipvs.Entry{svcEntry(inet.TCP, "10.0.0.2", 80), svcEntry(inet.TCP, "10.0.0.1", 80), svcEntry(inet.TCP, "10.0.0.1", 79)},
 			[]string{"TCP 10.0.0.1:79", "TCP 10.0.0.1:80", "TCP 10.0.0.2:80"}},
 		{"far addresses backwards",
-			[]ipvs.Entry{svcEntry(ipvs.TCP, "10.0.0.1", 80), svcEntry(ipvs.TCP, "200.0.0.1", 80)},
+			[]ipvs.Entry{svcEntry(inet.TCP, "10.0.0.1", 80), svcEntry(inet.TCP, "200.0.0.1", 80)},
 			[]string{"TCP 200.0.0.1:80", "TCP 10.0.0.1:80"}},
 		// a=10.0.0.1 < b=100.0.0.1 < c=200.0.0.1 pairwise (each less than 2^31 apart) but
 		// c < a: a cycle. The merge order decides.
 		{"cycle input abc",
-			[]ipvs.Entry{svcEntry(ipvs.TCP, "10.0.0.1", 1), svcEntry(ipvs.TCP, "100.0.0.1", 1), svcEntry(ipvs.TCP, "200.0.0.1", 1)},
+			[]ipvs.Entry{svcEntry(inet.TCP, "10.0.0.1", 1), svcEntry(inet.TCP, "100.0.0.1", 1), svcEntry(inet.TCP, "200.0.0.1", 1)},
 			// msort: [a] | [b c] -> [b c] sorted (b<c) -> merge a vs b: a<b take a; then b, c.
 			[]string{"TCP 10.0.0.1:1", "TCP 100.0.0.1:1", "TCP 200.0.0.1:1"}},
 		{"cycle input cab",
-			[]ipvs.Entry{svcEntry(ipvs.TCP, "200.0.0.1", 1), svcEntry(ipvs.TCP, "10.0.0.1", 1), svcEntry(ipvs.TCP, "100.0.0.1", 1)},
+			[]ipvs.Entry{svcEntry(inet.TCP, "200.0.0.1", 1), svcEntry(inet.TCP, "10.0.0.1", 1), svcEntry(inet.TCP, "100.0.0.1", 1)},
 			// [c] | [a b] -> [a b]; merge c vs a: c<a take c; then a, b.
 			[]string{"TCP 200.0.0.1:1", "TCP 10.0.0.1:1", "TCP 100.0.0.1:1"}},
 		{"protocol then family then fwmark",
 			[]ipvs.Entry{
-				{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, FWMark: 3}}},
-				svcEntry(ipvs.SCTP, "10.0.0.1", 1), svcEntry(ipvs.UDP, "10.0.0.1", 1),
-				svcEntry(ipvs.TCP, "fd00::1", 1), svcEntry(ipvs.TCP, "10.0.0.1", 1),
+				{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, FWMark: 3}}},
+				svcEntry(inet.SCTP, "10.0.0.1", 1), svcEntry(inet.UDP, "10.0.0.1", 1),
+				svcEntry(inet.TCP, "fd00::1", 1), svcEntry(inet.TCP, "10.0.0.1", 1),
 			},
 			[]string{"TCP 10.0.0.1:1", "UDP 10.0.0.1:1", "SCTP 10.0.0.1:1", "TCP [fd00::1]:1", "FWM 3"}},
 		// fwmarks subtract too: 3000000000 - 1 is negative as an int32.
 		{"fwmark far apart",
 			[]ipvs.Entry{
-				{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, FWMark: 1}}},
-				{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, FWMark: 3000000000}}},
+				{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, FWMark: 1}}},
+				{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, FWMark: 3000000000}}},
 			},
 			[]string{"FWM 3000000000", "FWM 1"}},
 		{"IPv6 word by word",
-			[]ipvs.Entry{svcEntry(ipvs.TCP, "fd00::2", 1), svcEntry(ipvs.TCP, "fd00::1", 1), svcEntry(ipvs.TCP, "2001:db8::1", 1)},
+			[]ipvs.Entry{svcEntry(inet.TCP, "fd00::2", 1), svcEntry(inet.TCP, "fd00::1", 1), svcEntry(inet.TCP, "2001:db8::1", 1)},
 			// fd00:: - 2001:db8:: in the first word: 0xfd000000-0x20010db8 = 0xdcfef248 < 0 as int32.
 			[]string{"TCP [fd00::1]:1", "TCP [fd00::2]:1", "TCP [2001:db8::1]:1"}},
 	}

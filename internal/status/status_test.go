@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
@@ -50,8 +51,8 @@ func run(t *testing.T, args string, env Env) (string, error) {
 func TestRun(t *testing.T) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("200.0.0.1")
 	r := &fakeReader{entries: []ipvs.Entry{
-		{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: a, Port: 80}, Scheduler: "rr", Netmask: 0xffffffff}},
-		{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: b, Port: 80}, Scheduler: "rr", Netmask: 0xffffffff}},
+		{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: a, Port: 80}, Scheduler: "rr", Netmask: 0xffffffff}},
+		{Service: ipvs.Service{ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: b, Port: 80}, Scheduler: "rr", Netmask: 0xffffffff}},
 	}}
 	env := Env{IPVS: r}
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/server"
 )
@@ -17,7 +18,7 @@ func benchBed(b *testing.B, n int) *bed {
 	var ops []ipvs.Op
 	for i := range n {
 		vip := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
-		k := ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: vip, Port: 80}
+		k := ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: vip, Port: 80}
 		ops = append(ops, ipvs.AddServiceOp(ipvs.Service{ServiceKey: k, Scheduler: "rr"}))
 		for j := range 2 {
 			ep := netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})

@@ -47,6 +47,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/server"
@@ -258,7 +259,7 @@ type snapshot struct {
 }
 
 // protocols maps the virtual server list's protocol names to IPVS protocols.
-var protocols = map[string]ipvs.Protocol{"TCP": ipvs.TCP, "UDP": ipvs.UDP, "SCTP": ipvs.SCTP}
+var protocols = map[string]inet.Protocol{"TCP": inet.TCP, "UDP": inet.UDP, "SCTP": inet.SCTP}
 
 // vipKind is the vip_kind label value of a virtual server kind.
 func vipKind(k string) string {
@@ -277,7 +278,7 @@ func vipKind(k string) string {
 
 type groupKey struct {
 	namespace, name, port, protocol, kind string
-	family                                ipvs.Family
+	family                                inet.Family
 }
 
 // gather reads the mapping and the kernel and sums the counters.
@@ -299,7 +300,7 @@ func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
 			continue
 		}
 		addr = addr.Unmap()
-		k := ipvs.ServiceKey{Family: ipvs.FamilyOf(addr), Protocol: proto, Addr: addr, Port: v.Port}
+		k := ipvs.ServiceKey{Family: inet.FamilyOf(addr), Protocol: proto, Addr: addr, Port: v.Port}
 		gk := groupKey{namespace: v.Namespace, name: v.Name, port: v.PortName, protocol: v.Protocol, kind: v.Kind, family: k.Family}
 		gi, ok := groups[gk]
 		if !ok {

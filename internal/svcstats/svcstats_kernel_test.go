@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/server"
@@ -53,8 +54,8 @@ func TestKernelTrafficMatchesIpvsadm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	web := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.100"), Port: 80}
-	api := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.100"), Port: 443}
+	web := ipvs.ServiceKey{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.0.0.100"), Port: 80}
+	api := ipvs.ServiceKey{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.0.0.100"), Port: 443}
 	dest := func(a string, port uint16) ipvs.Destination {
 		return ipvs.Destination{Addr: netip.MustParseAddr(a), Port: port, Forward: ipvs.Masq, Weight: 1}
 	}
