@@ -69,8 +69,9 @@ type Deps struct {
 	Events EventSink
 	// HealthCheckListen opens the health check node ports (nil: net.Listen).
 	HealthCheckListen healthcheck.Listener
-	// Ready, if set, is closed after the first successful sync (tests).
-	Ready chan struct{}
+	// firstSynced, if set (by this package's tests), is closed after the first successful
+	// sync.
+	firstSynced chan struct{}
 }
 
 // Daemon is a running kipvs.
@@ -193,9 +194,6 @@ func ipv6Support(check func() error) error {
 	}
 	return check()
 }
-
-// Metrics returns the daemon's metrics (tests).
-func (d *Daemon) Metrics() *metrics.Metrics { return d.m }
 
 // Health returns the health tracker (served by the health server).
 func (d *Daemon) Health() *server.Health { return d.health }

@@ -85,7 +85,7 @@ func (n *fakeNode) deps(src watch.Source, reg *prometheus.Registry, ready chan s
 		KernelRelease: "6.1.0-56-amd64",
 		NumCPU:        4,
 		Registry:      reg,
-		Ready:         ready,
+		firstSynced:   ready,
 	}
 }
 

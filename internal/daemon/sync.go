@@ -121,8 +121,8 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		zap.Duration("took", d.deps.Clock.Since(start)))
 	if !d.ready {
 		d.ready = true
-		if d.deps.Ready != nil {
-			close(d.deps.Ready)
+		if d.deps.firstSynced != nil {
+			close(d.deps.firstSynced)
 		}
 	}
 	return nil

@@ -20,19 +20,6 @@ const (
 	ModeLegacy Mode = "legacy"
 )
 
-// ParseMode parses a backend override: "nft", "legacy", or "" / "auto" for detection (Mode "").
-func ParseMode(s string) (Mode, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "auto":
-		return "", nil
-	case "nft":
-		return ModeNFT, nil
-	case "legacy":
-		return ModeLegacy, nil
-	}
-	return "", fmt.Errorf("iptables backend %q: want nft, legacy or auto: %w", s, kerr.ErrInvalid)
-}
-
 // Backend is the chosen backend and why it was chosen (for the log and `kipvs status`).
 type Backend struct {
 	Mode   Mode

@@ -42,10 +42,10 @@ type Fake struct {
 
 var _ Interface = (*Fake)(nil)
 
-// NewFake returns a fake for family with empty tables. Only WithOwned applies; it panics on an
-// invalid family or owned set, which are programming errors in a test.
+// NewFake returns a fake for family with empty tables. Of the options only the owned chains
+// apply; it panics on an invalid family or owned set, which are programming errors in a test.
 func NewFake(family inet.Family, opts ...Option) *Fake {
-	o := options{owned: DefaultOwned()}
+	o := options{owned: defaultOwned()}
 	for _, opt := range opts {
 		opt(&o)
 	}

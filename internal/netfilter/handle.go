@@ -40,20 +40,17 @@ type Option func(*options)
 
 type options struct {
 	runner Runner
-	owned  Owned
+	owned  ownedChains
 }
 
 // WithRunner runs the iptables binaries through r instead of executing them in the handle's
 // namespace (unit tests check payloads this way, without root).
 func WithRunner(r Runner) Option { return func(o *options) { o.runner = r } }
 
-// WithOwned replaces DefaultOwned as the set of chains kipvs owns.
-func WithOwned(owned Owned) Option { return func(o *options) { o.owned = owned } }
-
 // New returns the adapter for family in the namespace ns (netns.None(): the current one), using
 // the iptables backend b (see Detect). The handle does not take ownership of ns.
 func New(ns netns.NsHandle, family inet.Family, b Backend, opts ...Option) (*Handle, error) {
-	o := options{owned: DefaultOwned()}
+	o := options{owned: defaultOwned()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -218,6 +215,3 @@ func (h *Handle) Check(ctx context.Context, table Table, rule string) error {
 	}
 	return nil
 }
-
-// OwnedChains returns the chains the handle owns in table, sorted.
-func (h *Handle) OwnedChains(table Table) []string { return slices.Clone(h.owned.sorted[table]) }

@@ -1,8 +1,8 @@
 // Package netfilter keeps kipvs's iptables chains in one network namespace and one address
 // family in the state a declarative Ruleset describes, without knowing what the rules mean.
 //
-// kipvs owns a declared set of chains per table (Owned; DefaultOwned is upstream kube-proxy's
-// IPVS-mode set) and every rule in a built-in chain that jumps to one of them. Apply reads all
+// kipvs owns a declared set of chains per table (upstream kube-proxy's IPVS-mode set, named in
+// internal/ipvsmode) and every rule in a built-in chain that jumps to one of them. Apply reads all
 // tables with one iptables-save, computes the difference per table and writes it with one
 // `iptables-restore --noflush --counters` whose input has one section per table that differs;
 // each section commits on its own, so each table changes atomically or not at all. In a section,
@@ -84,8 +84,8 @@ func builtins(table Table) []string {
 	return nil
 }
 
-// IsBuiltin reports whether chain is a built-in chain of table.
-func IsBuiltin(table Table, chain string) bool { return slices.Contains(builtins(table), chain) }
+// isBuiltin reports whether chain is a built-in chain of table.
+func isBuiltin(table Table, chain string) bool { return slices.Contains(builtins(table), chain) }
 
 // maxChainNameLen is the longest chain name iptables accepts (XT_EXTENSION_MAXNAMELEN minus
 // the NUL).
@@ -100,27 +100,27 @@ func isStandardTarget(name string) bool {
 	return false
 }
 
-// Owned names the chains kipvs owns in each table. Apply deletes an owned chain that the Ruleset
+// ownedChains names the chains kipvs owns in each table. Apply deletes an owned chain that the Ruleset
 // does not declare, and treats every rule in a built-in chain that jumps to an owned chain as its
 // own. Chains not listed here are foreign and never touched.
-type Owned map[Table][]string
+type ownedChains map[Table][]string
 
-// DefaultOwned is upstream kube-proxy's IPVS-mode chain set.
-func DefaultOwned() Owned {
-	return Owned{
+// defaultOwned is upstream kube-proxy's IPVS-mode chain set.
+func defaultOwned() ownedChains {
+	return ownedChains{
 		TableNAT:    {ipvsmode.ChainServices, ipvsmode.ChainPostrouting, ipvsmode.ChainMarkMasq, ipvsmode.ChainNodePort, ipvsmode.ChainLoadBalancer},
 		TableFilter: {ipvsmode.ChainForward, ipvsmode.ChainNodePort, ipvsmode.ChainProxyFirewall, ipvsmode.ChainSourceRangesFirewall, ipvsmode.ChainIPVSFilter, ipvsmode.ChainIPVSOutFilter},
 	}
 }
 
-// ownedSet is Owned checked and indexed.
+// ownedSet is ownedChains checked and indexed.
 type ownedSet struct {
 	tables []Table                   // sorted
 	chains map[Table]map[string]bool // table -> owned chain names
 	sorted map[Table][]string        // table -> owned chain names, sorted
 }
 
-func newOwnedSet(o Owned) (ownedSet, error) {
+func newOwnedSet(o ownedChains) (ownedSet, error) {
 	s := ownedSet{chains: map[Table]map[string]bool{}, sorted: map[Table][]string{}}
 	for table, names := range o {
 		if builtins(table) == nil {
@@ -150,7 +150,7 @@ func checkChainName(table Table, name string) error {
 		return fmt.Errorf("table %s chain %q: name must be 1 to %d characters: %w", table, name, maxChainNameLen, kerr.ErrInvalid)
 	case strings.HasPrefix(name, "-") || strings.HasPrefix(name, "!") || strings.ContainsAny(name, " \t\n\"'\\"):
 		return fmt.Errorf("table %s chain %q: not a valid chain name: %w", table, name, kerr.ErrInvalid)
-	case isStandardTarget(name) || IsBuiltin(table, name):
+	case isStandardTarget(name) || isBuiltin(table, name):
 		return fmt.Errorf("table %s chain %q: reserved name: %w", table, name, kerr.ErrInvalid)
 	}
 	return nil
@@ -181,20 +181,14 @@ type Chain struct {
 }
 
 // Jump is a rule in a built-in chain (Chain) that jumps to an owned chain. Rule is the text after
-// `-A CHAIN` in canonical form; JumpTo builds the usual one.
+// `-A CHAIN` in canonical form, usually `-m comment --comment "COMMENT" -j TARGET`.
 type Jump struct {
 	Chain string
 	Rule  string
 }
 
-// JumpTo is the jump upstream installs: `-m comment --comment "COMMENT" -j TARGET` in the
-// built-in chain from.
-func JumpTo(from, target, comment string) Jump {
-	return Jump{Chain: from, Rule: "-m comment --comment " + Quote(comment) + " -j " + target}
-}
-
-// Target is the chain the jump leads to.
-func (j Jump) Target() string { return ruleTarget(j.Rule) }
+// target is the chain the jump leads to.
+func (j Jump) target() string { return ruleTarget(j.Rule) }
 
 // Result reports what Apply or Remove wrote.
 type Result struct {
@@ -273,14 +267,14 @@ func validate(family inet.Family, owned ownedSet, rs Ruleset) error {
 		}
 		seen := map[Jump]bool{}
 		for _, j := range tr.Jumps {
-			if !IsBuiltin(table, j.Chain) {
+			if !isBuiltin(table, j.Chain) {
 				return fmt.Errorf("ruleset: table %s jump %q: %q is not a built-in chain of the table: %w", table, j.Rule, j.Chain, kerr.ErrInvalid)
 			}
 			if err := checkRule("jump from "+j.Chain, j.Rule); err != nil {
 				return err
 			}
-			if !own[j.Target()] {
-				return fmt.Errorf("ruleset: table %s jump from %s %q: target %q is not an owned chain: %w", table, j.Chain, j.Rule, j.Target(), kerr.ErrInvalid)
+			if !own[j.target()] {
+				return fmt.Errorf("ruleset: table %s jump from %s %q: target %q is not an owned chain: %w", table, j.Chain, j.Rule, j.target(), kerr.ErrInvalid)
 			}
 			if seen[j] {
 				return fmt.Errorf("ruleset: table %s jump from %s %q listed twice: %w", table, j.Chain, j.Rule, kerr.ErrInvalid)

@@ -61,7 +61,7 @@ func TestPlanJumps(t *testing.T) {
 				return
 			}
 			// Replaying the payload on the fake gives the expected chain.
-			fk := NewFake(inet.IPv4, WithOwned(Owned{TableFilter: {"A", "B", "C"}}))
+			fk := NewFake(inet.IPv4, withOwned(ownedChains{TableFilter: {"A", "B", "C"}}))
 			var p strings.Builder
 			p.WriteString("*filter\n:A - [0:0]\n:B - [0:0]\n:C - [0:0]\n:F1 - [0:0]\n:F2 - [0:0]\n")
 			for _, r := range c.cur {
@@ -275,14 +275,6 @@ func TestDetect(t *testing.T) {
 	if _, err := Detect(ctx, none, "bogus"); !errors.Is(err, kerr.ErrInvalid) {
 		t.Fatalf("bad override: %v", err)
 	}
-	for in, want := range map[string]Mode{"": "", "auto": "", "NFT": ModeNFT, "legacy": ModeLegacy} {
-		if m, err := ParseMode(in); err != nil || m != want {
-			t.Errorf("ParseMode(%q) = %q, %v", in, m, err)
-		}
-	}
-	if _, err := ParseMode("iptables"); !errors.Is(err, kerr.ErrInvalid) {
-		t.Error("ParseMode accepted a bad mode")
-	}
 }
 
 func TestParseSave(t *testing.T) {
@@ -295,7 +287,7 @@ func TestParseSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := st.owned(map[string]bool{ipvsmode.ChainServices: true})
-	want := TableRules{Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{}}}, Jumps: []Jump{JumpTo("PREROUTING", ipvsmode.ChainServices, "kubernetes service portals")}}
+	want := TableRules{Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{}}}, Jumps: []Jump{jumpTo("PREROUTING", ipvsmode.ChainServices, "kubernetes service portals")}}
 	if Format(Ruleset{TableNAT: tr}) != Format(Ruleset{TableNAT: want}) {
 		t.Fatalf("owned = %+v", tr)
 	}

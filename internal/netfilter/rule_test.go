@@ -134,7 +134,7 @@ func TestCanonical(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	owned, err := newOwnedSet(DefaultOwned())
+	owned, err := newOwnedSet(defaultOwned())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,12 +146,12 @@ func TestValidate(t *testing.T) {
 		"twice":         {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices}, {Name: ipvsmode.ChainServices}}}},
 		"unknown table": {"mangle": {Chains: []Chain{{Name: ipvsmode.ChainServices}}}},
 		"jump from a user chain": {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices}},
-			Jumps: []Jump{JumpTo(ipvsmode.ChainMarkMasq, ipvsmode.ChainServices, "x")}}},
+			Jumps: []Jump{jumpTo(ipvsmode.ChainMarkMasq, ipvsmode.ChainServices, "x")}}},
 		"jump to an undeclared chain": {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices}},
-			Jumps: []Jump{JumpTo("PREROUTING", ipvsmode.ChainPostrouting, "x")}}},
-		"jump to a foreign chain": {TableNAT: {Jumps: []Jump{JumpTo("PREROUTING", "FOREIGN", "x")}}},
+			Jumps: []Jump{jumpTo("PREROUTING", ipvsmode.ChainPostrouting, "x")}}},
+		"jump to a foreign chain": {TableNAT: {Jumps: []Jump{jumpTo("PREROUTING", "FOREIGN", "x")}}},
 		"jump listed twice": {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices}},
-			Jumps: []Jump{JumpTo("PREROUTING", ipvsmode.ChainServices, "x"), JumpTo("PREROUTING", ipvsmode.ChainServices, "x")}}},
+			Jumps: []Jump{jumpTo("PREROUTING", ipvsmode.ChainServices, "x"), jumpTo("PREROUTING", ipvsmode.ChainServices, "x")}}},
 		"rule to an undeclared owned chain": {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{"-j KUBE-MARK-MASQ"}}}}},
 		"non-canonical rule":                {TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{"-s 1.2.3.4 -j RETURN"}}}}},
 	}
@@ -164,7 +164,7 @@ func TestValidate(t *testing.T) {
 	if err := validate(inet.IPv4, owned, Ruleset{TableNAT: {Chains: []Chain{{Name: ipvsmode.ChainServices, Rules: []string{"-j KUBE-MARK-DROP"}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	for name, o := range map[string]Owned{
+	for name, o := range map[string]ownedChains{
 		"builtin":  {TableNAT: {"PREROUTING"}},
 		"target":   {TableNAT: {"ACCEPT"}},
 		"too long": {TableNAT: {"KUBE-ABCDEFGHIJKLMNOPQRSTUVWXYZ"}},

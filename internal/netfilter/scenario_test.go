@@ -94,9 +94,9 @@ func rulesetV1(f inet.Family) Ruleset {
 				{Name: ipvsmode.ChainMarkMasq, Rules: []string{"-j MARK --set-xmark 0x4000/0x4000"}},
 			},
 			Jumps: []Jump{
-				JumpTo("OUTPUT", ipvsmode.ChainServices, "kubernetes service portals"),
-				JumpTo("PREROUTING", ipvsmode.ChainServices, "kubernetes service portals"),
-				JumpTo("POSTROUTING", ipvsmode.ChainPostrouting, "kubernetes postrouting rules"),
+				jumpTo("OUTPUT", ipvsmode.ChainServices, "kubernetes service portals"),
+				jumpTo("PREROUTING", ipvsmode.ChainServices, "kubernetes service portals"),
+				jumpTo("POSTROUTING", ipvsmode.ChainPostrouting, "kubernetes postrouting rules"),
 			},
 		},
 		TableFilter: {
@@ -118,12 +118,12 @@ func rulesetV1(f inet.Family) Ruleset {
 				{Name: ipvsmode.ChainIPVSOutFilter, Rules: []string{"-m ipvs --vproto 6 --vaddr " + p.vip + " --vport 443 -j DROP"}},
 			},
 			Jumps: []Jump{
-				JumpTo("INPUT", ipvsmode.ChainIPVSFilter, "kubernetes ipvs access filter"),
-				JumpTo("INPUT", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"),
-				JumpTo("INPUT", ipvsmode.ChainNodePort, "kubernetes health check rules"),
-				JumpTo("FORWARD", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"),
-				JumpTo("FORWARD", ipvsmode.ChainForward, "kubernetes forwarding rules"),
-				JumpTo("OUTPUT", ipvsmode.ChainIPVSOutFilter, "kubernetes ipvs access filter"),
+				jumpTo("INPUT", ipvsmode.ChainIPVSFilter, "kubernetes ipvs access filter"),
+				jumpTo("INPUT", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"),
+				jumpTo("INPUT", ipvsmode.ChainNodePort, "kubernetes health check rules"),
+				jumpTo("FORWARD", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"),
+				jumpTo("FORWARD", ipvsmode.ChainForward, "kubernetes forwarding rules"),
+				jumpTo("OUTPUT", ipvsmode.ChainIPVSOutFilter, "kubernetes ipvs access filter"),
 			},
 		},
 	}
@@ -171,7 +171,7 @@ func without(rs Ruleset, table Table, chain string) Ruleset {
 		})})
 	}
 	for _, j := range tr.Jumps {
-		if j.Target() != chain {
+		if j.target() != chain {
 			n.Jumps = append(n.Jumps, j)
 		}
 	}

@@ -32,9 +32,9 @@ func (v Version) AtLeast(w Version) bool {
 // --random-fully; upstream kube-proxy adds the option from this version on.
 var RandomFullyMinVersion = Version{1, 6, 2}
 
-// ParseVersion reads the version from `iptables --version` output: the first word that is
+// parseVersion reads the version from `iptables --version` output: the first word that is
 // "v" followed by dot-separated numbers (a missing minor or patch number is 0).
-func ParseVersion(out string) (Version, error) {
+func parseVersion(out string) (Version, error) {
 	for _, w := range strings.Fields(out) {
 		rest, ok := strings.CutPrefix(w, "v")
 		if !ok || rest == "" {
@@ -69,17 +69,17 @@ func ToolVersion(ctx context.Context, r Runner, f inet.Family, m Mode) (Version,
 	if err != nil {
 		return Version{}, fmt.Errorf("%s --version: %w", bin, err)
 	}
-	v, err := ParseVersion(string(out))
+	v, err := parseVersion(string(out))
 	if err != nil {
 		return Version{}, fmt.Errorf("%s --version: %w", bin, err)
 	}
 	return v, nil
 }
 
-// Usable reports whether family f's iptables of backend m works on this node: it lists the
+// usable reports whether family f's iptables of backend m works on this node: it lists the
 // nat table's POSTROUTING chain, as upstream's check that a family's iptables is present
 // does. An IPv6 family whose ip6tables fails this is not run.
-func Usable(ctx context.Context, r Runner, f inet.Family, m Mode) error {
+func usable(ctx context.Context, r Runner, f inet.Family, m Mode) error {
 	bin := tool(f) + "-" + string(m)
 	if _, err := r.Run(ctx, nil, bin, "-w", "5", "-t", "nat", "-S", "POSTROUTING"); err != nil {
 		return fmt.Errorf("%s cannot list the nat table: %w", bin, err)
@@ -91,7 +91,7 @@ func Usable(ctx context.Context, r Runner, f inet.Family, m Mode) error {
 // (ifInet6, /proc/net/if_inet6, exists) and ip6tables works. The host needs no IPv6
 // address. kipvs run applies it, and kipvs doctor too, to tell the families a daemon would run.
 func IPv6Usable(ctx context.Context, r Runner, m Mode, ifInet6 string) error {
-	if err := Usable(ctx, r, inet.IPv6, m); err != nil {
+	if err := usable(ctx, r, inet.IPv6, m); err != nil {
 		return err
 	}
 	if _, err := os.Stat(ifInet6); err != nil {

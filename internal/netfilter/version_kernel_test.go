@@ -10,9 +10,9 @@ import (
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
 
-// The real binaries of both backends and families answer --version in the form ParseVersion
+// The real binaries of both backends and families answer --version in the form parseVersion
 // reads, support --random-fully (the VM's iptables is far past 1.6.2, as on any current
-// distribution), and pass Usable: the test the daemon runs before starting the IPv6 family.
+// distribution), and pass usable: the test the daemon runs before starting the IPv6 family.
 func TestVersionAndUsableKernel(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []Mode{ModeNFT, ModeLegacy} {
@@ -27,7 +27,7 @@ func TestVersionAndUsableKernel(t *testing.T) {
 				if !v.AtLeast(RandomFullyMinVersion) {
 					t.Errorf("%s-%s is %s: older than %s", tool(f), mode, v, RandomFullyMinVersion)
 				}
-				if err := Usable(ctx, r, f, mode); err != nil {
+				if err := usable(ctx, r, f, mode); err != nil {
 					t.Errorf("Usable: %v", err)
 				}
 				t.Logf("%s-%s %s", tool(f), mode, v)

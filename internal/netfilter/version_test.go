@@ -27,7 +27,7 @@ func TestParseVersion(t *testing.T) {
 		{"iptables v2", Version{2, 0, 0}, true},
 		{"iptables-nft v1.8.9 (nf_tables): extra", Version{1, 8, 9}, true},
 	} {
-		got, err := ParseVersion(tc.out)
+		got, err := parseVersion(tc.out)
 		if err != nil || got != tc.want {
 			t.Errorf("ParseVersion(%q) = %v, %v; want %v", tc.out, got, err, tc.want)
 		}
@@ -36,7 +36,7 @@ func TestParseVersion(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "iptables", "iptables vx.y", "version 1.8.7"} {
-		if v, err := ParseVersion(bad); !errors.Is(err, kerr.ErrInvalid) {
+		if v, err := parseVersion(bad); !errors.Is(err, kerr.ErrInvalid) {
 			t.Errorf("ParseVersion(%q) = %v, %v; want ErrInvalid", bad, v, err)
 		}
 	}
@@ -61,10 +61,10 @@ func TestToolVersionAndUsable(t *testing.T) {
 	if _, err := ToolVersion(ctx, r, inet.IPv4, ModeLegacy); !errors.Is(err, exec.ErrNotFound) {
 		t.Errorf("ToolVersion of a missing binary: %v", err)
 	}
-	if err := Usable(ctx, r, inet.IPv4, ModeNFT); err != nil {
+	if err := usable(ctx, r, inet.IPv4, ModeNFT); err != nil {
 		t.Errorf("Usable iptables-nft: %v", err)
 	}
-	if err := Usable(ctx, r, inet.IPv6, ModeNFT); err == nil || !strings.Contains(err.Error(), "ip6tables-nft cannot list the nat table") {
+	if err := usable(ctx, r, inet.IPv6, ModeNFT); err == nil || !strings.Contains(err.Error(), "ip6tables-nft cannot list the nat table") {
 		t.Errorf("Usable ip6tables-nft: %v", err)
 	}
 	want := []string{"iptables-nft --version", "iptables-legacy --version", "iptables-nft -w 5 -t nat -S POSTROUTING", "ip6tables-nft -w 5 -t nat -S POSTROUTING"}

@@ -23,7 +23,7 @@ func guardVirtualServer() VirtualServer {
 			{Address: netip.MustParseAddr("10.244.2.6"), Port: 8080, Weight: 1},
 		},
 		Owner: ServicePortName{NamespacedName: nn("web"), Port: "http"},
-		Kind:  KindExternalIP,
+		Kind:  kindExternalIP,
 	}
 }
 

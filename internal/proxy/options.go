@@ -9,11 +9,10 @@ import (
 )
 
 // LocalMode is how the proxier tells traffic from local pods apart from other traffic
-// (kube-proxy's --detect-local-mode).
+// (kube-proxy's --detect-local-mode); the zero LocalMode is none.
 type LocalMode string
 
 const (
-	LocalNone                LocalMode = ""
 	LocalClusterCIDR         LocalMode = "ClusterCIDR"
 	LocalNodeCIDR            LocalMode = "NodeCIDR"
 	LocalBridgeInterface     LocalMode = "BridgeInterface"

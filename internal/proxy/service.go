@@ -177,7 +177,7 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 		for _, ip := range clusterIPs {
 			b.member(SetClusterIP, ipPort(ip))
 			b.bind(ip)
-			vs(KindClusterIP, ip, port, clusterEps)
+			vs(kindClusterIP, ip, port, clusterEps)
 		}
 
 		for _, ip := range externalIPs {
@@ -187,7 +187,7 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 				b.member(SetExternalIP, ipPort(ip))
 			}
 			b.bind(ip)
-			vs(KindExternalIP, ip, port, externalEps)
+			vs(kindExternalIP, ip, port, externalEps)
 		}
 
 		for _, lb := range lbIPs {
@@ -200,7 +200,7 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 			if !lb.local {
 				b.bind(ip)
 			}
-			vs(KindLoadBalancer, ip, port, externalEps)
+			vs(kindLoadBalancer, ip, port, externalEps)
 		}
 
 		if sp.NodePort != 0 && (svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer) && len(o.NodePortAddresses) > 0 {
@@ -221,7 +221,7 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 				}
 			}
 			for _, ip := range o.NodePortAddresses {
-				vs(KindNodePort, ip, np, externalEps)
+				vs(kindNodePort, ip, np, externalEps)
 			}
 		}
 	}

@@ -377,23 +377,23 @@ func TestBuildServiceSemantics(t *testing.T) {
 	}
 
 	st := build("clusterip-tcp-three-backends")
-	if got := strings.Join(dests(st, KindClusterIP), " "); got != "10.244.1.5:8080 10.244.2.6:8080 10.244.3.7:8080" {
+	if got := strings.Join(dests(st, kindClusterIP), " "); got != "10.244.1.5:8080 10.244.2.6:8080 10.244.3.7:8080" {
 		t.Errorf("cluster IP real servers = %s", got)
 	}
 	if !has(st, SetLoopBack, "10.244.2.6,tcp:8080,10.244.2.6") || has(st, SetLoopBack, "10.244.1.5,tcp:8080,10.244.1.5") {
 		t.Errorf("hairpin set must hold exactly the local endpoint: %v", st.Members)
 	}
-	if got := strings.Join(dests(build("clusterip-terminating-fallback"), KindClusterIP), " "); got != "10.244.3.7:8080" {
+	if got := strings.Join(dests(build("clusterip-terminating-fallback"), kindClusterIP), " "); got != "10.244.3.7:8080" {
 		t.Errorf("terminating fallback = %s, want only the serving terminating endpoint", got)
 	}
-	if got := dests(build("itp-local-no-fallback"), KindClusterIP); len(got) != 0 {
+	if got := dests(build("itp-local-no-fallback"), kindClusterIP); len(got) != 0 {
 		t.Errorf("ITP=Local without local endpoints must have no real servers, got %v", got)
 	}
 	st = build("etp-local-with-local-endpoint")
-	if got := strings.Join(dests(st, KindLoadBalancer), " "); got != "10.244.2.6:8080" {
+	if got := strings.Join(dests(st, kindLoadBalancer), " "); got != "10.244.2.6:8080" {
 		t.Errorf("ETP=Local LB real servers = %s", got)
 	}
-	if got := len(dests(st, KindClusterIP)); got != 2 {
+	if got := len(dests(st, kindClusterIP)); got != 2 {
 		t.Errorf("ETP=Local must not restrict the cluster IP, got %d real servers", got)
 	}
 	if !has(st, SetLoadBalancerLocal, "203.0.113.20,tcp:80") || !has(st, SetNodePortLocalTCP, "30081") || !has(st, SetExternalIPLocal, "203.0.113.21,tcp:80") || has(st, SetExternalIP, "203.0.113.21,tcp:80") {
@@ -403,14 +403,14 @@ func TestBuildServiceSemantics(t *testing.T) {
 	if has(st, SetLoadBalancerLocal, "203.0.113.20,tcp:80") || has(st, SetNodePortLocalTCP, "30081") {
 		t.Errorf("fallback without local endpoints must be masqueraded (no -LOCAL members): %v", st.Members)
 	}
-	if got := strings.Join(dests(st, KindNodePort), " "); got != "10.244.1.5:8080" {
+	if got := strings.Join(dests(st, kindNodePort), " "); got != "10.244.1.5:8080" {
 		t.Errorf("fallback real servers = %s", got)
 	}
 	st = build("etp-local-only-local-endpoint-terminating")
-	if got := strings.Join(dests(st, KindLoadBalancer), " "); got != "10.244.2.6:8080" {
+	if got := strings.Join(dests(st, kindLoadBalancer), " "); got != "10.244.2.6:8080" {
 		t.Errorf("ETP=Local with only a terminating local pod: LB real servers = %s, want it alone", got)
 	}
-	if got := strings.Join(dests(st, KindClusterIP), " "); got != "10.244.1.5:8080" {
+	if got := strings.Join(dests(st, kindClusterIP), " "); got != "10.244.1.5:8080" {
 		t.Errorf("cluster IP real servers = %s, want the ready remote pod only", got)
 	}
 	if !has(st, SetLoadBalancerLocal, "203.0.113.20,tcp:80") || !has(st, SetNodePortLocalTCP, "30081") || st.NoLocalExternal {
@@ -419,7 +419,7 @@ func TestBuildServiceSemantics(t *testing.T) {
 	if st.LocalEndpoints != 0 {
 		t.Errorf("health check local endpoints = %d, want 0 (only terminating: 503)", st.LocalEndpoints)
 	}
-	if got := strings.Join(dests(build("itp-local-only-local-endpoint-terminating"), KindClusterIP), " "); got != "10.244.2.6:8080" {
+	if got := strings.Join(dests(build("itp-local-only-local-endpoint-terminating"), kindClusterIP), " "); got != "10.244.2.6:8080" {
 		t.Errorf("ITP=Local with only a terminating local pod: real servers = %s, want it", got)
 	}
 	if st := build("etp-local-with-local-endpoint"); st.LocalEndpoints != 1 {
@@ -429,7 +429,7 @@ func TestBuildServiceSemantics(t *testing.T) {
 	if len(st.Problems) != 1 || st.Problems[0].Field != "status.loadBalancer.ingress[0].ip" || st.Problems[0].Reason != "LoadBalancerIPIsNodeAddress" {
 		t.Errorf("problems = %+v", st.Problems)
 	}
-	if got := strings.Join(dests(st, KindLoadBalancer), " "); got != "10.244.1.5:8080" || has(st, SetLoadBalancer, "192.168.1.10,tcp:80") {
+	if got := strings.Join(dests(st, kindLoadBalancer), " "); got != "10.244.1.5:8080" || has(st, SetLoadBalancer, "192.168.1.10,tcp:80") {
 		t.Errorf("LB real servers = %s, members %v: the node-address ingress must be skipped, the other kept", got, st.Members)
 	}
 	for _, a := range st.Addresses {
@@ -462,18 +462,18 @@ func TestBuildServiceSemantics(t *testing.T) {
 		"topology-terminating-fallback-not-filtered":      "10.244.1.5:8080 10.244.1.6:8080",
 		"topology-hints-incomplete-uses-all":              "10.244.1.5:8080 10.244.1.6:8080",
 	} {
-		if got := strings.Join(dests(build(name), KindClusterIP), " "); got != want {
+		if got := strings.Join(dests(build(name), kindClusterIP), " "); got != want {
 			t.Errorf("%s: real servers %s, want %s", name, got, want)
 		}
 	}
-	if got := strings.Join(dests(build("topology-hints-for-my-zone"), KindClusterIP), " "); got != "10.244.1.5:8080 10.244.1.7:8080" {
+	if got := strings.Join(dests(build("topology-hints-for-my-zone"), kindClusterIP), " "); got != "10.244.1.5:8080 10.244.1.7:8080" {
 		t.Errorf("zone hints = %s", got)
 	}
 }
 
 func TestSetNames(t *testing.T) {
 	for _, s := range Sets(inet.IPv6) {
-		if len(s.Name) > MaxSetNameLen {
+		if len(s.Name) > maxSetNameLen {
 			t.Errorf("%s is %d characters", s.Name, len(s.Name))
 		}
 		if !strings.HasPrefix(s.Name, "KUBE-6-") {

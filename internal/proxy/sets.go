@@ -72,8 +72,8 @@ var setTable = []struct {
 	{SetIPVSIPs, "IPVS service ip", HashIP},
 }
 
-// MaxSetNameLen is the longest ipset name the kernel accepts (IPSET_MAXNAMELEN - 1).
-const MaxSetNameLen = 31
+// maxSetNameLen is the longest ipset name the kernel accepts (IPSET_MAXNAMELEN - 1).
+const maxSetNameLen = 31
 
 // SetName returns the family-specific name of a base (IPv4) set name: IPv6 sets are named
 // KUBE-6-... and truncated to 31 characters, as upstream does.
@@ -82,8 +82,8 @@ func SetName(f inet.Family, base string) string {
 		return base
 	}
 	name := "KUBE-6-" + base[len("KUBE-"):]
-	if len(name) > MaxSetNameLen {
-		name = name[:MaxSetNameLen]
+	if len(name) > maxSetNameLen {
+		name = name[:maxSetNameLen]
 	}
 	return name
 }

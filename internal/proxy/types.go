@@ -66,10 +66,10 @@ func (n ServicePortName) String() string {
 type VSKind uint8
 
 const (
-	KindClusterIP VSKind = iota
-	KindExternalIP
-	KindLoadBalancer
-	KindNodePort
+	kindClusterIP VSKind = iota
+	kindExternalIP
+	kindLoadBalancer
+	kindNodePort
 )
 
 func (k VSKind) String() string {

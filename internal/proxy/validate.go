@@ -26,9 +26,9 @@ import (
 //     external IP, any load balancer IP: the API only checks it parses) is skipped alone,
 //     with a Problem; the rest of the Service is programmed.
 
-// MaxAffinityTimeout is the largest sessionAffinityConfig.clientIP.timeoutSeconds the
+// maxAffinityTimeout is the largest sessionAffinityConfig.clientIP.timeoutSeconds the
 // apiserver accepts (one day).
-const MaxAffinityTimeout = 86400
+const maxAffinityTimeout = 86400
 
 // unusableAddress says why no VIP or real server may have address a, or "" when it may.
 // The apiserver refuses most of these for external IPs and endpoints but none of them for
@@ -87,9 +87,9 @@ func (b *builder) validateService() (clusterIPs []netip.Addr, ok bool) {
 	case "", v1.ServiceAffinityNone:
 	case v1.ServiceAffinityClientIP:
 		if c := spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-			if t := *c.ClientIP.TimeoutSeconds; t < 1 || t > MaxAffinityTimeout {
+			if t := *c.ClientIP.TimeoutSeconds; t < 1 || t > maxAffinityTimeout {
 				b.problem("spec.sessionAffinityConfig.clientIP.timeoutSeconds", "InvalidSessionAffinityTimeout",
-					fmt.Sprintf("timeout %d is outside 1-%d seconds; the Service is not programmed", t, MaxAffinityTimeout))
+					fmt.Sprintf("timeout %d is outside 1-%d seconds; the Service is not programmed", t, maxAffinityTimeout))
 			}
 		}
 	default:
