@@ -137,7 +137,8 @@ func (f Filter) Match(fl Flow) bool {
 
 // Interface lists and deletes the flows of one network namespace, IPv4 and IPv6 alike.
 type Interface interface {
-	// List returns every flow of the table, sorted (see SortFlows).
+	// List returns every flow of the table, sorted by zone, protocol, family, then the
+	// original and reply tuples.
 	List() ([]Flow, error)
 	// Delete deletes the flows any of the filters selects, reading the table once, and
 	// returns how many it deleted. An invalid filter is kerr.ErrInvalid and deletes
@@ -145,16 +146,6 @@ type Interface interface {
 	Delete(filters ...Filter) (int, error)
 	// Dump returns every flow, one per line in the Flow.String format, sorted.
 	Dump() (string, error)
-}
-
-// DeleteByOrigDst deletes the flows of proto sent to dst (see ByOrigDst).
-func DeleteByOrigDst(i Interface, proto inet.Protocol, dst netip.AddrPort) (int, error) {
-	return i.Delete(ByOrigDst(proto, dst))
-}
-
-// DeleteByReplySrc deletes the flows of proto answered by src (see ByReplySrc).
-func DeleteByReplySrc(i Interface, proto inet.Protocol, src netip.Addr) (int, error) {
-	return i.Delete(ByReplySrc(proto, src))
 }
 
 // validateAll validates every filter.
@@ -177,8 +168,8 @@ func matchAny(filters []Filter, fl Flow) (Filter, bool) {
 	return Filter{}, false
 }
 
-// SortFlows sorts by zone, protocol, family, then the original and reply tuples.
-func SortFlows(fs []Flow) {
+// sortFlows sorts by zone, protocol, family, then the original and reply tuples.
+func sortFlows(fs []Flow) {
 	slices.SortFunc(fs, func(a, b Flow) int {
 		return cmp.Or(
 			cmp.Compare(a.Zone, b.Zone),
@@ -194,7 +185,7 @@ func SortFlows(fs []Flow) {
 
 func formatDump(fs []Flow) string {
 	fs = slices.Clone(fs)
-	SortFlows(fs)
+	sortFlows(fs)
 	var b strings.Builder
 	for _, f := range fs {
 		b.WriteString(f.String())

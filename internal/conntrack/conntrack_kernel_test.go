@@ -195,13 +195,13 @@ func TestStaleUDPFlowsKernel(t *testing.T) {
 	if obs := listed(t, ns); obs != want {
 		t.Fatalf("conntrack -L shows:\n%s\nwant:\n%s", obs, want)
 	}
-	if n, err := DeleteByOrigDst(c, inet.UDP, ap("127.0.0.1:5353")); err != nil || n != 1 {
+	if n, err := deleteByOrigDst(c, inet.UDP, ap("127.0.0.1:5353")); err != nil || n != 1 {
 		t.Fatalf("DeleteByOrigDst(udp, 127.0.0.1:5353) = %d, %v; want 1", n, err)
 	}
 	if obs, want := listed(t, ns), fmt.Sprintf("udp orig %s -> [::1]:5353 reply [::1]:5353 -> %s\n", src6, src6); obs != want {
 		t.Fatalf("conntrack -L after deleting the IPv4 flow:\n%s\nwant:\n%s", obs, want)
 	}
-	if n, err := DeleteByReplySrc(c, inet.UDP, netip.MustParseAddr("::1")); err != nil || n != 1 {
+	if n, err := deleteByReplySrc(c, inet.UDP, netip.MustParseAddr("::1")); err != nil || n != 1 {
 		t.Fatalf("DeleteByReplySrc(udp, ::1) = %d, %v; want 1", n, err)
 	}
 	if obs := listed(t, ns); obs != "" {

@@ -55,12 +55,12 @@ func TestFakeFault(t *testing.T) {
 		}
 		return nil
 	})
-	n, err := DeleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53"))
+	n, err := deleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53"))
 	if !errors.Is(err, boom) || n != 1 {
 		t.Fatalf("Delete with a fault on the 2nd flow = %d, %v; want 1, boom", n, err)
 	}
 	f.SetFault(nil)
-	if n, err := DeleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53")); err != nil || n != 2 {
+	if n, err := deleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53")); err != nil || n != 2 {
 		t.Fatalf("Delete after the fault = %d, %v; want the 2 left", n, err)
 	}
 }
@@ -82,7 +82,7 @@ func TestFakeConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n, err := DeleteByReplySrc(f, inet.UDP, netip.MustParseAddr("10.244.0.1")); err != nil || n != 200 {
+	if n, err := deleteByReplySrc(f, inet.UDP, netip.MustParseAddr("10.244.0.1")); err != nil || n != 200 {
 		t.Fatalf("Delete = %d, %v; want 200", n, err)
 	}
 }

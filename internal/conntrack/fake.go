@@ -94,7 +94,7 @@ func (f *Fake) List() ([]Flow, error) {
 // list copies the flows, sorted. Callers hold f.mu.
 func (f *Fake) list() []Flow {
 	out := slices.Clone(f.flows)
-	SortFlows(out)
+	sortFlows(out)
 	return out
 }
 

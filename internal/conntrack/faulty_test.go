@@ -15,21 +15,21 @@ func TestFakeFaulty(t *testing.T) {
 	in := faulty.New(1, 0)
 	f.SetFaulty(in)
 	in.SetProbability(0, 1)
-	if n, err := DeleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53")); n != 0 || !faulty.IsInjected(err) {
+	if n, err := deleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53")); n != 0 || !faulty.IsInjected(err) {
 		t.Errorf("Delete with a failed dump = %d, %v", n, err)
 	}
 	if _, err := f.List(); !faulty.IsInjected(err) {
 		t.Errorf("List = %v", err)
 	}
 	in.SetProbability(1, 0)
-	if n, err := DeleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53")); n != 0 || !faulty.IsInjected(err) {
+	if n, err := deleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53")); n != 0 || !faulty.IsInjected(err) {
 		t.Errorf("Delete with every flow failing = %d, %v", n, err)
 	}
 	if after, _ := f.Dump(); after != before {
 		t.Errorf("failed deletes changed the flows:\n%s", after)
 	}
 	in.SetProbability(0, 0)
-	if n, err := DeleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53")); n != 3 || err != nil {
+	if n, err := deleteByOrigDst(f, inet.UDP, ap("10.96.0.10:53")); n != 3 || err != nil {
 		t.Errorf("Delete without faults = %d, %v; want the 3 flows", n, err)
 	}
 }

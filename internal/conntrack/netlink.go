@@ -75,7 +75,7 @@ func (c *Conntrack) List() ([]Flow, error) {
 	for i, kf := range kfs {
 		fs[i] = fromKernel(kf)
 	}
-	SortFlows(fs)
+	sortFlows(fs)
 	return fs, nil
 }
 

@@ -61,14 +61,14 @@ func del(name string, f ...Filter) step {
 
 func byOrigDst(p inet.Protocol, s string) step {
 	return step{fmt.Sprintf("delete %s orig dst %s", p, s), func(i Interface) (string, error) {
-		n, err := DeleteByOrigDst(i, p, ap(s))
+		n, err := deleteByOrigDst(i, p, ap(s))
 		return fmt.Sprintf("deleted=%d", n), err
 	}}
 }
 
 func byReplySrc(p inet.Protocol, s string) step {
 	return step{fmt.Sprintf("delete %s reply src %s", p, s), func(i Interface) (string, error) {
-		n, err := DeleteByReplySrc(i, p, netip.MustParseAddr(s))
+		n, err := deleteByReplySrc(i, p, netip.MustParseAddr(s))
 		return fmt.Sprintf("deleted=%d", n), err
 	}}
 }

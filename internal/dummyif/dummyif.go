@@ -59,10 +59,10 @@ type Interface interface {
 	Dump() (string, error)
 }
 
-// HostPrefix returns addr as a /32 or /128 prefix, or kerr.ErrInvalid for an address that
+// hostPrefix returns addr as a /32 or /128 prefix, or kerr.ErrInvalid for an address that
 // cannot be bound as a VIP: the zero value, an address with a zone, an IPv4-mapped IPv6
 // address (use the IPv4 form), the unspecified address or a multicast address.
-func HostPrefix(addr netip.Addr) (netip.Prefix, error) {
+func hostPrefix(addr netip.Addr) (netip.Prefix, error) {
 	switch {
 	case !addr.IsValid():
 		return netip.Prefix{}, fmt.Errorf("address %v: %w", addr, kerr.ErrInvalid)
@@ -84,9 +84,9 @@ func KernelLinkLocal(p netip.Prefix) bool {
 	return p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() && p.Bits() != 128
 }
 
-// ValidName checks a link name the way the kernel does (dev_valid_name): 1 to 15 bytes,
+// validName checks a link name the way the kernel does (dev_valid_name): 1 to 15 bytes,
 // not "." or "..", no '/', ':' or whitespace. It returns kerr.ErrInvalid otherwise.
-func ValidName(name string) error {
+func validName(name string) error {
 	bad := name == "" || len(name) > 15 || name == "." || name == ".." ||
 		strings.ContainsAny(name, "/: \t\n\v\f\r")
 	if bad {
@@ -95,8 +95,8 @@ func ValidName(name string) error {
 	return nil
 }
 
-// SortPrefixes sorts IPv4 before IPv6, then by address, then by prefix length.
-func SortPrefixes(ps []netip.Prefix) {
+// sortPrefixes sorts IPv4 before IPv6, then by address, then by prefix length.
+func sortPrefixes(ps []netip.Prefix) {
 	slices.SortFunc(ps, func(a, b netip.Prefix) int {
 		if c := a.Addr().Compare(b.Addr()); c != 0 {
 			return c
@@ -117,7 +117,7 @@ func formatDump(name, typ string, up bool, addrs []netip.Prefix) string {
 	}
 	fmt.Fprintf(&b, "link %s type %s state %s\n", name, typ, state)
 	addrs = slices.Clone(addrs)
-	SortPrefixes(addrs)
+	sortPrefixes(addrs)
 	for _, p := range addrs {
 		fmt.Fprintf(&b, "addr %s\n", p)
 	}

@@ -40,7 +40,7 @@ func NewFake(name string) *Fake {
 	if name == "" {
 		name = ipvsmode.DummyName
 	}
-	if err := ValidName(name); err != nil {
+	if err := validName(name); err != nil {
 		panic(err)
 	}
 	return &Fake{name: name, addrs: map[netip.Prefix]bool{}}
@@ -165,13 +165,13 @@ func (f *Fake) Addresses() ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("list addresses of link %s: %w", f.name, err)
 	}
 	out := slices.Collect(maps.Keys(f.addrs))
-	SortPrefixes(out)
+	sortPrefixes(out)
 	return out, nil
 }
 
 // AddAddress implements Interface.
 func (f *Fake) AddAddress(addr netip.Addr) error {
-	p, err := HostPrefix(addr)
+	p, err := hostPrefix(addr)
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func (f *Fake) AddAddress(addr netip.Addr) error {
 
 // DeleteAddress implements Interface.
 func (f *Fake) DeleteAddress(addr netip.Addr) error {
-	p, err := HostPrefix(addr)
+	p, err := hostPrefix(addr)
 	if err != nil {
 		return err
 	}

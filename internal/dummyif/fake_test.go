@@ -114,13 +114,13 @@ func TestHostPrefix(t *testing.T) {
 		{"fd00::1", "fd00::1/128"},
 		{"2001:db8::1", "2001:db8::1/128"},
 	} {
-		p, err := HostPrefix(netip.MustParseAddr(c.in))
+		p, err := hostPrefix(netip.MustParseAddr(c.in))
 		if err != nil || p.String() != c.want {
 			t.Errorf("HostPrefix(%s) = %v, %v; want %s", c.in, p, err, c.want)
 		}
 	}
 	for _, in := range []string{"", "0.0.0.0", "::", "224.0.0.1", "ff02::1", "::ffff:10.0.0.1", "fe80::1%eth0"} {
-		if _, err := HostPrefix(addr(in)); !kerr.IsInvalid(err) {
+		if _, err := hostPrefix(addr(in)); !kerr.IsInvalid(err) {
 			t.Errorf("HostPrefix(%q) = %v, want ErrInvalid", in, err)
 		}
 	}
@@ -128,12 +128,12 @@ func TestHostPrefix(t *testing.T) {
 
 func TestValidName(t *testing.T) {
 	for _, n := range []string{"kube-ipvs0", "a", "eth0.1", "abcdefghijklmno"} {
-		if err := ValidName(n); err != nil {
+		if err := validName(n); err != nil {
 			t.Errorf("ValidName(%q) = %v", n, err)
 		}
 	}
 	for _, n := range []string{"", ".", "..", "abcdefghijklmnop", "a/b", "a:b", "a b"} {
-		if err := ValidName(n); !kerr.IsInvalid(err) {
+		if err := validName(n); !kerr.IsInvalid(err) {
 			t.Errorf("ValidName(%q) = %v, want ErrInvalid", n, err)
 		}
 	}

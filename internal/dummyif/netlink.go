@@ -37,7 +37,7 @@ func New(name string, ns netns.NsHandle) (*Dummy, error) {
 	if name == "" {
 		name = ipvsmode.DummyName
 	}
-	if err := ValidName(name); err != nil {
+	if err := validName(name); err != nil {
 		return nil, err
 	}
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
@@ -166,7 +166,7 @@ func (d *Dummy) addrs(l netlink.Link) ([]netip.Prefix, error) {
 		}
 		out = append(out, p)
 	}
-	SortPrefixes(out)
+	sortPrefixes(out)
 	return out, nil
 }
 
@@ -209,7 +209,7 @@ func toAddr(p netip.Prefix) *netlink.Addr {
 
 // AddAddress implements Interface.
 func (d *Dummy) AddAddress(addr netip.Addr) error {
-	p, err := HostPrefix(addr)
+	p, err := hostPrefix(addr)
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ func (d *Dummy) AddAddress(addr netip.Addr) error {
 
 // DeleteAddress implements Interface.
 func (d *Dummy) DeleteAddress(addr netip.Addr) error {
-	p, err := HostPrefix(addr)
+	p, err := hostPrefix(addr)
 	if err != nil {
 		return err
 	}

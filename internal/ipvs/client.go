@@ -29,16 +29,14 @@ var _ Interface = (*Client)(nil)
 type Option func(*options)
 
 type options struct {
-	timeout  time.Duration
+	timeout time.Duration
+	// maxBatch caps the ops per sendmsg in Apply (0: as many as the socket buffers allow,
+	// at most 1024); the kernel tests set it.
 	maxBatch int
 }
 
 // WithTimeout bounds how long one kernel round trip may take (default 30 s).
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
-
-// WithMaxBatch caps the ops per sendmsg in Apply (default: as many as the socket buffers
-// allow, at most 1024). 1 makes Apply send one message per op.
-func WithMaxBatch(n int) Option { return func(o *options) { o.maxBatch = n } }
 
 // New opens a client bound to the network namespace ns; netns.None() means the current
 // namespace. The handle is only used during New: the socket stays in that namespace.
@@ -275,7 +273,7 @@ func (cl *Client) Dump() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return FormatDump(t), nil
+	return formatDump(t), nil
 }
 
 // do runs one mutation as its own request.

@@ -52,6 +52,6 @@
 //
 // # Dump
 //
-// Dump (real and fake alike) renders the table as `ipvsadm -Sn` lines (FormatDump), so one
+// Dump (real and fake alike) renders the table as `ipvsadm -Sn` lines, so one
 // golden file checks both implementations and a kernel test can compare it with ipvsadm.
 package ipvs

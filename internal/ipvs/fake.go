@@ -341,7 +341,7 @@ func (f *Fake) Dump() (string, error) {
 	if err := f.read(""); err != nil {
 		return "", err
 	}
-	return FormatDump(f.table()), nil
+	return formatDump(f.table()), nil
 }
 
 // AddService implements Interface.

@@ -237,7 +237,7 @@ func TestFormatDumpOrderAndFlags(t *testing.T) {
 -A -f 1 -s rr -p 5
 -A -f 2 -6 -s rr
 `
-	if got := FormatDump(entries); got != want {
+	if got := formatDump(entries); got != want {
 		t.Errorf("FormatDump:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -44,7 +44,7 @@ func TestFakeFaulty(t *testing.T) {
 	}
 	want[0].Service.Family = inet.IPv4
 	sortTable(want)
-	if got, w := mustDump(t, f), FormatDump(want); got != w {
+	if got, w := mustDump(t, f), formatDump(want); got != w {
 		t.Errorf("state after the batch:\n%s\nwant the ops that did not fail:\n%s", got, w)
 	}
 	if len(in.Injected()) != len(failed) {

@@ -45,19 +45,19 @@ func sortTable(t []Entry) {
 	}
 }
 
-// FormatDump renders a table as the lines `ipvsadm -Sn` prints for it, one service line
+// formatDump renders a table as the lines `ipvsadm -Sn` prints for it, one service line
 // followed by its destination lines, sorted as CompareServiceKeys and CompareDestinations
 // say (t itself is sorted in place). The one difference from ipvsadm: destination
 // thresholds, which ipvsadm -S omits, are kept as " -x U -y L" when either is non-zero.
 //
 //	-A -t 10.0.0.1:80 -s rr -p 300 -M 255.255.255.0 -b flag-1
 //	-a -t 10.0.0.1:80 -r 10.1.0.1:8080 -m -w 1
-func FormatDump(t []Entry) string {
+func formatDump(t []Entry) string {
 	sortTable(t)
 	var b strings.Builder
 	for _, e := range t {
 		svc := serviceSpec(e.Service.ServiceKey)
-		b.WriteString(ServiceRule(e.Service))
+		b.WriteString(serviceRule(e.Service))
 		b.WriteByte('\n')
 		for _, d := range e.Destinations {
 			b.WriteString(destinationRule(svc, d))
@@ -67,8 +67,8 @@ func FormatDump(t []Entry) string {
 	return b.String()
 }
 
-// ServiceRule formats the `ipvsadm -Sn` line of one service ("-A ...").
-func ServiceRule(s Service) string {
+// serviceRule formats the `ipvsadm -Sn` line of one service ("-A ...").
+func serviceRule(s Service) string {
 	var b strings.Builder
 	b.WriteString("-A ")
 	b.WriteString(serviceSpec(s.ServiceKey))
@@ -77,7 +77,7 @@ func ServiceRule(s Service) string {
 	if s.Flags&FlagPersistent != 0 {
 		b.WriteString(" -p ")
 		b.WriteString(strconv.FormatUint(uint64(s.Timeout), 10))
-		if m := NetmaskString(keyFamily(s.ServiceKey), s.Netmask); m != "" {
+		if m := netmaskString(keyFamily(s.ServiceKey), s.Netmask); m != "" {
 			b.WriteString(" -M ")
 			b.WriteString(m)
 		}
@@ -96,9 +96,9 @@ func ServiceRule(s Service) string {
 	return b.String()
 }
 
-// NetmaskString formats a persistence netmask as ipvsadm does (dotted quad for IPv4,
+// netmaskString formats a persistence netmask as ipvsadm does (dotted quad for IPv4,
 // prefix length for IPv6), or "" when it is the full mask, which ipvsadm does not print.
-func NetmaskString(f inet.Family, mask uint32) string {
+func netmaskString(f inet.Family, mask uint32) string {
 	if mask == FullNetmask(f) {
 		return ""
 	}

@@ -291,14 +291,14 @@ func TestKernelBatch(t *testing.T) {
 	for i := range want {
 		want[i].Service, _ = want[i].Service.Normalize()
 	}
-	if got, exp := mustDump(t, c), FormatDump(want); got != exp {
+	if got, exp := mustDump(t, c), formatDump(want); got != exp {
 		t.Errorf("Dump after the batch differs from the expected table (%d vs %d lines)", strings.Count(got, "\n"), strings.Count(exp, "\n"))
 	}
 	checkIPVSADM(t, ns, c)
 
 	// Delete through a client limited to 100 ops per sendmsg; two ops fail, one of them
 	// the last op of a chunk (whose ack ends the chunk).
-	c100 := newClient(t, ns, WithMaxBatch(100))
+	c100 := newClient(t, ns, withMaxBatch(100))
 	var del []Op
 	for i := range n {
 		del = append(del, DeleteDestinationOp(k, dest(i).AddrPort()))
@@ -676,3 +676,7 @@ func TestKernelBatchLostAcks(t *testing.T) {
 		t.Errorf("Dump after the overflow:\n%s", got)
 	}
 }
+
+// withMaxBatch caps the ops per sendmsg in Apply (default: as many as the socket buffers
+// allow, at most 1024). 1 makes Apply send one message per op.
+func withMaxBatch(n int) Option { return func(o *options) { o.maxBatch = n } }

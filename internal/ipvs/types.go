@@ -516,7 +516,8 @@ type Interface interface {
 	Timeouts() (Timeouts, error)
 	SetTimeouts(t Timeouts) error
 
-	// Dump returns the whole table as `ipvsadm -Sn` lines (see FormatDump).
+	// Dump returns the whole table as `ipvsadm -Sn` lines, sorted by CompareServiceKeys and
+	// CompareDestinations.
 	Dump() (string, error)
 	Close() error
 }

@@ -13,7 +13,7 @@ const (
 	SysctlConnReuseMode  = "net/ipv4/vs/conn_reuse_mode"
 	SysctlIPForward      = "net/ipv4/ip_forward"
 	SysctlArpIgnoreAll   = "net/ipv4/conf/all/arp_ignore"
-	SysctlArpAnnounceAll = "net/ipv4/conf/all/arp_announce"
+	sysctlArpAnnounceAll = "net/ipv4/conf/all/arp_announce"
 	SysctlConntrackMax   = "net/netfilter/nf_conntrack_max"
 )
 
@@ -85,7 +85,7 @@ func DesiredSysctls(kv KernelVersion, o SysctlOptions) ([]Sysctl, []string) {
 	add(SysctlIPForward, "1", "the node forwards service traffic to pods")
 	if o.StrictARP {
 		add(SysctlArpIgnoreAll, "1", "strictARP: answer ARP only for addresses on the receiving link")
-		add(SysctlArpAnnounceAll, "2", "strictARP: use the best local source address in ARP")
+		add(sysctlArpAnnounceAll, "2", "strictARP: use the best local source address in ARP")
 	}
 	if m := o.ConntrackMax; m > 0 {
 		add(SysctlConntrackMax, strconv.Itoa(m), "conntrack.maxPerCore x CPUs, at least conntrack.min")

@@ -82,7 +82,7 @@ func TestCapturedListings(t *testing.T) {
 				}
 				// The snapshot is kipvs's own JSON: it must come back byte for byte.
 				var js bytes.Buffer
-				if err := writeJSON(&js, TableJSON(Options{NoSort: true}, snap, nil)); err != nil {
+				if err := writeJSON(&js, tableJSON(Options{NoSort: true}, snap, nil)); err != nil {
 					t.Fatal(err)
 				}
 				if js.String() != string(raw) {
@@ -110,12 +110,12 @@ func TestCapturedConnections(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				conns, err := ReadConns(bytes.NewReader(raw))
+				conns, err := readConns(bytes.NewReader(raw))
 				if err != nil {
 					t.Fatal(err)
 				}
 				var b bytes.Buffer
-				if err := WriteConns(&b, o, conns); err != nil {
+				if err := writeConns(&b, o, conns); err != nil {
 					t.Fatal(err)
 				}
 				if b.String() != c.output {

@@ -32,8 +32,8 @@ type Conn struct {
 	fields int // how many fields ipvsadm's sscanf would have converted
 }
 
-// ReadConns parses the kernel's connection table (its header line first).
-func ReadConns(r io.Reader) ([]Conn, error) {
+// readConns parses the kernel's connection table (its header line first).
+func readConns(r io.Reader) ([]Conn, error) {
 	br := bufio.NewReader(r)
 	if _, err := br.ReadString('\n'); err != nil {
 		return nil, fmt.Errorf("unexpected input from %s: %w", ConnFile, err)
@@ -116,9 +116,9 @@ func connAddr(s string) (netip.Addr, bool, error) {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), false, nil
 }
 
-// WriteConns renders the connection table as `ipvsadm -Lnc` (with --persistent-conn, the
+// writeConns renders the connection table as `ipvsadm -Lnc` (with --persistent-conn, the
 // persistence engine columns too).
-func WriteConns(w io.Writer, o Options, conns []Conn) error {
+func writeConns(w io.Writer, o Options, conns []Conn) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString("IPVS connection entries\n")
 	if o.PersistentConn {

@@ -370,8 +370,8 @@ func largeNum(w *bufio.Writer, v uint64, exact bool) {
 	}
 }
 
-// WriteTimeouts renders --timeout.
-func WriteTimeouts(w io.Writer, t ipvs.Timeouts) error {
+// writeTimeouts renders --timeout.
+func writeTimeouts(w io.Writer, t ipvs.Timeouts) error {
 	_, err := fmt.Fprintf(w, "Timeout (tcp tcpfin udp): %d %d %d\n", int32(t.TCP), int32(t.TCPFin), int32(t.UDP))
 	return err
 }

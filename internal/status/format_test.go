@@ -128,7 +128,7 @@ UDP  10.96.0.10:53 rr
 	if got := render(t, "-Ln --services", s, owners); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
-	js := TableJSON(Options{}, s, owners)
+	js := tableJSON(Options{}, s, owners)
 	if len(js.Services[0].Owners) != 2 || js.Services[1].Owners != nil {
 		t.Errorf("JSON owners: %+v / %+v", js.Services[0].Owners, js.Services[1].Owners)
 	}

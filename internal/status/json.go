@@ -103,8 +103,8 @@ type JSONConns struct {
 	Connections []Conn `json:"connections"`
 }
 
-// TableJSON converts a snapshot to its JSON document.
-func TableJSON(o Options, s Snapshot, owners Owners) JSONTable {
+// tableJSON converts a snapshot to its JSON document.
+func tableJSON(o Options, s Snapshot, owners Owners) JSONTable {
 	entries := slices.Clone(s.Entries)
 	if !o.NoSort {
 		slices.SortStableFunc(entries, func(a, b ipvs.Entry) int {
@@ -159,7 +159,7 @@ func netmaskString(f inet.Family, m uint32) string {
 }
 
 // Snapshot converts a JSON document back to the kernel state it describes (entries in the
-// document's order). Together with TableJSON it lets a captured `-o json --nosort` stand
+// document's order). Together with tableJSON it lets a captured `-o json --nosort` stand
 // in for the kernel in tests.
 func (t JSONTable) Snapshot() (Snapshot, error) {
 	var s Snapshot

@@ -47,7 +47,7 @@ func Run(w io.Writer, o Options, env Env) error {
 		if o.Output == "json" {
 			return writeJSON(w, JSONTimeouts{TCP: t.TCP, TCPFin: t.TCPFin, UDP: t.UDP})
 		}
-		return WriteTimeouts(w, t)
+		return writeTimeouts(w, t)
 	}
 	var owners Owners
 	if o.Owners {
@@ -64,7 +64,7 @@ func Run(w io.Writer, o Options, env Env) error {
 		return err
 	}
 	if o.Output == "json" {
-		return writeJSON(w, TableJSON(o, snap, owners))
+		return writeJSON(w, tableJSON(o, snap, owners))
 	}
 	return WriteList(w, o, snap, owners)
 }
@@ -104,7 +104,7 @@ func runConns(w io.Writer, o Options, env Env) error {
 		return fmt.Errorf("cannot open file %s: %w", ConnFile, err)
 	}
 	defer f.Close()
-	conns, err := ReadConns(f)
+	conns, err := readConns(f)
 	if err != nil {
 		return err
 	}
@@ -114,5 +114,5 @@ func runConns(w io.Writer, o Options, env Env) error {
 		}
 		return writeJSON(w, JSONConns{Connections: conns})
 	}
-	return WriteConns(w, o, conns)
+	return writeConns(w, o, conns)
 }

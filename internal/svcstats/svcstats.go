@@ -56,8 +56,8 @@ import (
 // DefaultTimeout bounds one scrape's kernel reads.
 const DefaultTimeout = 2 * time.Second
 
-// DefaultMaxEndpoints is the default bound on endpoint label sets per scrape.
-const DefaultMaxEndpoints = 10000
+// defaultMaxEndpoints is the default bound on endpoint label sets per scrape.
+const defaultMaxEndpoints = 10000
 
 // Options configure New.
 type Options struct {
@@ -71,7 +71,7 @@ type Options struct {
 	Timeout time.Duration
 	// Endpoints enables the kipvs_endpoint_* series (--kipvs-endpoint-metrics).
 	Endpoints bool
-	// MaxEndpoints bounds the endpoint label sets per scrape (default DefaultMaxEndpoints).
+	// MaxEndpoints bounds the endpoint label sets per scrape (default defaultMaxEndpoints).
 	MaxEndpoints int
 	// Logger, if set, logs failed scrapes (the first of a run of failures at Info).
 	Logger *zap.Logger
@@ -133,7 +133,7 @@ func New(o Options) *Collector {
 		o.Timeout = DefaultTimeout
 	}
 	if o.MaxEndpoints <= 0 {
-		o.MaxEndpoints = DefaultMaxEndpoints
+		o.MaxEndpoints = defaultMaxEndpoints
 	}
 	return &Collector{
 		o:         o,

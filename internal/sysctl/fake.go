@@ -41,7 +41,7 @@ func NewFake(initial map[string]string) *Fake {
 		if err != nil {
 			panic(err)
 		}
-		f.vals[p] = Normalize(v)
+		f.vals[p] = normalize(v)
 	}
 	return f
 }
@@ -54,7 +54,7 @@ func (f *Fake) Add(key, value string) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.vals[p] = Normalize(value)
+	f.vals[p] = normalize(value)
 	return nil
 }
 
@@ -136,7 +136,7 @@ func (f *Fake) Set(key, value string) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	want := Normalize(value)
+	want := normalize(value)
 	if want == "" {
 		return "", false, fmt.Errorf("sysctl %s: set empty value: %w", key, kerr.ErrInvalid)
 	}

@@ -187,7 +187,7 @@ func fileObserver(root string) observer {
 			if err != nil {
 				t.Errorf("read %s: %v", p, err)
 			}
-			out = append(out, Normalize(string(b)))
+			out = append(out, normalize(string(b)))
 		}
 		return out
 	}

@@ -89,7 +89,7 @@ func (s *Sysctl) Get(key string) (string, error) {
 	if err != nil {
 		return "", fileErr("get", key, err)
 	}
-	return Normalize(val), nil
+	return normalize(val), nil
 }
 
 // Set implements Interface.
@@ -98,7 +98,7 @@ func (s *Sysctl) Set(key, value string) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	want := Normalize(value)
+	want := normalize(value)
 	if want == "" {
 		return "", false, fmt.Errorf("sysctl %s: set empty value: %w", key, kerr.ErrInvalid)
 	}
@@ -112,7 +112,7 @@ func (s *Sysctl) Set(key, value string) (string, bool, error) {
 		if err != nil {
 			return err
 		}
-		old = Normalize(string(b))
+		old = normalize(string(b))
 		if old == want {
 			return nil
 		}
@@ -173,5 +173,5 @@ func Path(key string) (string, error) {
 	return strings.Join(comps, "/"), nil
 }
 
-// Normalize trims a value and collapses inner whitespace to single spaces.
-func Normalize(v string) string { return strings.Join(strings.Fields(v), " ") }
+// normalize trims a value and collapses inner whitespace to single spaces.
+func normalize(v string) string { return strings.Join(strings.Fields(v), " ") }

@@ -39,7 +39,7 @@ func rootSysctl(t *testing.T, keys ...string) []string {
 func lines(out string) []string {
 	ls := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	for i, l := range ls {
-		ls[i] = Normalize(l)
+		ls[i] = normalize(l)
 	}
 	return ls
 }

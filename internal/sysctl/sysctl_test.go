@@ -62,7 +62,7 @@ func TestNormalize(t *testing.T) {
 	for in, want := range map[string]string{
 		"1\n": "1", " 32768\t60999\n": "32768 60999", "": "", "a  b\tc": "a b c",
 	} {
-		if got := Normalize(in); got != want {
+		if got := normalize(in); got != want {
 			t.Errorf("Normalize(%q) = %q, want %q", in, got, want)
 		}
 	}

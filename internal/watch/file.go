@@ -18,15 +18,15 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// DefaultPollInterval is how often FileSource checks its file when no interval is given.
-const DefaultPollInterval = time.Second
+// defaultPollInterval is how often FileSource checks its file when no interval is given.
+const defaultPollInterval = time.Second
 
-// DefaultSettleInterval is how long a changed file must stay unchanged before it is read,
+// defaultSettleInterval is how long a changed file must stay unchanged before it is read,
 // when no interval is given.
-const DefaultSettleInterval = time.Second
+const defaultSettleInterval = time.Second
 
-// DefaultMaxFileSize bounds the source file when no bound is given.
-const DefaultMaxFileSize int64 = 64 << 20
+// defaultMaxFileSize bounds the source file when no bound is given.
+const defaultMaxFileSize int64 = 64 << 20
 
 // racyWindow: a file modified within this long of our read may change again without its
 // mtime moving (coarse filesystem timestamps), so it is re-read until it is older.
@@ -39,15 +39,15 @@ type FileSourceOptions struct {
 	// NodeName selects the Node object of the file to use as this node's Node (optional:
 	// without it, or without a matching Node in the file, Node() is nil).
 	NodeName string
-	// PollInterval between checks of the file's metadata. Default DefaultPollInterval.
+	// PollInterval between checks of the file's metadata. Default defaultPollInterval.
 	PollInterval time.Duration
 	// SettleInterval: a changed file is read only once its identity, size, mtime and ctime
 	// have been seen unchanged for this long, so that a file being rewritten in place is not
 	// read half-written. Checked at each poll, so the delay is at least one PollInterval.
-	// Default DefaultSettleInterval.
+	// Default defaultSettleInterval.
 	SettleInterval time.Duration
 	// MaxFileSize: a larger file is refused (the last good revision stays). Default
-	// DefaultMaxFileSize.
+	// defaultMaxFileSize.
 	MaxFileSize int64
 	// Clock drives polling, settling and timestamps. Default: real.
 	Clock clock.WithTicker
@@ -179,13 +179,13 @@ func NewFileSource(opts FileSourceOptions) (*FileSource, error) {
 		return nil, err
 	}
 	if opts.PollInterval == 0 {
-		opts.PollInterval = DefaultPollInterval
+		opts.PollInterval = defaultPollInterval
 	}
 	if opts.SettleInterval == 0 {
-		opts.SettleInterval = DefaultSettleInterval
+		opts.SettleInterval = defaultSettleInterval
 	}
 	if opts.MaxFileSize == 0 {
-		opts.MaxFileSize = DefaultMaxFileSize
+		opts.MaxFileSize = defaultMaxFileSize
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

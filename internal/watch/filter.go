@@ -63,7 +63,7 @@ func sliceServiceKey(slice *discoveryv1.EndpointSlice) types.NamespacedName {
 }
 
 func isKubernetesService(key types.NamespacedName) bool {
-	return key.Namespace == KubernetesServiceNamespace && key.Name == KubernetesServiceName
+	return key.Namespace == kubernetesServiceNamespace && key.Name == kubernetesServiceName
 }
 
 // sameObject reports whether two versions of an object carry the same content: the same

@@ -267,7 +267,7 @@ func (s *store) replaceAll(st fileState) {
 			s.deleteServiceLocked(k)
 		}
 	}
-	if _, ok := wantSvc[types.NamespacedName{Namespace: KubernetesServiceNamespace, Name: KubernetesServiceName}]; !ok {
+	if _, ok := wantSvc[types.NamespacedName{Namespace: kubernetesServiceNamespace, Name: kubernetesServiceName}]; !ok {
 		s.kubeSvcIPs = nil
 	}
 	wantSlice := make(map[types.NamespacedName]struct{}, len(st.slices))

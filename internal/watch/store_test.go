@@ -410,7 +410,7 @@ func TestStoreNode(t *testing.T) {
 }
 
 func TestStoreServiceCIDRs(t *testing.T) {
-	kube := mkService(KubernetesServiceNamespace, KubernetesServiceName, "10.96.0.1", func(s *v1.Service) {
+	kube := mkService(kubernetesServiceNamespace, kubernetesServiceName, "10.96.0.1", func(s *v1.Service) {
 		s.Spec.ClusterIPs = []string{"10.96.0.1", "fd00:10:96::1"}
 	})
 	cidr := func(name string, cidrs ...string) *networkingv1.ServiceCIDR {

@@ -37,11 +37,11 @@ import (
 // (kube-proxy and kipvs skip any Service that carries it, whatever its value).
 const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 
-// KubernetesServiceNamespace and KubernetesServiceName name the apiserver's own Service,
+// kubernetesServiceNamespace and kubernetesServiceName name the apiserver's own Service,
 // whose cluster IPs are the first addresses of the primary service ranges.
 const (
-	KubernetesServiceNamespace = "default"
-	KubernetesServiceName      = "kubernetes"
+	kubernetesServiceNamespace = "default"
+	kubernetesServiceName      = "kubernetes"
 )
 
 // ErrNotSynced is returned by Pending and All until the source holds a complete initial view.
