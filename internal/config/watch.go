@@ -33,8 +33,8 @@ func (e *FileChangedError) Error() string {
 // it, a symlink replaced, and a ConfigMap volume update, where the kubelet swaps the
 // volume's ..data symlink to a new directory.
 type FileWatch struct {
-	path string
-	w    *fsnotify.Watcher
+	path    string
+	watcher *fsnotify.Watcher
 }
 
 // WatchFile starts watching the config file at path (through a symlink, the file it points
@@ -52,7 +52,7 @@ func WatchFile(path string) (*FileWatch, error) {
 			return nil, fmt.Errorf("watch the config file %s: %w", path, err)
 		}
 	}
-	return &FileWatch{path: path, w: w}, nil
+	return &FileWatch{path: path, watcher: w}, nil
 }
 
 // Wait blocks until the file changes, which it returns as a *FileChangedError, or the watch
@@ -62,14 +62,14 @@ func (fw *FileWatch) Wait(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-fw.w.Events:
+		case ev, ok := <-fw.watcher.Events:
 			if !ok {
 				return errors.New("the config file watch was closed")
 			}
 			if configChanged(fw.path, ev) {
 				return &FileChangedError{Path: fw.path, Name: filepath.Clean(ev.Name), Op: changeOp(ev.Op)}
 			}
-		case err, ok := <-fw.w.Errors:
+		case err, ok := <-fw.watcher.Errors:
 			if !ok {
 				return errors.New("the config file watch was closed")
 			}
@@ -79,7 +79,7 @@ func (fw *FileWatch) Wait(ctx context.Context) error {
 }
 
 // Close stops watching.
-func (fw *FileWatch) Close() error { return fw.w.Close() }
+func (fw *FileWatch) Close() error { return fw.watcher.Close() }
 
 // configChanged reports whether an event from the watches WatchFile set up means the
 // config file at path has new content: the file written or renamed (what kube-proxy acts

@@ -18,8 +18,8 @@ import (
 // Conntrack is the real implementation: one ctnetlink socket bound to a network namespace,
 // reused for every call. It is safe for concurrent use (calls are serialised).
 type Conntrack struct {
-	mu sync.Mutex
-	c  *ct.Conn
+	mu   sync.Mutex
+	conn *ct.Conn
 }
 
 var _ Interface = (*Conntrack)(nil)
@@ -36,27 +36,27 @@ func New(ns netns.NsHandle) (*Conntrack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("conntrack: open netlink socket in %s: %w", ns, err)
 	}
-	return &Conntrack{c: c}, nil
+	return &Conntrack{conn: c}, nil
 }
 
 // Close releases the socket.
 func (c *Conntrack) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.c == nil {
+	if c.conn == nil {
 		return nil
 	}
-	err := c.c.Close()
-	c.c = nil
+	err := c.conn.Close()
+	c.conn = nil
 	return err
 }
 
 // dump returns the kernel's flows, with their kernel ids. Callers hold c.mu.
 func (c *Conntrack) dump() ([]ct.Flow, error) {
-	if c.c == nil {
+	if c.conn == nil {
 		return nil, errors.New("conntrack: closed")
 	}
-	fs, err := c.c.Dump(nil)
+	fs, err := c.conn.Dump(nil)
 	if err != nil {
 		return nil, kerr.Errno("conntrack: dump flows", err)
 	}
@@ -109,7 +109,7 @@ func (c *Conntrack) Delete(filters ...Filter) (int, error) {
 		del.TupleReply = kf.TupleReply
 		del.Zone = kf.Zone
 		del.ID = kf.ID
-		if err := c.c.Delete(del); err != nil {
+		if err := c.conn.Delete(del); err != nil {
 			if errors.Is(err, syscall.ENOENT) {
 				continue // expired or replaced since the dump
 			}

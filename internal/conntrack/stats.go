@@ -12,10 +12,10 @@ import (
 func (c *Conntrack) Count() (entries, limit uint32, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.c == nil {
+	if c.conn == nil {
 		return 0, 0, errors.New("conntrack: closed")
 	}
-	s, err := c.c.StatsGlobal()
+	s, err := c.conn.StatsGlobal()
 	if err != nil {
 		return 0, 0, kerr.Errno("conntrack: read table statistics", err)
 	}

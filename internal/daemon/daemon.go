@@ -79,7 +79,7 @@ type Daemon struct {
 	cfg      config.Config
 	deps     Deps
 	log      *zap.Logger
-	m        *metrics.Metrics
+	metrics  *metrics.Metrics
 	health   *server.Health
 	nodeName string
 	run      *runner.Runner
@@ -109,8 +109,8 @@ type problemKey struct {
 }
 
 type family struct {
-	f      inet.Family
-	kernel reconcile.Kernel
+	ipFamily inet.Family
+	kernel   reconcile.Kernel
 	// randomFully: this family's iptables takes MASQUERADE --random-fully.
 	randomFully bool
 	opts        proxy.Options
@@ -136,7 +136,7 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	}
 	d := &Daemon{cfg: cfg, deps: deps, log: log, nodeName: nodeName, problems: map[problemKey][]proxy.Problem{},
 		schedulers: map[string]bool{cfg.IPVS.SchedulerName(): true}, hcWant: map[types.NamespacedName]healthcheck.Service{}}
-	d.m = metrics.New(deps.Registry)
+	d.metrics = metrics.New(deps.Registry)
 	stats := deps.StatsIPVS
 	if stats == nil {
 		stats = deps.IPVS
@@ -144,10 +144,10 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	deps.Registry.MustRegister(svcstats.New(svcstats.Options{IPVS: stats, VirtualServers: d.VirtualServers,
 		Endpoints: cfg.Kipvs.EndpointMetrics, Logger: log.Named("svcstats")}))
 	if fs, ok := deps.Source.(*watch.FileSource); ok {
-		fs.SetMetrics(watch.FileSourceMetrics{ReloadErrors: d.m.SourceFileReloadErrors,
-			LastGood: d.m.SourceFileLastGood, SkippedObjects: d.m.SourceErrors.WithLabelValues("file")})
+		fs.SetMetrics(watch.FileSourceMetrics{ReloadErrors: d.metrics.SourceFileReloadErrors,
+			LastGood: d.metrics.SourceFileLastGood, SkippedObjects: d.metrics.SourceErrors.WithLabelValues("file")})
 	}
-	d.health = server.NewHealth(deps.Clock, 2*cfg.IPVS.SyncPeriod, d.nodeForHealth, d.m)
+	d.health = server.NewHealth(deps.Clock, 2*cfg.IPVS.SyncPeriod, d.nodeForHealth, d.metrics)
 
 	fams := []inet.Family{inet.IPv4}
 	if err := ipv6Support(deps.IPv6); err != nil {
@@ -167,7 +167,7 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 			log.Info("iptables does not support --random-fully", zap.String("ipFamily", f.String()))
 		}
 		d.families = append(d.families, &family{
-			f:               f,
+			ipFamily:        f,
 			randomFully:     randomFully,
 			kernel:          k,
 			desired:         proxy.NewDesired(f),
@@ -175,7 +175,7 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 			noLocalExternal: map[types.NamespacedName]bool{},
 			rec: reconcile.New(k, reconcile.Options{
 				Family: f, ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs, GracefulPeriod: cfg.Kipvs.GracefulPeriod,
-				Clock: deps.Clock, Logger: log.With(zap.String("family", f.String())), Metrics: d.m,
+				Clock: deps.Clock, Logger: log.With(zap.String("family", f.String())), Metrics: d.metrics,
 			}),
 		})
 	}
@@ -258,7 +258,7 @@ func (d *Daemon) Prepare(ctx context.Context) error {
 // iptables-restore to build, not commit, a rule matching it.
 func (d *Daemon) checkSetMatch(ctx context.Context) error {
 	for _, f := range d.families {
-		for _, spec := range proxy.Sets(f.f) {
+		for _, spec := range proxy.Sets(f.ipFamily) {
 			if spec.Base != proxy.SetIPVSIPs {
 				continue
 			}
@@ -331,8 +331,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Clock:       d.deps.Clock,
 		OnQueued: func(t time.Time) {
 			for _, f := range d.families {
-				d.m.SyncProxyRulesLastQueued.WithLabelValues(f.f.String()).Set(float64(t.UnixNano()) / 1e9)
-				d.health.QueuedUpdate(f.f.String())
+				d.metrics.SyncProxyRulesLastQueued.WithLabelValues(f.ipFamily.String()).Set(float64(t.UnixNano()) / 1e9)
+				d.health.QueuedUpdate(f.ipFamily.String())
 			}
 		},
 	})
@@ -348,8 +348,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 				return
 			case <-src.Changed():
 				svc, eps := src.PendingCounts()
-				d.m.ServiceChangesPending.Set(float64(svc))
-				d.m.EndpointChangesPending.Set(float64(eps))
+				d.metrics.ServiceChangesPending.Set(float64(svc))
+				d.metrics.EndpointChangesPending.Set(float64(eps))
 				d.run.Request()
 			}
 		}
@@ -431,13 +431,13 @@ func (d *Daemon) checkClusterCIDR() {
 	d.clusterCIDRChecked = true
 	d.badClusterCIDRs = bad
 	if len(bad) == 0 {
-		d.m.ClusterCIDROverlapsServiceCIDR.Set(0)
+		d.metrics.ClusterCIDROverlapsServiceCIDR.Set(0)
 		if len(prev) > 0 {
 			d.log.Info("clusterCIDR no longer overlaps the Service CIDR; it detects local traffic again", zap.Stringers("clusterCIDRs", d.cfg.ClusterCIDRs))
 		}
 		return
 	}
-	d.m.ClusterCIDROverlapsServiceCIDR.Set(1)
+	d.metrics.ClusterCIDROverlapsServiceCIDR.Set(1)
 	msg := fmt.Sprintf("clusterCIDR %s is not used to detect local traffic: %v. kipvs keeps running and masquerades "+
 		"traffic to cluster IPs as it does with no local-traffic detector (the node's own connections, whose source is "+
 		"the cluster IP itself); fix clusterCIDR", prefixList(bad), err)
@@ -460,10 +460,10 @@ func (d *Daemon) drain(ctx context.Context) {
 	defer d.mu.Unlock()
 	for _, f := range d.families {
 		if res, err := f.rec.Drain(ctx); err != nil {
-			d.log.Warn("draining real servers failed; a full sync follows", zap.String("family", f.f.String()), zap.Error(err))
+			d.log.Warn("draining real servers failed; a full sync follows", zap.String("family", f.ipFamily.String()), zap.Error(err))
 			d.run.RequestFull()
 		} else if res.Plan != nil && !res.Plan.Empty() {
-			d.log.Info("removed drained real servers", zap.String("family", f.f.String()), zap.Int("count", res.Plan.Len()))
+			d.log.Info("removed drained real servers", zap.String("family", f.ipFamily.String()), zap.Int("count", res.Plan.Len()))
 		}
 	}
 }

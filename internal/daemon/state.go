@@ -31,7 +31,7 @@ func (d *Daemon) State() server.State {
 		}
 	}
 	for _, f := range d.families {
-		fs := server.FamilyState{Family: f.f.String(), Addresses: []string{}, Sets: []server.SetState{},
+		fs := server.FamilyState{Family: f.ipFamily.String(), Addresses: []string{}, Sets: []server.SetState{},
 			VirtualServers: []server.VirtualServer{}, Draining: []server.DrainingRealServer{}}
 		if !f.rec.NeedsFull() || d.ready {
 			// f.opts is set by the first full sync; before it there is nothing to show.

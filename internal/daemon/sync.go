@@ -47,7 +47,7 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		}
 		d.probeSchedulers(changes.Services, false)
 		for _, f := range d.families {
-			if !f.opts.Equal(d.options(f.f, src.Node(), host)) {
+			if !f.opts.Equal(d.options(f.ipFamily, src.Node(), host)) {
 				full = true // node labels, pod CIDRs, addresses or schedulers changed: rebuild all
 			}
 		}
@@ -62,12 +62,12 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		d.probeSchedulers(s.Services, true)
 		d.removeProbeLeftover()
 	}
-	d.m.ServiceChangesTotal.Add(float64(changes.ServiceEvents))
-	d.m.EndpointChangesTotal.Add(float64(changes.EndpointEvents))
+	d.metrics.ServiceChangesTotal.Add(float64(changes.ServiceEvents))
+	d.metrics.EndpointChangesTotal.Add(float64(changes.EndpointEvents))
 
 	var errs []error
 	for _, f := range d.families {
-		fam := f.f.String()
+		fam := f.ipFamily.String()
 		fstart := d.deps.Clock.Now()
 		var ferr error
 		if full {
@@ -81,27 +81,27 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 			return ctx.Err()
 		}
 		elapsed := d.deps.Clock.Since(fstart).Seconds()
-		d.m.SyncProxyRulesLatency.WithLabelValues(fam).Observe(elapsed)
+		d.metrics.SyncProxyRulesLatency.WithLabelValues(fam).Observe(elapsed)
 		if full {
-			d.m.SyncFullProxyRulesLatency.WithLabelValues(fam).Observe(elapsed)
-			d.m.SyncFull.WithLabelValues(fam).Inc()
+			d.metrics.SyncFullProxyRulesLatency.WithLabelValues(fam).Observe(elapsed)
+			d.metrics.SyncFull.WithLabelValues(fam).Inc()
 		} else {
-			d.m.SyncPartialProxyRulesLatency.WithLabelValues(fam).Observe(elapsed)
-			d.m.SyncIncr.WithLabelValues(fam).Inc()
+			d.metrics.SyncPartialProxyRulesLatency.WithLabelValues(fam).Observe(elapsed)
+			d.metrics.SyncIncr.WithLabelValues(fam).Inc()
 		}
-		d.m.NoLocalEndpointsTotal.WithLabelValues("internal", fam).Set(float64(len(f.noLocalInternal)))
-		d.m.NoLocalEndpointsTotal.WithLabelValues("external", fam).Set(float64(len(f.noLocalExternal)))
+		d.metrics.NoLocalEndpointsTotal.WithLabelValues("internal", fam).Set(float64(len(f.noLocalInternal)))
+		d.metrics.NoLocalEndpointsTotal.WithLabelValues("external", fam).Set(float64(len(f.noLocalExternal)))
 		if ferr != nil {
-			d.m.SyncErrors.WithLabelValues(fam).Inc()
+			d.metrics.SyncErrors.WithLabelValues(fam).Inc()
 			errs = append(errs, fmt.Errorf("%s: %w", fam, ferr))
 			continue
 		}
 		now := d.deps.Clock.Now()
-		d.m.SyncProxyRulesLastTimestamp.WithLabelValues(fam).Set(float64(now.UnixNano()) / 1e9)
+		d.metrics.SyncProxyRulesLastTimestamp.WithLabelValues(fam).Set(float64(now.UnixNano()) / 1e9)
 		d.health.Updated(fam)
 		for _, times := range changes.TriggerTimes {
 			for _, t := range times {
-				d.m.NetworkProgrammingLatency.WithLabelValues(fam).Observe(now.Sub(t).Seconds())
+				d.metrics.NetworkProgrammingLatency.WithLabelValues(fam).Observe(now.Sub(t).Seconds())
 			}
 		}
 	}
@@ -111,8 +111,8 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		d.syncHealthChecks(ctx, changes.Services)
 	}
 	svc, eps := src.PendingCounts()
-	d.m.ServiceChangesPending.Set(float64(svc))
-	d.m.EndpointChangesPending.Set(float64(eps))
+	d.metrics.ServiceChangesPending.Set(float64(svc))
+	d.metrics.EndpointChangesPending.Set(float64(eps))
 	if err := errors.Join(errs...); err != nil {
 		d.log.Error("sync failed; retrying as a full sync with backoff", zap.Bool("full", full), zap.Error(err))
 		return err
@@ -138,7 +138,7 @@ func (d *Daemon) options(f inet.Family, node *v1.Node, host []netip.Addr) proxy.
 		})
 	}
 	for _, fam := range d.families {
-		if fam.f == f {
+		if fam.ipFamily == f {
 			o.MasqueradeRandomFully = fam.randomFully
 		}
 	}
@@ -195,8 +195,8 @@ func (d *Daemon) probeSchedulers(services map[types.NamespacedName]*watch.Servic
 }
 
 func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, host []netip.Addr) error {
-	f.opts = d.options(f.f, snap.Node, host)
-	f.desired = proxy.NewDesired(f.f)
+	f.opts = d.options(f.ipFamily, snap.Node, host)
+	f.desired = proxy.NewDesired(f.ipFamily)
 	clear(f.noLocalInternal)
 	clear(f.noLocalExternal)
 	seen := map[types.NamespacedName]bool{}
@@ -207,7 +207,7 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 		seen[name] = true
 	}
 	for k := range d.problems {
-		if k.family == f.f && !seen[k.svc] {
+		if k.family == f.ipFamily && !seen[k.svc] {
 			delete(d.problems, k)
 		}
 	}
@@ -219,7 +219,7 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 		return err
 	}
 	if !res.Plan.Empty() {
-		d.log.Info("full sync applied changes", zap.String("family", f.f.String()), zap.Int("changes", res.Plan.Len()),
+		d.log.Info("full sync applied changes", zap.String("family", f.ipFamily.String()), zap.Int("changes", res.Plan.Len()),
 			zap.Int("services", f.desired.NumServices()))
 	}
 	return nil
@@ -242,7 +242,7 @@ func (d *Daemon) incrementalSync(ctx context.Context, f *family, ch watch.Change
 	if err != nil {
 		return err
 	}
-	d.log.Debug("incremental sync", zap.String("family", f.f.String()), zap.Int("touched", touched.Len()), zap.Int("changes", res.Plan.Len()))
+	d.log.Debug("incremental sync", zap.String("family", f.ipFamily.String()), zap.Int("touched", touched.Len()), zap.Int("changes", res.Plan.Len()))
 	return nil
 }
 
@@ -270,7 +270,7 @@ func setFlag(m map[types.NamespacedName]bool, k types.NamespacedName, on bool) {
 // already reported; it forgets problems that went away so they are reported again if they
 // come back.
 func (d *Daemon) report(f *family, svc types.NamespacedName, problems []proxy.Problem) {
-	key := problemKey{family: f.f, svc: svc}
+	key := problemKey{family: f.ipFamily, svc: svc}
 	old := d.problems[key]
 	if len(problems) == 0 {
 		delete(d.problems, key)
@@ -281,7 +281,7 @@ func (d *Daemon) report(f *family, svc types.NamespacedName, problems []proxy.Pr
 		if slices.Contains(old, p) {
 			continue
 		}
-		d.log.Warn("service cannot be programmed as written", zap.String("family", f.f.String()),
+		d.log.Warn("service cannot be programmed as written", zap.String("family", f.ipFamily.String()),
 			zap.String("service", p.Service.String()), zap.String("field", p.Field), zap.String("reason", p.Reason), zap.String("message", p.Message))
 		if d.deps.Events != nil {
 			d.deps.Events.Warn(p.Service, p.Reason, fmt.Sprintf("%s: %s", p.Field, p.Message))

@@ -118,10 +118,10 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // checkup is one run: the configuration, the view, and facts several checks share.
 type checkup struct {
-	ctx context.Context
-	cfg *config.Config
-	v   View
-	rep *Report
+	ctx  context.Context
+	cfg  *config.Config
+	view View
+	rep  *Report
 
 	links    []Link
 	linksErr error
@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg *config.Config, v View) *Report {
 	if v.Now == nil {
 		v.Now = time.Now
 	}
-	c := &checkup{ctx: ctx, cfg: cfg, v: v, rep: &Report{}}
+	c := &checkup{ctx: ctx, cfg: cfg, view: v, rep: &Report{}}
 	c.gather()
 
 	c.checkIPVS()
@@ -173,14 +173,14 @@ func (c *checkup) add(check string, st Status, finding, fix string) {
 // gather reads the facts several checks share: the links, the daemon's state, the IP
 // families and the Service CIDRs.
 func (c *checkup) gather() {
-	c.links, c.linksErr = c.v.Net.Links()
+	c.links, c.linksErr = c.view.Net.Links()
 	for i := range c.links {
 		if c.links[i].Name == ipvsmode.DummyName {
 			c.dummy = &c.links[i]
 		}
 	}
-	if c.v.Daemon != nil {
-		c.state, c.stateErr = c.v.Daemon.State(c.ctx)
+	if c.view.Daemon != nil {
+		c.state, c.stateErr = c.view.Daemon.State(c.ctx)
 	} else {
 		c.stateErr = ErrNoDaemon
 	}
@@ -204,7 +204,7 @@ func (c *checkup) deriveFamilies() []inet.Family {
 		return out
 	}
 	out := []inet.Family{inet.IPv4}
-	if c.v.IPv6 != nil && c.v.IPv6() == nil {
+	if c.view.IPv6 != nil && c.view.IPv6() == nil {
 		out = append(out, inet.IPv6)
 	}
 	return out
@@ -216,8 +216,8 @@ func (c *checkup) serviceCIDRs() ([]netip.Prefix, string) {
 	if len(c.cfg.Kipvs.ServiceCIDRs) > 0 {
 		return c.cfg.Kipvs.ServiceCIDRs, "--kipvs-service-cidr"
 	}
-	if c.v.APIServiceCIDRs != nil {
-		if ps, err := c.v.APIServiceCIDRs(c.ctx); err == nil && len(ps) > 0 {
+	if c.view.APIServiceCIDRs != nil {
+		if ps, err := c.view.APIServiceCIDRs(c.ctx); err == nil && len(ps) > 0 {
 			return ps, "the cluster's ServiceCIDR objects"
 		}
 	}

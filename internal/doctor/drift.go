@@ -45,22 +45,22 @@ func (c *checkup) readKernel(st *server.State) *kernelSnap {
 	k := &kernelSnap{sets: map[string]*ipset.SetInfo{}, setErrs: map[string]error{}, owned: map[string]string{}, ownedErr: map[string]error{}}
 	for _, f := range st.Families {
 		for _, s := range f.Sets {
-			info, err := c.v.IPSet.List(s.Name)
+			info, err := c.view.IPSet.List(s.Name)
 			if err != nil {
 				k.setErrs[s.Name] = err
 				continue
 			}
 			k.sets[s.Name] = info
 		}
-		r := c.v.Iptables[familyOf(f.Family)]
+		r := c.view.Iptables[familyOf(f.Family)]
 		if r == nil {
-			k.ownedErr[f.Family] = cmp.Or(c.v.IptablesErr, errors.New("no iptables backend found"))
+			k.ownedErr[f.Family] = cmp.Or(c.view.IptablesErr, errors.New("no iptables backend found"))
 		} else {
 			k.owned[f.Family], k.ownedErr[f.Family] = r.Owned(c.ctx)
 		}
 	}
-	k.table, k.tableErr = c.v.IPVS.Table()
-	links, err := c.v.Net.Links()
+	k.table, k.tableErr = c.view.IPVS.Table()
+	links, err := c.view.Net.Links()
 	k.linksErr = err
 	for _, l := range links {
 		if l.Name != ipvsmode.DummyName {
@@ -88,11 +88,11 @@ func familyOf(name string) inet.Family {
 // virtual server shares its addresses, and no real server drains past the graceful period.
 func (c *checkup) checkDaemon() {
 	const check = "daemon"
-	if c.v.Daemon == nil {
+	if c.view.Daemon == nil {
 		c.add(check, OK, "the metrics server is disabled (--metrics-bind-address): the daemon cannot be asked, drift is not checked", "")
 		return
 	}
-	addr := c.v.Daemon.Address()
+	addr := c.view.Daemon.Address()
 	if c.stateErr != nil {
 		if errors.Is(c.stateErr, ErrNoDaemon) {
 			detail := ""
@@ -109,7 +109,7 @@ func (c *checkup) checkDaemon() {
 	var k *kernelSnap
 	for range stateAttempts {
 		k = c.readKernel(c.state)
-		again, err := c.v.Daemon.State(c.ctx)
+		again, err := c.view.Daemon.State(c.ctx)
 		if err != nil || reflect.DeepEqual(again, c.state) {
 			break
 		}
@@ -426,7 +426,7 @@ func (c *checkup) checkDraining() {
 	if err != nil {
 		grace = c.cfg.Kipvs.GracefulPeriod
 	}
-	now := c.v.Now()
+	now := c.view.Now()
 	var stuck []string
 	n := 0
 	for _, f := range c.state.Families {

@@ -11,7 +11,7 @@ import (
 
 // checkIPVS: IPVS answers over generic netlink.
 func (c *checkup) checkIPVS() {
-	info, err := c.v.IPVS.Info()
+	info, err := c.view.IPVS.Info()
 	if err != nil {
 		c.add("ipvs", Fail, fmt.Sprintf("IPVS does not answer over generic netlink: %v", err),
 			"modprobe ip_vs (or use a kernel built with CONFIG_IP_VS)")
@@ -79,7 +79,7 @@ func (c *checkup) checkModules() {
 		if m.name == "br_netfilter" {
 			fix = "modprobe br_netfilter and add it to /etc/modules-load.d/ so it loads at boot"
 		}
-		state := c.v.Modules.Module(m.name)
+		state := c.view.Modules.Module(m.name)
 		switch state {
 		case ModuleLoaded, ModuleBuiltin, ModuleAvailable:
 			if m.unavailable {
@@ -93,9 +93,9 @@ func (c *checkup) checkModules() {
 			}
 			c.add(check, OK, fmt.Sprintf("%s %s%s (needed for %s)", m.name, state, note, m.why), "")
 		case ModuleUnknown:
-			c.add(check, Warn, fmt.Sprintf("%s is not loaded, and /lib/modules for kernel %s is not readable to tell whether it is installed (needed for %s)", m.name, c.v.KernelRelease, m.why), fix)
+			c.add(check, Warn, fmt.Sprintf("%s is not loaded, and /lib/modules for kernel %s is not readable to tell whether it is installed (needed for %s)", m.name, c.view.KernelRelease, m.why), fix)
 		default:
-			c.add(check, m.severity, fmt.Sprintf("%s is not loaded, not built in and not installed for kernel %s (needed for %s)", m.name, c.v.KernelRelease, m.why), fix)
+			c.add(check, m.severity, fmt.Sprintf("%s is not loaded, not built in and not installed for kernel %s (needed for %s)", m.name, c.view.KernelRelease, m.why), fix)
 		}
 	}
 }
@@ -112,7 +112,7 @@ func (c *checkup) hasBridge() bool {
 
 // checkConntrackNetlink: ctnetlink answers (kipvs deletes stale UDP flows through it).
 func (c *checkup) checkConntrackNetlink() {
-	entries, _, err := c.v.Conntrack.Count()
+	entries, _, err := c.view.Conntrack.Count()
 	if err != nil {
 		c.add("conntrack netlink", Warn, fmt.Sprintf("ctnetlink does not answer (%v): kipvs cannot delete conntrack flows of removed UDP endpoints, so UDP clients keep sending to dead pods until their flows time out", err),
 			"modprobe nf_conntrack_netlink")

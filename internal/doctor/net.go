@@ -388,7 +388,7 @@ func (c *checkup) checkServiceRoutes() {
 	vips := c.dummyAddrs()
 	notLocal := 0
 	for _, a := range vips {
-		r, err := c.v.Net.RouteGet(a)
+		r, err := c.view.Net.RouteGet(a)
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("ip route get %s: %v", a, err))
 			notLocal++
@@ -404,7 +404,7 @@ func (c *checkup) checkServiceRoutes() {
 	}
 	checkedRoutes := false
 	if len(c.svcCIDRs) > 0 {
-		routes, err := c.v.Net.Routes()
+		routes, err := c.view.Net.Routes()
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("cannot list routes: %v", err))
 		} else {
@@ -449,11 +449,11 @@ func (c *checkup) checkForward() {
 			check += " (IPv6)"
 			tool = "ip6tables"
 		}
-		r := c.v.Iptables[f]
+		r := c.view.Iptables[f]
 		if r == nil {
 			why := "no iptables backend found"
-			if c.v.IptablesErr != nil {
-				why = c.v.IptablesErr.Error()
+			if c.view.IptablesErr != nil {
+				why = c.view.IptablesErr.Error()
 			}
 			c.add(check, Warn, fmt.Sprintf("cannot read %s: %s", tool, why), "install the iptables package (iptables-nft or iptables-legacy)")
 			continue
@@ -464,8 +464,8 @@ func (c *checkup) checkForward() {
 			continue
 		}
 		status, finding, fix := forwardVerdict(save, tool, tool)
-		if o := c.v.OtherIptables[f]; o != nil && status != Fail {
-			otherTool := tool + "-" + c.v.OtherBackend
+		if o := c.view.OtherIptables[f]; o != nil && status != Fail {
+			otherTool := tool + "-" + c.view.OtherBackend
 			if osave, err := o.Save(c.ctx); err != nil {
 				c.add(check, Warn, fmt.Sprintf("%s; %s-save failed: %v", finding, otherTool, err), "")
 				continue

@@ -58,7 +58,7 @@ func moduleOf(key string) string {
 
 // get reads a key; missing reports a key that does not exist.
 func (c *checkup) get(key string) (value string, missing bool, err error) {
-	v, err := c.v.Sysctl.Get(key)
+	v, err := c.view.Sysctl.Get(key)
 	if kerr.IsNotFound(err) {
 		return "", true, nil
 	}
@@ -69,12 +69,12 @@ func (c *checkup) get(key string) (value string, missing bool, err error) {
 // the configuration, the kernel version and the CPU count), and conn_reuse_mode is judged by
 // the kernel version.
 func (c *checkup) checkSysctls() {
-	kv, err := ipvsmode.ParseKernelVersion(c.v.KernelRelease)
+	kv, err := ipvsmode.ParseKernelVersion(c.view.KernelRelease)
 	if err != nil {
 		c.add("sysctls", Warn, fmt.Sprintf("cannot tell which sysctls kipvs needs: %v", err), "")
 		return
 	}
-	want, warnings := ipvsmode.DesiredSysctls(kv, c.cfg.SysctlOptions(c.v.NumCPU))
+	want, warnings := ipvsmode.DesiredSysctls(kv, c.cfg.SysctlOptions(c.view.NumCPU))
 	reuseChecked := false
 	for _, s := range want {
 		if s.Key == keyConnReuse {
@@ -97,7 +97,7 @@ func (c *checkup) checkSysctls() {
 	case missing:
 		c.add(check, Fail, fmt.Sprintf("%s does not exist (ip_vs not loaded)", dotted(keyConnReuse)), "modprobe ip_vs")
 	default:
-		c.add(check, OK, fmt.Sprintf("%s = %s; kernel %s (5.9 or later) needs no change: its own setting avoids both the 1 s stall on port reuse and the rolling-update resets", dotted(keyConnReuse), v, c.v.KernelRelease), "")
+		c.add(check, OK, fmt.Sprintf("%s = %s; kernel %s (5.9 or later) needs no change: its own setting avoids both the 1 s stall on port reuse and the rolling-update resets", dotted(keyConnReuse), v, c.view.KernelRelease), "")
 	}
 }
 

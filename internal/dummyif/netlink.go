@@ -26,7 +26,7 @@ const dumpRetries = 5
 type Dummy struct {
 	name string
 	mu   sync.Mutex
-	h    *netlink.Handle
+	rtnl *netlink.Handle
 }
 
 var _ Interface = (*Dummy)(nil)
@@ -44,16 +44,16 @@ func New(name string, ns netns.NsHandle) (*Dummy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dummyif %s: open rtnetlink socket in %s: %w", name, ns, err)
 	}
-	return &Dummy{name: name, h: h}, nil
+	return &Dummy{name: name, rtnl: h}, nil
 }
 
 // Close releases the socket.
 func (d *Dummy) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.h != nil {
-		d.h.Close()
-		d.h = nil
+	if d.rtnl != nil {
+		d.rtnl.Close()
+		d.rtnl = nil
 	}
 	return nil
 }
@@ -62,10 +62,10 @@ func (d *Dummy) Close() error {
 func (d *Dummy) Name() string { return d.name }
 
 func (d *Dummy) handle() (*netlink.Handle, error) {
-	if d.h == nil {
+	if d.rtnl == nil {
 		return nil, fmt.Errorf("dummyif %s: closed", d.name)
 	}
-	return d.h, nil
+	return d.rtnl, nil
 }
 
 // link returns the link of that name, or nil if there is none. Callers hold d.mu.
@@ -116,7 +116,7 @@ func (d *Dummy) EnsureLink() (bool, error) {
 	}
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name = d.name
-	if err := d.h.LinkAdd(&netlink.Dummy{LinkAttrs: attrs}); err != nil {
+	if err := d.rtnl.LinkAdd(&netlink.Dummy{LinkAttrs: attrs}); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			// Created concurrently by someone else: check what it is.
 			if _, err := d.dummy(); err != nil {
@@ -137,7 +137,7 @@ func (d *Dummy) DeleteLink() error {
 	if err != nil {
 		return err
 	}
-	if err := d.h.LinkDel(l); err != nil {
+	if err := d.rtnl.LinkDel(l); err != nil {
 		return kerr.Errno("delete link "+d.name, err)
 	}
 	return nil
@@ -150,7 +150,7 @@ func (d *Dummy) addrs(l netlink.Link) ([]netip.Prefix, error) {
 		err  error
 	)
 	for range dumpRetries {
-		list, err = d.h.AddrList(l, netlink.FAMILY_ALL)
+		list, err = d.rtnl.AddrList(l, netlink.FAMILY_ALL)
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {
 			break
 		}
@@ -219,7 +219,7 @@ func (d *Dummy) AddAddress(addr netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("add address %s: %w", p, err)
 	}
-	if err := d.h.AddrAdd(l, toAddr(p)); err != nil {
+	if err := d.rtnl.AddrAdd(l, toAddr(p)); err != nil {
 		return kerr.Errno(fmt.Sprintf("add address %s to link %s", p, d.name), err)
 	}
 	return nil
@@ -237,7 +237,7 @@ func (d *Dummy) DeleteAddress(addr netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("delete address %s: %w", p, err)
 	}
-	if err := d.h.AddrDel(l, toAddr(p)); err != nil {
+	if err := d.rtnl.AddrDel(l, toAddr(p)); err != nil {
 		return kerr.Errno(fmt.Sprintf("delete address %s from link %s", p, d.name), err)
 	}
 	return nil

@@ -26,9 +26,9 @@ import (
 // missing set, bitmap:port members, header-only and name-only listings, and listings parsed in
 // full without logging. The library keeps its socket private, hence two.
 type Real struct {
-	h     *netlink.Handle
-	sock  *nl.SocketHandle
-	socks map[int]*nl.SocketHandle // for nl.NetlinkRequest.Sockets; read-only after New
+	handle *netlink.Handle
+	sock   *nl.SocketHandle
+	socks  map[int]*nl.SocketHandle // for nl.NetlinkRequest.Sockets; read-only after New
 
 	mu     sync.RWMutex // held shared by every call, exclusively by Close
 	closed bool
@@ -70,10 +70,10 @@ func New(ns netns.NsHandle) (*Real, error) {
 		h.Close()
 		return nil, fmt.Errorf("ipset: open netlink socket in %s: %w", ns, err)
 	}
-	r := &Real{h: h, sock: &nl.SocketHandle{Socket: s}, revs: map[revKey]uint8{}}
+	r := &Real{handle: h, sock: &nl.SocketHandle{Socket: s}, revs: map[revKey]uint8{}}
 	r.socks = map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: r.sock}
 	if _, _, err := h.IpsetProtocol(); err != nil {
-		r.h.Close()
+		r.handle.Close()
 		r.sock.Close()
 		return nil, fmt.Errorf("ipset: query kernel protocol in %s (is ip_set loaded?): %w", ns, err)
 	}
@@ -99,7 +99,7 @@ func (r *Real) Close() error {
 		return nil
 	}
 	r.closed = true
-	r.h.Close()
+	r.handle.Close()
 	r.sock.Close()
 	return nil
 }
@@ -354,7 +354,7 @@ func (r *Real) Flush(name string) error {
 		return err
 	}
 	defer r.mu.RUnlock()
-	err := guard(func() error { return r.h.IpsetFlush(name) })
+	err := guard(func() error { return r.handle.IpsetFlush(name) })
 	return kernelErr("ipset: flush set "+name, "", err)
 }
 
@@ -373,7 +373,7 @@ func (r *Real) Swap(a, b string) error {
 }
 
 func (r *Real) swap(a, b string) error {
-	err := guard(func() error { return r.h.IpsetSwap(a, b) })
+	err := guard(func() error { return r.handle.IpsetSwap(a, b) })
 	return kernelErr(fmt.Sprintf("ipset: swap set %s with %s", a, b), "", err)
 }
 
@@ -444,11 +444,11 @@ func (r *Real) member(cmd int, hdr Set, e Entry) (bool, error) {
 	err := guard(func() (err error) {
 		switch cmd {
 		case nl.IPSET_CMD_ADD:
-			return r.h.IpsetAdd(hdr.Name, ne)
+			return r.handle.IpsetAdd(hdr.Name, ne)
 		case nl.IPSET_CMD_DEL:
-			return r.h.IpsetDel(hdr.Name, ne)
+			return r.handle.IpsetDel(hdr.Name, ne)
 		}
-		ok, err = r.h.IpsetTest(hdr.Name, ne)
+		ok, err = r.handle.IpsetTest(hdr.Name, ne)
 		return err
 	})
 	return ok, wrap(err)

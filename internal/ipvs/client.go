@@ -19,8 +19,8 @@ import (
 // network namespace, used for every call. It is safe for concurrent use; calls are
 // serialized.
 type Client struct {
-	mu sync.Mutex
-	c  *conn // nil once closed
+	mu   sync.Mutex
+	conn *conn // nil once closed
 }
 
 var _ Interface = (*Client)(nil)
@@ -54,18 +54,18 @@ func New(ns netns.NsHandle, opts ...Option) (*Client, error) {
 	if o.maxBatch > 0 {
 		c.maxOps = min(c.maxOps, o.maxBatch)
 	}
-	return &Client{c: c}, nil
+	return &Client{conn: c}, nil
 }
 
 // Close releases the socket. Further calls fail.
 func (cl *Client) Close() error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	if cl.c == nil {
+	if cl.conn == nil {
 		return nil
 	}
-	err := cl.c.close()
-	cl.c = nil
+	err := cl.conn.close()
+	cl.conn = nil
 	return err
 }
 
@@ -73,10 +73,10 @@ func (cl *Client) Close() error {
 func (cl *Client) with(fn func(c *conn) error) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	if cl.c == nil {
+	if cl.conn == nil {
 		return errClosed
 	}
-	return fn(cl.c)
+	return fn(cl.conn)
 }
 
 // Info implements Interface.

@@ -257,18 +257,18 @@ func TestKernelBatch(t *testing.T) {
 			ops = append(ops, AddDestinationOp(tcp("10.9.9.9:80"), dest(1))) // missing service, index 702
 		}
 	}
-	sends := c.c.sends
+	sends := c.conn.sends
 	start := time.Now()
 	err := c.Apply(ops)
 	batchTime := time.Since(start)
-	batchSends := c.c.sends - sends
+	batchSends := c.conn.sends - sends
 	var be *BatchError
 	if !errors.As(err, &be) || len(be.Errors) != 2 || be.Errors[0].Index != 501 || be.Errors[1].Index != 702 ||
 		!errors.Is(be.Errors[0], kerr.ErrExists) || !errors.Is(be.Errors[1], syscall.ESRCH) {
 		t.Fatalf("Apply of %d ops: %v", len(ops), err)
 	}
-	if wantSends := (len(ops) + c.c.maxOps - 1) / c.c.maxOps; batchSends != wantSends {
-		t.Errorf("Apply of %d ops used %d sendmsg calls, want %d (max %d ops per call)", len(ops), batchSends, wantSends, c.c.maxOps)
+	if wantSends := (len(ops) + c.conn.maxOps - 1) / c.conn.maxOps; batchSends != wantSends {
+		t.Errorf("Apply of %d ops used %d sendmsg calls, want %d (max %d ops per call)", len(ops), batchSends, wantSends, c.conn.maxOps)
 	}
 
 	// The same number of destinations, one AddDestination call each.
@@ -285,7 +285,7 @@ func TestKernelBatch(t *testing.T) {
 	}
 	singleTime := time.Since(start)
 	t.Logf("%d destinations: Apply %v in %d sendmsg calls (max %d ops each); one call per op %v; ratio %.1fx",
-		n, batchTime.Round(time.Millisecond), batchSends, c.c.maxOps, singleTime.Round(time.Millisecond),
+		n, batchTime.Round(time.Millisecond), batchSends, c.conn.maxOps, singleTime.Round(time.Millisecond),
 		float64(singleTime)/float64(batchTime))
 
 	for i := range want {
@@ -306,13 +306,13 @@ func TestKernelBatch(t *testing.T) {
 			del = append(del, DeleteDestinationOp(k, ap("10.99.0.1:1"))) // index 99 and 402
 		}
 	}
-	sends = c100.c.sends
+	sends = c100.conn.sends
 	err = c100.Apply(del)
 	if !errors.As(err, &be) || len(be.Errors) != 2 || be.Errors[0].Index != 99 || be.Errors[1].Index != 402 ||
 		!errors.Is(err, kerr.ErrNotFound) || !errors.Is(be.Errors[1], syscall.ENOENT) {
 		t.Fatalf("batched delete: %v", err)
 	}
-	if got := c100.c.sends - sends; got != (len(del)+99)/100 {
+	if got := c100.conn.sends - sends; got != (len(del)+99)/100 {
 		t.Errorf("batched delete of %d ops used %d sendmsg calls, want %d", len(del), got, (len(del)+99)/100)
 	}
 	dests, err := c.Destinations(k)
@@ -638,12 +638,12 @@ func TestKernelBatchLostAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var serr error
-	if err := c.c.rc.Control(func(fd uintptr) {
+	if err := c.conn.rc.Control(func(fd uintptr) {
 		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096)
 	}); err != nil || serr != nil {
 		t.Fatal(err, serr)
 	}
-	c.c.maxOps = 1000
+	c.conn.maxOps = 1000
 	var ops []Op
 	for i := range 1000 {
 		ops = append(ops, DeleteDestinationOp(k, ap(fmt.Sprintf("10.1.%d.%d:80", i/250, i%250+1))))

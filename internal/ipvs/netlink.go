@@ -105,7 +105,7 @@ const (
 // conn is one generic netlink socket bound to the IPVS family in one network namespace.
 // It is not safe for concurrent use; Client serializes calls.
 type conn struct {
-	f       *os.File
+	file    *os.File
 	rc      syscall.RawConn
 	family  uint16
 	seq     uint32
@@ -147,7 +147,7 @@ func dial(ns netns.NsHandle, timeout time.Duration) (*conn, error) {
 		f.Close()
 		return nil, fmt.Errorf("ipvs: generic netlink socket: %w", err)
 	}
-	c := &conn{f: f, rc: rc, timeout: timeout, rbuf: make([]byte, recvBufSize)}
+	c := &conn{file: f, rc: rc, timeout: timeout, rbuf: make([]byte, recvBufSize)}
 	c.maxOps = max(1, min(1024, rcv/ackBudget))
 	c.maxBytes = max(4096, min(maxChunkBytes, snd-1024))
 	if err := c.resolveFamily(); err != nil {
@@ -170,7 +170,7 @@ func setBuf(fd, force, plain int) int {
 	return n
 }
 
-func (c *conn) close() error { return c.f.Close() }
+func (c *conn) close() error { return c.file.Close() }
 
 func (c *conn) resolveFamily() error {
 	c.family = genlIDCtrl
@@ -224,7 +224,7 @@ func (c *conn) reserveSeq(n int) uint32 {
 }
 
 func (c *conn) send(b []byte) error {
-	if err := c.f.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+	if err := c.file.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
 		return err
 	}
 	var serr error
@@ -241,7 +241,7 @@ func (c *conn) send(b []byte) error {
 
 // recv reads one datagram. With wait false it returns EAGAIN instead of blocking.
 func (c *conn) recv(wait bool) ([]syscall.NetlinkMessage, error) {
-	if err := c.f.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+	if err := c.file.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
 		return nil, err
 	}
 	var (

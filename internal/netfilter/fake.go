@@ -33,8 +33,8 @@ const (
 // empty: kerr.ErrBusy; deleting a missing rule or chain: kerr.ErrNotFound; a rule matching a
 // missing ipset, when SetIPSets is used: kerr.ErrNotFound). It is safe for concurrent use.
 type Fake struct {
-	h *Handle
-	k *fakeKernel
+	handle *Handle
+	kernel *fakeKernel
 
 	mu     sync.Mutex
 	faults map[Op]error
@@ -58,8 +58,8 @@ func NewFake(family inet.Family, opts ...Option) *Fake {
 	}
 	k := &fakeKernel{tables: map[Table]*fakeTable{}}
 	return &Fake{
-		h:      &Handle{family: family, backend: Backend{Mode: "fake", Reason: "in-memory fake"}, owned: owned, tables: k},
-		k:      k,
+		handle: &Handle{family: family, backend: Backend{Mode: "fake", Reason: "in-memory fake"}, owned: owned, tables: k},
+		kernel: k,
 		faults: map[Op]error{},
 	}
 }
@@ -88,17 +88,17 @@ func (f *Fake) Check(ctx context.Context, table Table, rule string) error {
 }
 
 // Family implements Interface.
-func (f *Fake) Family() inet.Family { return f.h.family }
+func (f *Fake) Family() inet.Family { return f.handle.family }
 
 // Backend implements Interface.
-func (f *Fake) Backend() Backend { return f.h.backend }
+func (f *Fake) Backend() Backend { return f.handle.backend }
 
 // Apply implements Interface.
 func (f *Fake) Apply(ctx context.Context, rs Ruleset) (Result, error) {
 	if err := f.fault(OpApply); err != nil {
 		return Result{}, err
 	}
-	return f.h.Apply(ctx, rs)
+	return f.handle.Apply(ctx, rs)
 }
 
 // Observe implements Interface.
@@ -106,7 +106,7 @@ func (f *Fake) Observe(ctx context.Context) (Ruleset, error) {
 	if err := f.fault(OpObserve); err != nil {
 		return nil, err
 	}
-	return f.h.Observe(ctx)
+	return f.handle.Observe(ctx)
 }
 
 // Remove implements Interface.
@@ -114,7 +114,7 @@ func (f *Fake) Remove(ctx context.Context) (Result, error) {
 	if err := f.fault(OpRemove); err != nil {
 		return Result{}, err
 	}
-	return f.h.Remove(ctx)
+	return f.handle.Remove(ctx)
 }
 
 // Dump implements Interface.
@@ -122,13 +122,13 @@ func (f *Fake) Dump(ctx context.Context) (string, error) {
 	if err := f.fault(OpDump); err != nil {
 		return "", err
 	}
-	return f.h.Dump(ctx)
+	return f.handle.Dump(ctx)
 }
 
 // Restore applies an iptables-restore --noflush --counters payload as another program would
 // (to seed foreign chains and rules, or to cause drift), with the same rejections.
 func (f *Fake) Restore(payload string) error {
-	if err := f.k.run(payload, false); err != nil {
+	if err := f.kernel.run(payload, false); err != nil {
 		return fmt.Errorf("netfilter fake restore: %w", err)
 	}
 	return nil
@@ -137,9 +137,9 @@ func (f *Fake) Restore(payload string) error {
 // Save returns what `iptables-save -t TABLE` would print (all chains, foreign ones included)
 // without the comment lines and counters.
 func (f *Fake) Save(table Table) string {
-	f.k.mu.Lock()
-	defer f.k.mu.Unlock()
-	t := f.k.table(table)
+	f.kernel.mu.Lock()
+	defer f.kernel.mu.Unlock()
+	t := f.kernel.table(table)
 	if t == nil {
 		return ""
 	}
@@ -153,18 +153,18 @@ func (f *Fake) Save(table Table) string {
 // table). A save is asked about as a read. Restore and Save (the test's own access) never
 // fail this way; FailNext is consulted first.
 func (f *Fake) SetFaulty(in *faulty.Injector) {
-	f.k.mu.Lock()
-	defer f.k.mu.Unlock()
-	f.k.faulty = in
+	f.kernel.mu.Lock()
+	defer f.kernel.mu.Unlock()
+	f.kernel.faulty = in
 }
 
 // SetIPSets makes rules matching an ipset (-m set --match-set NAME) fail with kerr.ErrNotFound
 // unless exists(NAME) is true, as the kernel does for a missing set. nil (the default) does not
 // model ipsets.
 func (f *Fake) SetIPSets(exists func(name string) bool) {
-	f.k.mu.Lock()
-	defer f.k.mu.Unlock()
-	f.k.setExists = exists
+	f.kernel.mu.Lock()
+	defer f.kernel.mu.Unlock()
+	f.kernel.setExists = exists
 }
 
 // fakeKernel is the model of the tables of one family.

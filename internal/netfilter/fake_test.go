@@ -177,7 +177,7 @@ func TestCountersCarried(t *testing.T) {
 		!strings.Contains(payload, "\n-A KUBE-SERVICES -s 127.0.0.0/8 -m comment --comment \"local traffic\" -j RETURN\n") {
 		t.Fatalf("payload:\n%s", payload)
 	}
-	out, _ := fk.k.save(ctx)
+	out, _ := fk.kernel.save(ctx)
 	if !strings.Contains(string(out), "[7:420] -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT\n") {
 		t.Fatalf("counters lost:\n%s", out)
 	}

@@ -97,9 +97,9 @@ func (s *script) Run(ctx context.Context, stdin []byte, name string, args ...str
 	}
 	switch {
 	case strings.HasSuffix(name, "-save") && len(args) == 1 && args[0] == "-c":
-		return s.fk.k.save(ctx)
+		return s.fk.kernel.save(ctx)
 	case strings.HasSuffix(name, "-restore"):
-		return nil, s.fk.k.restore(ctx, string(stdin))
+		return nil, s.fk.kernel.restore(ctx, string(stdin))
 	}
 	return nil, errors.New("unexpected command")
 }

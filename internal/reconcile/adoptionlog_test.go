@@ -37,7 +37,7 @@ func TestAdoptionPlanLogged(t *testing.T) {
 			}
 			e := newEnv(t, func(o *Options) { o.Logger = zap.New(core) })
 			e.ipvs, e.ipset, e.nf, e.dummy, e.ct = prev.ipvs, prev.ipset, prev.nf, prev.dummy, prev.ct
-			e.rec = New(Kernel{IPVS: e.ipvs, IPSet: e.ipset, Netfilter: e.nf, Dummy: e.dummy, Conntrack: e.ct}, e.rec.o)
+			e.rec = New(Kernel{IPVS: e.ipvs, IPSet: e.ipset, Netfilter: e.nf, Dummy: e.dummy, Conntrack: e.ct}, e.rec.opts)
 			e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5", "10.244.2.6"))
 
 			res := e.full()

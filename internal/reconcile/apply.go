@@ -27,7 +27,7 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 		}
 	}
 	for _, s := range p.CreateSets {
-		if err := r.k.IPSet.Create(s); err != nil {
+		if err := r.kernel.IPSet.Create(s); err != nil {
 			fail(fmt.Errorf("create ipset %s: %w", s.Name, err))
 		} else {
 			r.count("ipset", "add", 1)
@@ -38,36 +38,36 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 	// that was, once no longer wanted, would look foreign and stay forever.
 	failedAddrs := map[netip.Addr]bool{}
 	for _, a := range p.AddAddrs {
-		if _, err := r.k.Dummy.EnsureAddress(a); err != nil {
+		if _, err := r.kernel.Dummy.EnsureAddress(a); err != nil {
 			failedAddrs[a] = true
-			fail(fmt.Errorf("bind %s on %s: %w", a, r.k.Dummy.Name(), err))
+			fail(fmt.Errorf("bind %s on %s: %w", a, r.kernel.Dummy.Name(), err))
 		} else {
 			r.count("address", "add", 1)
 		}
 	}
 	failedSets := map[string]bool{}
 	fail(r.applyMembers(p.AddMembers, true, failedSets))
-	ops, unclaimed := claimedOps(r.o.Family, p, base, failedAddrs, failedSets)
+	ops, unclaimed := claimedOps(r.opts.Family, p, base, failedAddrs, failedSets)
 	fail(r.applyIPVS(ops, nil))
 	if len(unclaimed) > 0 {
 		fail(fmt.Errorf("virtual servers %v not created: neither their address nor a set member that marks them kipvs's could be added", unclaimed))
 	}
 	if p.Rules != nil {
-		if _, err := r.k.Netfilter.Apply(ctx, *p.Rules); err != nil {
-			if r.o.Metrics != nil {
-				r.o.Metrics.IPTablesRestoreFailuresTotal.WithLabelValues(r.family()).Inc()
+		if _, err := r.kernel.Netfilter.Apply(ctx, *p.Rules); err != nil {
+			if r.opts.Metrics != nil {
+				r.opts.Metrics.IPTablesRestoreFailuresTotal.WithLabelValues(r.family()).Inc()
 			}
 			fail(fmt.Errorf("apply %s iptables rules: %w", r.family(), err))
 		} else {
 			r.count("iptables_ruleset", "update", 1)
-			if r.o.Metrics != nil {
+			if r.opts.Metrics != nil {
 				for table, tr := range *p.Rules {
 					n := len(tr.Jumps)
 					for _, c := range tr.Chains {
 						n += len(c.Rules)
 					}
-					r.o.Metrics.IPTablesRulesTotal.WithLabelValues(string(table), r.family()).Set(float64(n))
-					r.o.Metrics.IPTablesRulesLastSync.WithLabelValues(string(table), r.family()).Set(float64(n))
+					r.opts.Metrics.IPTablesRulesTotal.WithLabelValues(string(table), r.family()).Set(float64(n))
+					r.opts.Metrics.IPTablesRulesLastSync.WithLabelValues(string(table), r.family()).Set(float64(n))
 				}
 			}
 		}
@@ -78,7 +78,7 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 	keepAddrs := map[netip.Addr]bool{}
 	keepMembers := map[proxy.Member]bool{}
 	fail(r.applyIPVS(p.IPVSDelete, func(k proxy.VSKey) {
-		a, ms := vouchers(r.o.Family, k)
+		a, ms := vouchers(r.opts.Family, k)
 		keepAddrs[a] = true
 		for _, m := range ms {
 			keepMembers[m] = true
@@ -95,30 +95,30 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 		if keepAddrs[a] {
 			continue
 		}
-		if _, err := r.k.Dummy.RemoveAddress(a); err != nil {
-			fail(fmt.Errorf("unbind %s from %s: %w", a, r.k.Dummy.Name(), err))
+		if _, err := r.kernel.Dummy.RemoveAddress(a); err != nil {
+			fail(fmt.Errorf("unbind %s from %s: %w", a, r.kernel.Dummy.Name(), err))
 		} else {
 			r.count("address", "delete", 1)
 		}
 	}
-	if len(p.Conntrack) > 0 && r.k.Conntrack != nil {
+	if len(p.Conntrack) > 0 && r.kernel.Conntrack != nil {
 		// Best effort: a failed cleanup leaves stale flows that expire on their own; it is
 		// logged, not retried through a full resync. Measured as kube-proxy's conntrack
 		// reconciler is, failed or not.
-		start := r.o.Clock.Now()
-		n, err := r.k.Conntrack.Delete(p.Conntrack...)
+		start := r.opts.Clock.Now()
+		n, err := r.kernel.Conntrack.Delete(p.Conntrack...)
 		if err != nil {
-			r.o.Logger.Warn("conntrack cleanup failed", zap.Error(err), zap.Int("flowsDeleted", n))
+			r.opts.Logger.Warn("conntrack cleanup failed", zap.Error(err), zap.Int("flowsDeleted", n))
 		} else if n > 0 {
-			r.o.Logger.Debug("deleted stale conntrack flows", zap.Int("flows", n))
+			r.opts.Logger.Debug("deleted stale conntrack flows", zap.Int("flows", n))
 		}
-		if r.o.Metrics != nil {
-			r.o.Metrics.ConntrackReconcileLatency.WithLabelValues(r.family()).Observe(r.o.Clock.Since(start).Seconds())
-			r.o.Metrics.ConntrackDeletedEntries.WithLabelValues(r.family()).Add(float64(n))
+		if r.opts.Metrics != nil {
+			r.opts.Metrics.ConntrackReconcileLatency.WithLabelValues(r.family()).Observe(r.opts.Clock.Since(start).Seconds())
+			r.opts.Metrics.ConntrackDeletedEntries.WithLabelValues(r.family()).Add(float64(n))
 		}
 	}
 
-	now := r.o.Clock.Now()
+	now := r.opts.Clock.Now()
 	for _, k := range p.Drains {
 		if _, ok := r.draining[k]; !ok {
 			r.draining[k] = now
@@ -148,7 +148,7 @@ func (r *Reconciler) applyIPVS(ops []ipvs.Op, failedDelete func(proxy.VSKey)) er
 	if len(ops) == 0 {
 		return nil
 	}
-	err := r.k.IPVS.Apply(ops)
+	err := r.kernel.IPVS.Apply(ops)
 	failed := map[int]bool{}
 	var be *ipvs.BatchError
 	whole := false
@@ -276,10 +276,10 @@ func (r *Reconciler) applyMembers(ms []proxy.Member, add bool, failedSets map[st
 		var err error
 		verb := "add"
 		if add {
-			err = r.k.IPSet.Add(set, bySet[set]...)
+			err = r.kernel.IPSet.Add(set, bySet[set]...)
 		} else {
 			verb = "delete"
-			err = r.k.IPSet.Del(set, bySet[set]...)
+			err = r.kernel.IPSet.Del(set, bySet[set]...)
 		}
 		if err != nil {
 			if failedSets != nil {
@@ -294,8 +294,8 @@ func (r *Reconciler) applyMembers(ms []proxy.Member, add bool, failedSets map[st
 }
 
 func (r *Reconciler) count(kind, op string, n int) {
-	if r.o.Metrics != nil && n > 0 {
-		r.o.Metrics.ObjectsChanged.WithLabelValues(kind, op, r.family()).Add(float64(n))
+	if r.opts.Metrics != nil && n > 0 {
+		r.opts.Metrics.ObjectsChanged.WithLabelValues(kind, op, r.family()).Add(float64(n))
 	}
 }
 

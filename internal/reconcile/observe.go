@@ -26,8 +26,8 @@ import (
 func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ipset.Set, error) {
 	obs := newState()
 	var missing []ipset.Set
-	for _, spec := range proxy.Sets(r.o.Family) {
-		info, err := r.k.IPSet.List(spec.Name)
+	for _, spec := range proxy.Sets(r.opts.Family) {
+		info, err := r.kernel.IPSet.List(spec.Name)
 		if kerr.IsNotFound(err) {
 			missing = append(missing, toIPSet(spec))
 			continue
@@ -40,17 +40,17 @@ func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ips
 		}
 	}
 
-	addrs, err := r.k.Dummy.Addresses()
+	addrs, err := r.kernel.Dummy.Addresses()
 	if err != nil && !kerr.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("list addresses of %s: %w", r.k.Dummy.Name(), err)
+		return nil, nil, fmt.Errorf("list addresses of %s: %w", r.kernel.Dummy.Name(), err)
 	}
 	for _, p := range addrs {
-		if a := p.Addr().Unmap(); r.o.Family.Matches(a) && !dummyif.KernelLinkLocal(p) {
+		if a := p.Addr().Unmap(); r.opts.Family.Matches(a) && !dummyif.KernelLinkLocal(p) {
 			obs.addrs[a] = struct{}{}
 		}
 	}
 
-	table, err := r.k.IPVS.Table()
+	table, err := r.kernel.IPVS.Table()
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the IPVS table: %w", err)
 	}
@@ -60,11 +60,11 @@ func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ips
 	}
 	for _, e := range table {
 		k := e.Service.ServiceKey
-		if k.FWMark != 0 || !r.o.Family.Matches(k.Addr) {
+		if k.FWMark != 0 || !r.opts.Family.Matches(k.Addr) {
 			continue
 		}
 		vk := fromIPVSKey(k)
-		if !owns(r.o.Family, r.o.ExcludeCIDRs, d, obs, vk, nodeAddrs, r.owned) {
+		if !owns(r.opts.Family, r.opts.ExcludeCIDRs, d, obs, vk, nodeAddrs, r.owned) {
 			continue
 		}
 		vs := &vsState{svc: e.Service, dests: make(map[netip.AddrPort]destState, len(e.Destinations))}

@@ -47,9 +47,9 @@ type Options struct {
 // Reconciler keeps one family's owned kernel objects equal to a proxy.Desired. Its methods
 // must not be called concurrently.
 type Reconciler struct {
-	k     Kernel
-	o     Options
-	specs map[string]proxy.SetSpec
+	kernel Kernel
+	opts   Options
+	specs  map[string]proxy.SetSpec
 	// applied is what kipvs believes the kernel holds; nil until a full sync succeeds and
 	// after any apply error.
 	applied *state
@@ -71,7 +71,7 @@ func New(k Kernel, o Options) *Reconciler {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return &Reconciler{k: k, o: o, specs: setSpecs(o.Family), draining: map[DrainKey]time.Time{},
+	return &Reconciler{kernel: k, opts: o, specs: setSpecs(o.Family), draining: map[DrainKey]time.Time{},
 		owned: map[proxy.VSKey]struct{}{}}
 }
 
@@ -90,16 +90,16 @@ type Result struct {
 // last apply failed).
 func (r *Reconciler) NeedsFull() bool { return r.applied == nil }
 
-func (r *Reconciler) family() string { return r.o.Family.String() }
+func (r *Reconciler) family() string { return r.opts.Family.String() }
 
 // FullSync reads back everything kipvs owns, counts drift against what it last applied,
 // and applies whatever differs from d. po supplies the node's addresses (NodePort virtual
 // servers on them are kipvs's when their port is in a node-port set) and the rule options.
 func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.Options) (Result, error) {
 	res := Result{Full: true, Drift: map[string]int{}}
-	if _, err := r.k.Dummy.EnsureLink(); err != nil {
+	if _, err := r.kernel.Dummy.EnsureLink(); err != nil {
 		r.applied = nil
-		return res, fmt.Errorf("ensure dummy link %s: %w", r.k.Dummy.Name(), err)
+		return res, fmt.Errorf("ensure dummy link %s: %w", r.kernel.Dummy.Name(), err)
 	}
 	obs, missingSets, err := r.observe(d, po)
 	if err != nil {
@@ -110,7 +110,7 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 	for k := range obs.vs {
 		r.owned[k] = struct{}{}
 	}
-	observedRules, err := r.k.Netfilter.Observe(ctx)
+	observedRules, err := r.kernel.Netfilter.Observe(ctx)
 	if err != nil {
 		r.applied = nil
 		return res, fmt.Errorf("observe %s iptables rules: %w", r.family(), err)
@@ -123,7 +123,7 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 	}
 	r.rebuildDraining(d, obs)
 
-	in := &diffInput{desired: d, observed: obs, specs: r.specs, exclude: r.o.ExcludeCIDRs, graceful: r.o.GracefulPeriod}
+	in := &diffInput{desired: d, observed: obs, specs: r.specs, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
 	p := diffAll(in)
 	p.CreateSets = missingSets
 	rs := toRuleset(proxy.BuildRules(po, d))
@@ -131,19 +131,19 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 		p.Rules = &rs
 	}
 	res.Plan = p
-	if r.adopted && r.o.Metrics != nil {
+	if r.adopted && r.opts.Metrics != nil {
 		for kind, n := range res.Drift {
-			r.o.Metrics.DriftRepaired.WithLabelValues(kind, r.family()).Add(float64(n))
+			r.opts.Metrics.DriftRepaired.WithLabelValues(kind, r.family()).Add(float64(n))
 		}
 	}
 	if len(res.Drift) > 0 {
-		r.o.Logger.Warn("kernel state drifted from what kipvs applied; repairing", zap.Any("drift", res.Drift))
+		r.opts.Logger.Warn("kernel state drifted from what kipvs applied; repairing", zap.Any("drift", res.Drift))
 	}
 	if !r.adopted && !p.Empty() {
-		r.o.Logger.Info("adopting existing kernel state", zap.Int("changes", p.Len()))
+		r.opts.Logger.Info("adopting existing kernel state", zap.Int("changes", p.Len()))
 		// What adoption changes, change by change (-v 1): on a node switched from
 		// kube-proxy this is everything kipvs does differently from it.
-		if ce := r.o.Logger.Check(zap.DebugLevel, "adoption plan"); ce != nil {
+		if ce := r.opts.Logger.Check(zap.DebugLevel, "adoption plan"); ce != nil {
 			var rules []string
 			if p.Rules != nil {
 				rules = netfilter.Diff(rs, observedRules)
@@ -167,7 +167,7 @@ func (r *Reconciler) Sync(ctx context.Context, d *proxy.Desired, po *proxy.Optio
 	if r.applied == nil {
 		return res, errors.New("incremental sync without a successful full sync")
 	}
-	in := &diffInput{desired: d, observed: r.applied, specs: r.specs, exclude: r.o.ExcludeCIDRs, graceful: r.o.GracefulPeriod}
+	in := &diffInput{desired: d, observed: r.applied, specs: r.specs, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
 	p := diffScoped(in, t)
 	rs := toRuleset(proxy.BuildRules(po, d))
 	text := netfilter.Format(rs.Normalize())
@@ -189,13 +189,13 @@ func (r *Reconciler) Drain(ctx context.Context) (Result, error) {
 	if r.applied == nil || len(r.draining) == 0 {
 		return res, nil
 	}
-	now := r.o.Clock.Now()
+	now := r.opts.Clock.Now()
 	byVS := map[proxy.VSKey][]DrainKey{}
 	for k := range r.draining {
 		byVS[k.VS] = append(byVS[k.VS], k)
 	}
 	for _, vk := range sortedKeys(byVS, proxy.VSKey.Compare) {
-		dests, err := r.k.IPVS.Destinations(toIPVSKey(vk))
+		dests, err := r.kernel.IPVS.Destinations(toIPVSKey(vk))
 		if kerr.IsNotFound(err) {
 			for _, k := range byVS[vk] {
 				delete(r.draining, k)
@@ -216,7 +216,7 @@ func (r *Reconciler) Drain(ctx context.Context) (Result, error) {
 				delete(r.draining, k) // gone or re-weighted by someone: no longer ours to drain
 				continue
 			}
-			if conns[k.Dest] == 0 || now.Sub(r.draining[k]) >= r.o.GracefulPeriod {
+			if conns[k.Dest] == 0 || now.Sub(r.draining[k]) >= r.opts.GracefulPeriod {
 				res.Plan.IPVSDelete = append(res.Plan.IPVSDelete, ipvs.DeleteDestinationOp(toIPVSKey(vk), k.Dest))
 			}
 		}
@@ -254,7 +254,7 @@ func compareDrainKey(a, b DrainKey) int {
 // rebuildDraining makes the drain list match the kernel: every weight-0 real server kipvs
 // owns and does not want is draining (after a restart, since now), and nothing else is.
 func (r *Reconciler) rebuildDraining(d *proxy.Desired, obs *state) {
-	now := r.o.Clock.Now()
+	now := r.opts.Clock.Now()
 	next := map[DrainKey]time.Time{}
 	for vk, vs := range obs.vs {
 		if vk.Protocol == inet.UDP {

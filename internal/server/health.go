@@ -24,7 +24,7 @@ type Health struct {
 	clock   clock.Clock
 	timeout time.Duration
 	node    func() (*v1.Node, bool) // current node; ok=false when kipvs runs without a Node
-	m       *metrics.Metrics
+	metrics *metrics.Metrics
 
 	mu            sync.RWMutex
 	lastUpdated   map[string]time.Time
@@ -36,7 +36,7 @@ func NewHealth(c clock.Clock, timeout time.Duration, node func() (*v1.Node, bool
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	return &Health{clock: c, timeout: timeout, node: node, m: m,
+	return &Health{clock: c, timeout: timeout, node: node, metrics: m,
 		lastUpdated: map[string]time.Time{}, oldestPending: map[string]time.Time{}}
 }
 
@@ -141,13 +141,13 @@ func (h *Health) Handler() http.Handler {
 
 func (h *Health) counter(which string) func(code string) {
 	return func(code string) {
-		if h.m == nil {
+		if h.metrics == nil {
 			return
 		}
 		if which == "healthz" {
-			h.m.ProxyHealthzTotal.WithLabelValues(code).Inc()
+			h.metrics.ProxyHealthzTotal.WithLabelValues(code).Inc()
 		} else {
-			h.m.ProxyLivezTotal.WithLabelValues(code).Inc()
+			h.metrics.ProxyLivezTotal.WithLabelValues(code).Inc()
 		}
 	}
 }

@@ -107,7 +107,7 @@ func newDescs(scope, what string, labels []string) descs {
 
 // Collector is the scrape-time collector. Register it on the daemon's registry.
 type Collector struct {
-	o       Options
+	opts    Options
 	svc, ep descs
 	// svcLayout and epLayout order the label pairs of the service and endpoint series.
 	svcLayout, epLayout layouts
@@ -136,7 +136,7 @@ func New(o Options) *Collector {
 		o.MaxEndpoints = defaultMaxEndpoints
 	}
 	return &Collector{
-		o:         o,
+		opts:      o,
 		svc:       newDescs("service", "the Service port's virtual servers", serviceLabels),
 		ep:        newDescs("endpoint", "the endpoint as a real server of the Service port's virtual servers", endpointLabels),
 		svcLayout: newLayouts(serviceLabels),
@@ -181,13 +181,13 @@ func (c *Collector) logFailure(err error) {
 	first := !c.failing
 	c.failing = true
 	c.mu.Unlock()
-	if c.o.Logger == nil {
+	if c.opts.Logger == nil {
 		return
 	}
 	if first {
-		c.o.Logger.Info("could not read the IPVS counters for the Service traffic metrics; this scrape has none", zap.Error(err))
+		c.opts.Logger.Info("could not read the IPVS counters for the Service traffic metrics; this scrape has none", zap.Error(err))
 	} else {
-		c.o.Logger.Debug("could not read the IPVS counters for the Service traffic metrics", zap.Error(err))
+		c.opts.Logger.Debug("could not read the IPVS counters for the Service traffic metrics", zap.Error(err))
 	}
 }
 
@@ -209,7 +209,7 @@ func (c *Collector) read() (*snapshot, error) {
 	if cl == nil {
 		cl = &call{done: make(chan struct{})}
 		c.inflight = cl
-		ctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
 		go func() {
 			defer cancel()
 			cl.snap, cl.err = c.gather(ctx)
@@ -220,13 +220,13 @@ func (c *Collector) read() (*snapshot, error) {
 		}()
 	}
 	c.mu.Unlock()
-	t := time.NewTimer(c.o.Timeout)
+	t := time.NewTimer(c.opts.Timeout)
 	defer t.Stop()
 	select {
 	case <-cl.done:
 		return cl.snap, cl.err
 	case <-t.C:
-		return nil, fmt.Errorf("read IPVS counters: %w after %v", errTimeout, c.o.Timeout)
+		return nil, fmt.Errorf("read IPVS counters: %w after %v", errTimeout, c.opts.Timeout)
 	}
 }
 
@@ -283,7 +283,7 @@ type groupKey struct {
 
 // gather reads the mapping and the kernel and sums the counters.
 func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
-	vss := c.o.VirtualServers()
+	vss := c.opts.VirtualServers()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("read the virtual servers kipvs programs: %w", err)
 	}
@@ -311,12 +311,12 @@ func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
 		}
 		byKey[k] = gi
 	}
-	svcs, err := c.o.IPVS.Services()
+	svcs, err := c.opts.IPVS.Services()
 	if err != nil {
 		return nil, fmt.Errorf("list IPVS virtual servers: %w", err)
 	}
 	var eps map[epKey]int
-	if c.o.Endpoints {
+	if c.opts.Endpoints {
 		eps = map[epKey]int{}
 	}
 	for _, s := range svcs {
@@ -327,7 +327,7 @@ func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("read IPVS counters: %w", err)
 		}
-		dests, err := c.o.IPVS.Destinations(s.ServiceKey)
+		dests, err := c.opts.IPVS.Destinations(s.ServiceKey)
 		if kerr.IsNotFound(err) {
 			continue // deleted since the service dump
 		}
@@ -347,7 +347,7 @@ func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
 			ek := epKey{group: gi, addr: d.AddrPort()}
 			ei, ok := eps[ek]
 			if !ok {
-				if len(snap.endpoints) >= c.o.MaxEndpoints {
+				if len(snap.endpoints) >= c.opts.MaxEndpoints {
 					snap.dropped++
 					eps[ek] = -1
 					continue
