@@ -111,6 +111,13 @@ func TestHistogram(t *testing.T) {
 	if got := (Histogram{}).Summary(); got != (HistogramSummary{}) {
 		t.Errorf("empty Summary = %+v", got)
 	}
+	// One family only.
+	if got, want := HistogramFrom(m, NetworkProgrammingMetric, "ip_family=IPv6"), (Histogram{{0.25, 0}, {0.5, 10}, {1, 10}, {2, 10}, {math.Inf(1), 10}}); !reflect.DeepEqual(got, want) {
+		t.Errorf("HistogramFrom(IPv6) = %v, want %v", got, want)
+	}
+	if got := HistogramFrom(m, NetworkProgrammingMetric, "ip_family=IPv5"); len(got) != 0 {
+		t.Errorf("HistogramFrom(IPv5) = %v, want none", got)
+	}
 	if got := HistogramFrom(m, "nothing"); len(got) != 0 {
 		t.Errorf("HistogramFrom(unknown) = %v", got)
 	}

@@ -28,15 +28,24 @@ type HistogramSummary struct {
 }
 
 // HistogramFrom collects metric name's buckets from a scrape (sample "name_bucket{labels}"
-// -> value, as harness.Metrics holds it), summed over every other label.
-func HistogramFrom(samples map[string]float64, name string) Histogram {
+// -> value, as harness.Metrics holds it) whose labels include each of match ("key=value",
+// unquoted), summed over every other label.
+func HistogramFrom(samples map[string]float64, name string, match ...string) Histogram {
 	byLE := map[float64]float64{}
+next:
 	for k, v := range samples {
 		base, labels, ok := strings.Cut(k, "{")
 		if !ok || base != name+"_bucket" {
 			continue
 		}
-		le, ok := labelValue(strings.TrimSuffix(labels, "}"), "le")
+		labels = strings.TrimSuffix(labels, "}")
+		for _, m := range match {
+			key, want, _ := strings.Cut(m, "=")
+			if got, ok := labelValue(labels, key); !ok || got != want {
+				continue next
+			}
+		}
+		le, ok := labelValue(labels, "le")
 		if !ok {
 			continue
 		}

@@ -60,19 +60,24 @@ type Record struct {
 	// interval plus the longest poll).
 	FirstSyncSeconds           float64 `json:"first_sync_seconds"`
 	FirstSyncResolutionSeconds float64 `json:"first_sync_resolution_seconds"`
-	// FirstSyncCPUSeconds is the CPU time (user+system, children included) spent by then.
-	FirstSyncCPUSeconds float64 `json:"first_sync_cpu_seconds"`
+	// FirstSyncCPUSeconds is the CPU time (user+system, children included) spent by then;
+	// FirstSyncCPUSecondsSelf without the children.
+	FirstSyncCPUSeconds     float64 `json:"first_sync_cpu_seconds"`
+	FirstSyncCPUSecondsSelf float64 `json:"first_sync_cpu_seconds_self"`
 
 	// ChangeLatency is from the API write's return to the new real server in IPVS.
 	ChangeLatency Latency `json:"change_latency"`
 	// NetworkProgramming is the proxy's own kubeproxy_network_programming_duration_seconds
-	// over the changes (bucket-interpolated, as Prometheus' histogram_quantile).
+	// (ip_family IPv4, the benchmark's Services' family) over the changes
+	// (bucket-interpolated, as Prometheus' histogram_quantile).
 	NetworkProgramming HistogramSummary `json:"network_programming"`
 
 	// IdleCPUCores is CPU time over IdleSeconds with no change, divided by IdleSeconds (0
 	// when the window was not measured).
 	IdleCPUCores float64 `json:"idle_cpu_cores"`
-	IdleSeconds  float64 `json:"idle_seconds"`
+	// IdleCPUCoresSelf is IdleCPUCores without the children's CPU time.
+	IdleCPUCoresSelf float64 `json:"idle_cpu_cores_self"`
+	IdleSeconds      float64 `json:"idle_seconds"`
 	// PeakRSSBytes is VmHWM at the end of the run.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
 	// SyncCount and SyncAvgSeconds are from kubeproxy_sync_proxy_rules_duration_seconds

@@ -117,6 +117,12 @@ func run(o options) error {
 	if err := vm.Prepare(ctx, o.vmCache); err != nil {
 		return err
 	}
+	// The VM binds the kernel modules from the cache before it enters the host root, where
+	// a symbolic link on the way (a worktree's .cache/vm pointing to a main tree's) would
+	// not resolve.
+	if o.vmCache, err = filepath.EvalSymlinks(o.vmCache); err != nil {
+		return err
+	}
 	res := bench.Run{
 		Date: time.Now().UTC().Format(time.RFC3339),
 		Params: bench.Params{N: o.ns, E: o.cfg.E, Changes: o.cfg.Changes, IntervalSeconds: o.cfg.Interval.Seconds(),
