@@ -225,8 +225,14 @@ func (r *runner) run(proxy string) {
 	r.rec.FirstSyncResolutionSeconds = resolution.Seconds()
 	r.rec.FirstSyncCPUSeconds = TicksToSeconds(cpu.Total(), r.hz)
 	r.rec.FirstSyncCPUSecondsSelf = TicksToSeconds(cpu.User+cpu.System, r.hz)
-	t.Logf("%s: first complete sync %.2fs after start (seen within %.2fs), %.2f CPU seconds", proxy,
-		r.rec.FirstSyncSeconds, r.rec.FirstSyncResolutionSeconds, r.rec.FirstSyncCPUSeconds)
+	if _, err := harness.PollErr(r.cfg.FirstSyncLimit, proxy+"'s first sync reported", func() (bool, string) {
+		r.alive()
+		return r.noteReported(start), "no sync reported yet"
+	}); err != nil {
+		t.Log(err)
+	}
+	t.Logf("%s: first complete sync %.2fs after start (seen within %.2fs), %.2f CPU seconds; first sync reported %.2fs after start", proxy,
+		r.rec.FirstSyncSeconds, r.rec.FirstSyncResolutionSeconds, r.rec.FirstSyncCPUSeconds, r.rec.FirstSyncReportedSeconds)
 	r.checkTable()
 	r.waitSynced("after the first sync")
 
@@ -387,6 +393,7 @@ func (r *runner) waitFirstSync(start time.Time) (time.Time, time.Duration, CPUTi
 				last = time.Now()
 			}
 		}
+		r.noteReported(start)
 		if left == 0 {
 			cpu := r.cpu()
 			return last, r.cfg.PollInterval + max(longest, time.Since(t0)), cpu
@@ -400,6 +407,24 @@ func (r *runner) waitFirstSync(start time.Time) (time.Time, time.Duration, CPUTi
 		case <-r.exited:
 		}
 	}
+}
+
+// noteReported records FirstSyncReportedSeconds once the proxy reports a completed IPv4
+// sync, and says whether it has.
+func (r *runner) noteReported(start time.Time) bool {
+	if r.rec.FirstSyncReportedSeconds > 0 {
+		return true
+	}
+	m, err := harness.FetchMetrics()
+	if err != nil {
+		return false // not serving yet
+	}
+	ts := m.Get("kubeproxy_sync_proxy_rules_last_timestamp_seconds", `ip_family="IPv4"`)
+	if ts <= 0 {
+		return false
+	}
+	r.rec.FirstSyncReportedSeconds = ts - float64(start.UnixNano())/1e9
+	return true
 }
 
 // checkTable reads the whole IPVS table (harness.ReadIPVS) and checks every benchmark

@@ -165,6 +165,17 @@ func TestParseVmHWM(t *testing.T) {
 	}
 }
 
+func TestParseLoadAvg(t *testing.T) {
+	if v, err := ParseLoadAvg("2.31 1.70 0.94 3/412 26115\n"); err != nil || v != 2.31 {
+		t.Errorf("ParseLoadAvg = %v, %v; want 2.31", v, err)
+	}
+	for _, bad := range []string{"", "x 1 2 3/4 5", "1.0"} {
+		if _, err := ParseLoadAvg(bad); err == nil {
+			t.Errorf("ParseLoadAvg(%q) accepted", bad)
+		}
+	}
+}
+
 func TestParseClockTicks(t *testing.T) {
 	auxv := func(pairs ...uint64) []byte {
 		var b []byte
@@ -193,10 +204,11 @@ func sampleRun() Run {
 	vm := VM{Kernel: "6.1.0-44-amd64", CPUs: 2, MemoryMB: 3072, Accel: "tcg"}
 	rec := func(proxy string, n int, first, p50, p99, maxv float64, rss int64) Record {
 		return Record{Proxy: proxy, Version: proxy + " v", N: n, E: 10, VM: vm,
-			FirstSyncSeconds: first, FirstSyncResolutionSeconds: 1.1, FirstSyncCPUSeconds: first * 0.9,
+			FirstSyncSeconds: first, FirstSyncResolutionSeconds: 1.1, FirstSyncReportedSeconds: first * 3, FirstSyncCPUSeconds: first * 0.9,
 			ChangeLatency:      Latency{Count: 50, P50: p50, P99: p99, Max: maxv, Samples: []float64{p50, p99, maxv}},
 			NetworkProgramming: HistogramSummary{Count: 50, P50: p50 * 0.9, P99: p99 * 0.9},
-			IdleCPUCores:       0.0123, IdleSeconds: 60, PeakRSSBytes: rss, SyncCount: 7, SyncAvgSeconds: first / 2}
+			IdleCPUCores:       0.0123, IdleSeconds: 60, PeakRSSBytes: rss, SyncCount: 7, SyncAvgSeconds: first / 2,
+			HostLoadMean: 1.9, HostLoadMax: 2.4}
 	}
 	failed := rec("kube-proxy", 2000, 0, 0, 0, 0, 0)
 	failed.ChangeLatency, failed.NetworkProgramming, failed.IdleSeconds = Latency{}, HistogramSummary{}, 0

@@ -13,14 +13,15 @@ import (
 
 // Plot geometry (SVG user units).
 const (
-	plotW, plotH   = 1000, 470
+	plotW, plotH   = 1000, 480
 	panelW         = plotW / 2
 	marginL        = 78
 	marginR        = 24
 	plotTop        = 64
 	plotBottom     = 350
-	legendY        = 410
-	captionY       = 452
+	legendY        = 414 // first legend row; one row per proxy, legendRow apart
+	legendRow      = 18
+	captionY       = 466
 	markerRadius   = 3.5
 	tickLen        = 5
 	minDecades     = 1
@@ -58,6 +59,8 @@ type series struct {
 type panel struct {
 	title  string
 	series []series
+	// legend holds the indexes into series of each legend row.
+	legend [][]int
 }
 
 // RenderSVG draws the run: change latency p50 and p99 against N (left) and the first
@@ -89,14 +92,19 @@ func RenderSVG(run Run) []byte {
 		return pts
 	}
 	lat := panel{title: "Endpoint change: API write to real server in IPVS"}
-	first := panel{title: "First complete sync: process start to full IPVS table"}
+	first := panel{title: "First sync: process start to full IPVS table, and as reported"}
 	for _, p := range proxies {
 		c := proxyColor(p, others)
+		n := len(lat.series)
 		lat.series = append(lat.series,
 			series{label: p + " p99", color: c, pts: collect(p, func(r Record) float64 { return r.ChangeLatency.P99 })},
 			series{label: p + " p50", color: c, dashed: true, hollow: true, pts: collect(p, func(r Record) float64 { return r.ChangeLatency.P50 })})
+		lat.legend = append(lat.legend, []int{n, n + 1})
+		n = len(first.series)
 		first.series = append(first.series,
-			series{label: p, color: c, pts: collect(p, func(r Record) float64 { return r.FirstSyncSeconds })})
+			series{label: p + " IPVS complete", color: c, pts: collect(p, func(r Record) float64 { return r.FirstSyncSeconds })},
+			series{label: p + " sync reported", color: c, dashed: true, hollow: true, pts: collect(p, func(r Record) float64 { return r.FirstSyncReportedSeconds })})
+		first.legend = append(first.legend, []int{n, n + 1})
 	}
 
 	var b bytes.Buffer
@@ -106,15 +114,8 @@ func RenderSVG(run Run) []byte {
 	drawPanel(&b, 0, lat)
 	drawPanel(&b, panelW, first)
 
-	// Legend: one entry per series of the latency panel (it has every style).
-	x := float64(marginL)
-	for _, s := range lat.series {
-		fmt.Fprintf(&b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2"%s/>`+"\n",
-			f1(x), f1(legendY), f1(x+28), f1(legendY), s.color, dash(s))
-		marker(&b, x+14, legendY, s)
-		text(&b, x+34, legendY+4, "start", s.label)
-		x += 44 + 7.5*float64(len(s.label))
-	}
+	legend(&b, 0, lat)
+	legend(&b, panelW, first)
 	text(&b, plotW/2, captionY, "middle", caption(run))
 	b.WriteString("</svg>\n")
 	return b.Bytes()
@@ -190,6 +191,21 @@ func drawPanel(b *bytes.Buffer, x0 float64, p panel) {
 		}
 		for _, pt := range s.pts {
 			marker(b, xpos(pt.x), ypos(pt.y), s)
+		}
+	}
+}
+
+// legend draws a panel's legend below it, one row per proxy.
+func legend(b *bytes.Buffer, x0 float64, p panel) {
+	for row, idx := range p.legend {
+		x, y := x0+marginL, float64(legendY+row*legendRow)
+		for _, i := range idx {
+			s := p.series[i]
+			fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2"%s/>`+"\n",
+				f1(x), f1(y), f1(x+28), f1(y), s.color, dash(s))
+			marker(b, x+14, y, s)
+			text(b, x+34, y+4, "start", s.label)
+			x += 200
 		}
 	}
 }

@@ -122,3 +122,16 @@ func Cores(cpuSeconds float64, window time.Duration) float64 {
 	}
 	return cpuSeconds / window.Seconds()
 }
+
+// ParseLoadAvg returns the 1-minute load average from /proc/loadavg.
+func ParseLoadAvg(s string) (float64, error) {
+	f := strings.Fields(s)
+	if len(f) < 3 {
+		return 0, fmt.Errorf("bench: /proc/loadavg %q: too few fields", s)
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0, fmt.Errorf("bench: /proc/loadavg %q: %w", s, err)
+	}
+	return v, nil
+}

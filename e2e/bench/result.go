@@ -60,6 +60,11 @@ type Record struct {
 	// interval plus the longest poll).
 	FirstSyncSeconds           float64 `json:"first_sync_seconds"`
 	FirstSyncResolutionSeconds float64 `json:"first_sync_resolution_seconds"`
+	// FirstSyncReportedSeconds is from the process start until the end of the proxy's first
+	// IPv4 sync as it reports it (kubeproxy_sync_proxy_rules_last_timestamp_seconds, first
+	// seen non-zero, polled every second): kube-proxy programs IPVS first, then the ipsets
+	// and iptables rules.
+	FirstSyncReportedSeconds float64 `json:"first_sync_reported_seconds"`
 	// FirstSyncCPUSeconds is the CPU time (user+system, children included) spent by then;
 	// FirstSyncCPUSecondsSelf without the children.
 	FirstSyncCPUSeconds     float64 `json:"first_sync_cpu_seconds"`
@@ -84,6 +89,12 @@ type Record struct {
 	// (IPv4) at the end of the run.
 	SyncCount      float64 `json:"sync_count"`
 	SyncAvgSeconds float64 `json:"sync_avg_seconds"`
+
+	// HostLoadMean and HostLoadMax are the host's 1-minute load average over the VM boot
+	// (sampled every 10 s; qemu's two vCPU threads account for up to 2): above about 2.5 on
+	// a 2-core host, something else competed for the CPU and the figures are slower.
+	HostLoadMean float64 `json:"host_load1_mean"`
+	HostLoadMax  float64 `json:"host_load1_max"`
 
 	// Error is set when the run of this proxy failed; the figures up to the failure stay.
 	Error string `json:"error,omitempty"`

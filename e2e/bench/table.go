@@ -9,18 +9,20 @@ import (
 // and proxy, in the order of the run.
 func MarkdownTable(run Run) string {
 	var b strings.Builder
-	b.WriteString("| Services x endpoints | proxy | first complete sync | CPU of the first sync | change latency p50 / p99 / max | own network programming p50 / p99 | idle CPU | peak RSS |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| Services x endpoints | proxy | first complete sync (IPVS) | first sync reported | CPU of the first sync | change latency p50 / p99 / max | own network programming p50 / p99 | idle CPU | peak RSS | host load |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range run.Records {
 		row := []string{
 			fmt.Sprintf("%s x %d", thousands(float64(r.N)), r.E),
 			r.Proxy,
 			orDash(r.FirstSyncSeconds, func(v float64) string { return fmt.Sprintf("%s s", sig(v)) }),
+			orDash(r.FirstSyncReportedSeconds, func(v float64) string { return fmt.Sprintf("%s s", sig(v)) }),
 			orDash(r.FirstSyncCPUSeconds, func(v float64) string { return fmt.Sprintf("%s s", sig(v)) }),
 			latencyCell(r.ChangeLatency),
 			npCell(r.NetworkProgramming),
 			idleCell(r),
 			orDash(float64(r.PeakRSSBytes), func(v float64) string { return fmt.Sprintf("%.1f MB", v/1e6) }),
+			orDash(r.HostLoadMax, func(float64) string { return fmt.Sprintf("%.1f (max %.1f)", r.HostLoadMean, r.HostLoadMax) }),
 		}
 		if r.Error != "" {
 			row[1] += " (failed: " + r.Error + ")"

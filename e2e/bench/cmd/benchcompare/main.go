@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -212,8 +213,22 @@ func boot(ctx context.Context, o options, cfg bench.Config, apiPort int, guestKC
 		vc.Console = os.Stdout
 	}
 	fmt.Printf("benchcompare: N=%d: booting the VM (%s)\n", cfg.N, strings.Join(cfg.Proxies, ", "))
+	loads := make(chan []float64)
+	lctx, stopLoad := context.WithCancel(ctx)
+	go sampleLoad(lctx, loads)
 	res, runErr := vm.Run(ctx, vc)
+	stopLoad()
+	load := <-loads
 	recs, perr := bench.ParseResults(res.Output)
+	if len(load) > 0 {
+		sum := 0.0
+		for _, l := range load {
+			sum += l
+		}
+		for i := range recs {
+			recs[i].HostLoadMean, recs[i].HostLoadMax = sum/float64(len(load)), slices.Max(load)
+		}
+	}
 	for _, p := range cfg.Proxies {
 		found := false
 		for _, r := range recs {
@@ -251,6 +266,29 @@ func save(o options, res bench.Run, stamp string) error {
 		}
 	}
 	return bench.WriteRun(filepath.Join(o.out, "runs", "bench-compare-"+stamp+".json"), res)
+}
+
+// sampleLoad reads the host's 1-minute load average every 10 s until ctx ends, then sends
+// the samples.
+func sampleLoad(ctx context.Context, out chan<- []float64) {
+	var samples []float64
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			out <- samples
+			return
+		case <-tick.C:
+			b, err := os.ReadFile("/proc/loadavg")
+			if err != nil {
+				continue
+			}
+			if v, err := bench.ParseLoadAvg(string(b)); err == nil {
+				samples = append(samples, v)
+			}
+		}
+	}
 }
 
 // hostCPU is the first "model name" of /proc/cpuinfo.
