@@ -55,9 +55,9 @@ type Record struct {
 	E       int    `json:"e"`
 	VM      VM     `json:"vm"`
 
-	// FirstSyncSeconds is from the process start until IPVS held every virtual server with
-	// its real servers; FirstSyncResolutionSeconds bounds how late that was seen (the poll
-	// interval plus the longest poll).
+	// FirstSyncSeconds is from the process start until IPVS was seen to hold every virtual
+	// server with its real servers (an upper bound); FirstSyncResolutionSeconds is how much
+	// earlier it may have happened (since one was last seen missing or incomplete).
 	FirstSyncSeconds           float64 `json:"first_sync_seconds"`
 	FirstSyncResolutionSeconds float64 `json:"first_sync_resolution_seconds"`
 	// FirstSyncReportedSeconds is from the process start until the end of the proxy's first

@@ -3,7 +3,8 @@
 // of E endpoints each (adding to the previous N's objects), boots the VM once, and runs the
 // bench test binary there (TestBenchCompare: kube-proxy in IPVS mode, then kipvs, on a clean
 // node each). It writes OUT/bench-compare.json (one record per proxy per N), a copy under
-// OUT/runs/, the plot OUT/bench-compare.svg, and with --docs copies both there.
+// OUT/runs/, the plot OUT/bench-compare.svg (--name changes the base name), and with --docs
+// copies both there.
 //
 //	benchcompare --test bench.test --env KIPVS_BIN=... --env KIPVS_KUBE_PROXY_BIN=... --n "500 1000 2000"
 package main
@@ -38,6 +39,7 @@ func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
 type options struct {
 	binDir, state, vmCache, out, docs string
+	name                              string // base name of the result file and the plot
 	ns                                []int
 	cfg                               bench.Config // N is set per boot
 	timeout                           time.Duration
@@ -60,6 +62,7 @@ func main() {
 	flag.StringVar(&o.vmCache, "vm-cache", ".cache/vm", "kernel cache prepared by e2e/vm/prepare.sh")
 	flag.StringVar(&o.out, "out", ".cache/bench", "where the result file and the plot go")
 	flag.StringVar(&o.docs, "docs", "", "also copy the result file and the plot into this directory (e.g. docs/bench)")
+	flag.StringVar(&o.name, "name", "bench-compare", "base name of the result file (NAME.json) and the plot (NAME.svg)")
 	flag.IntVar(&def.E, "e", def.E, "endpoints per Service")
 	flag.IntVar(&def.Changes, "changes", def.Changes, "endpoint changes per proxy")
 	flag.DurationVar(&def.Interval, "interval", def.Interval, "time between two changes' writes")
@@ -181,7 +184,7 @@ func run(o options) error {
 		}
 	}
 	fmt.Printf("\n%s\n", bench.MarkdownTable(res))
-	fmt.Printf("benchcompare: results in %s, plot in %s\n", filepath.Join(o.out, "bench-compare.json"), filepath.Join(o.out, "bench-compare.svg"))
+	fmt.Printf("benchcompare: results in %s, plot in %s\n", filepath.Join(o.out, o.name+".json"), filepath.Join(o.out, o.name+".svg"))
 	if len(failures) > 0 {
 		return fmt.Errorf("%d failure(s) (cluster logs in %s):\n%s", len(failures), filepath.Join(state, "cluster"), strings.Join(failures, "\n"))
 	}
@@ -258,14 +261,14 @@ func save(o options, res bench.Run, stamp string) error {
 		dirs = append(dirs, o.docs)
 	}
 	for _, d := range dirs {
-		if err := bench.WriteRun(filepath.Join(d, "bench-compare.json"), res); err != nil {
+		if err := bench.WriteRun(filepath.Join(d, o.name+".json"), res); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(d, "bench-compare.svg"), svg, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(d, o.name+".svg"), svg, 0o644); err != nil {
 			return fmt.Errorf("write the plot: %w", err)
 		}
 	}
-	return bench.WriteRun(filepath.Join(o.out, "runs", "bench-compare-"+stamp+".json"), res)
+	return bench.WriteRun(filepath.Join(o.out, "runs", o.name+"-"+stamp+".json"), res)
 }
 
 // sampleLoad reads the host's 1-minute load average every 10 s until ctx ends, then sends
