@@ -26,7 +26,7 @@ UNITDIR      ?= $(PREFIX)/lib/systemd/system
 IMAGE        ?= ghcr.io/kipvs/kipvs:$(VERSION)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench fuzz clean install image
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image
 
 all: build
 
@@ -84,6 +84,26 @@ test-e2e: vm-prepare e2e-bins build $(BIN)/kustomize
 		--timeout $(E2E_TIMEOUT) --env KIPVS_BIN=$(BIN)/kipvs --env KIPVS_ECHO_BIN=$(E2EBIN)/echo \
 		--env KIPVS_KUSTOMIZE=$(BIN)/kustomize --env KIPVS_DEPLOY_DIR=$(CURDIR)/deploy --env KIPVS_KUBE_PROXY_BIN=$(K8SBIN)/kube-proxy \
 		--test $(E2EBIN)/e2e.test --test $(E2EBIN)/deploy.test -- $(E2E_ARGS)
+
+# kube-proxy v1.34.10 (IPVS mode) and kipvs side by side (e2e/bench, docs/performance.md): etcd and
+# kube-apiserver on the host, BENCH_N ClusterIP Services x BENCH_E endpoints loaded from the host, one
+# VM boot per N running each proxy of BENCH_PROXIES in turn on the same objects. Results in
+# .cache/bench/$(BENCH_NAME).json and .svg; BENCH_DOCS=docs/bench copies them there. About 35
+# minutes at the defaults; e.g. make bench-compare BENCH_N=10000 BENCH_PROXIES=kipvs BENCH_NAME=kipvs-10k.
+BENCH_N       ?= 500 1000 2000
+BENCH_E       ?= 10
+BENCH_CHANGES ?= 50
+BENCH_PROXIES ?= kube-proxy,kipvs
+BENCH_NAME    ?= bench-compare
+BENCH_DOCS    ?=
+BENCH_ARGS    ?=
+bench-compare: vm-prepare e2e-bins build
+	@mkdir -p $(E2EBIN)
+	CGO_ENABLED=0 $(GO) test -c -tags e2e -o $(E2EBIN)/bench.test ./e2e/bench
+	$(GO) run ./e2e/bench/cmd/benchcompare --k8s-bin $(K8SBIN) --state $(CACHE)/bench/state --vm-cache $(VMCACHE) \
+		--out $(CACHE)/bench --name $(BENCH_NAME) --n "$(BENCH_N)" --e $(BENCH_E) --changes $(BENCH_CHANGES) --proxies $(BENCH_PROXIES) \
+		$(if $(BENCH_DOCS),--docs $(BENCH_DOCS)) --test $(E2EBIN)/bench.test \
+		--env KIPVS_BIN=$(BIN)/kipvs --env KIPVS_KUBE_PROXY_BIN=$(K8SBIN)/kube-proxy $(BENCH_ARGS)
 
 # kustomize renders deploy/ for the e2e tests (installed from the Go module proxy).
 $(BIN)/kustomize:

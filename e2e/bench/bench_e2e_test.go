@@ -1,0 +1,622 @@
+//go:build e2e
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/ipvs"
+)
+
+// benchService is one loaded Service as the VM sees it: its virtual server and its slice
+// (kept current: the changes write it back).
+type benchService struct {
+	key   ipvs.ServiceKey
+	slice *discoveryv1.EndpointSlice
+}
+
+// want is the real servers the slice asks for.
+func (s *benchService) want() map[netip.AddrPort]bool {
+	out := map[netip.AddrPort]bool{}
+	for _, ep := range s.slice.Endpoints {
+		for _, a := range ep.Addresses {
+			out[netip.AddrPortFrom(netip.MustParseAddr(a), TargetPort)] = true
+		}
+	}
+	return out
+}
+
+// TestBenchCompare runs in the VM (make bench-compare): each proxy of BENCH_PROXIES in turn
+// on the loaded objects, on a clean node, and prints one ResultPrefix line per proxy.
+func TestBenchCompare(t *testing.T) {
+	cfg, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := harness.LoadProxyEnv(t)
+	if slices.Contains(cfg.Proxies, "kube-proxy") {
+		env.RequireKubeProxy(t) // stage it now, outside any timing
+	}
+	api := harness.NewCluster(t, env)
+	api.EnsureNode(t)
+	hz, err := ClockTicks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := VM{Kernel: strings.TrimSpace(string(kernel)), CPUs: runtime.NumCPU(), MemoryMB: cfg.VMMemoryMB, Accel: cfg.Accel}
+	began := time.Now()
+	svcs := listLoaded(t, api.CS, cfg)
+	t.Logf("listed %d Services with %d endpoints each in %.1fs", len(svcs), cfg.E, time.Since(began).Seconds())
+	used := map[netip.Addr]bool{}
+	for _, s := range svcs {
+		for a := range s.want() {
+			used[a.Addr()] = true
+		}
+	}
+	cleanNode(t, env, false)
+	sysctls := harness.Sysctls(t)
+	timeouts := harness.MustRun(t, "ipvsadm", "-L", "--timeout")
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.N)))
+	next := 0 // replacement addresses handed out
+	newAddr := func() netip.Addr {
+		for {
+			a := ReplacementIP(next)
+			next++
+			if !used[a] {
+				used[a] = true
+				return a
+			}
+		}
+	}
+	for _, p := range cfg.Proxies {
+		t.Run(p, func(t *testing.T) {
+			rec := Record{Proxy: p, N: cfg.N, E: cfg.E, VM: vm}
+			defer func() {
+				if t.Failed() && rec.Error == "" {
+					rec.Error = "the run failed: see the VM log"
+				}
+				line, err := ResultLine(rec)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				fmt.Println(line)
+			}()
+			t.Cleanup(func() {
+				start := time.Now()
+				cleanNode(t, env, p == "kube-proxy")
+				harness.RestoreSysctls(t, sysctls)
+				if f := strings.Fields(timeouts); len(f) >= 3 { // "Timeout (tcp tcpfin udp): 900 120 300"
+					harness.MustRun(t, "ipvsadm", "--set", f[len(f)-3], f[len(f)-2], f[len(f)-1])
+				}
+				t.Logf("node cleaned after %s in %.1fs", p, time.Since(start).Seconds())
+			})
+			r := &runner{t: t, cfg: cfg, env: env, cs: api.CS, svcs: svcs, hz: hz, rng: rng, newAddr: newAddr, rec: &rec}
+			r.run(p)
+		})
+	}
+}
+
+// listLoaded lists the benchmark's Services and EndpointSlices (as loaded, or as an earlier
+// run left them) and checks there are cfg.N of each.
+func listLoaded(t *testing.T, cs kubernetes.Interface, cfg Config) []*benchService {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sel := metav1.ListOptions{LabelSelector: Label + "=" + LabelValue}
+	svcList, err := cs.CoreV1().Services(Namespace).List(ctx, sel)
+	if err != nil {
+		t.Fatalf("list Services: %v", err)
+	}
+	sliceList, err := cs.DiscoveryV1().EndpointSlices(Namespace).List(ctx, sel)
+	if err != nil {
+		t.Fatalf("list EndpointSlices: %v", err)
+	}
+	bySvc := map[string]*discoveryv1.EndpointSlice{}
+	for i := range sliceList.Items {
+		s := &sliceList.Items[i]
+		bySvc[s.Labels[discoveryv1.LabelServiceName]] = s
+	}
+	var out []*benchService
+	for _, s := range svcList.Items {
+		sl := bySvc[s.Name]
+		if sl == nil {
+			t.Fatalf("Service %s has no EndpointSlice", s.Name)
+		}
+		if len(sl.Endpoints) != cfg.E {
+			t.Fatalf("EndpointSlice %s has %d endpoints, want %d (BENCH_E changed between loads?)", sl.Name, len(sl.Endpoints), cfg.E)
+		}
+		out = append(out, &benchService{key: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP,
+			Addr: netip.MustParseAddr(s.Spec.ClusterIP), Port: ServicePort}, slice: sl})
+	}
+	if len(out) != cfg.N {
+		t.Fatalf("%d benchmark Services loaded, want %d", len(out), cfg.N)
+	}
+	slices.SortFunc(out, func(a, b *benchService) int { return strings.Compare(a.slice.Name, b.slice.Name) })
+	return out
+}
+
+// cleanNode removes what a proxy left (kube-proxy --cleanup after kube-proxy, then kipvs
+// cleanup) and fails the test when something of a proxy's is still there.
+func cleanNode(t *testing.T, env harness.Env, kubeProxy bool) {
+	t.Helper()
+	if kubeProxy {
+		if out, err := harness.Run(env.RequireKubeProxy(t), "--cleanup", "--proxy-mode=ipvs"); err != nil {
+			t.Logf("kube-proxy --cleanup: %v\n%s", err, out)
+		}
+	}
+	if out, err := harness.RunCleanup(env); err != nil {
+		t.Fatalf("kipvs cleanup: %v\n%s", err, out)
+	}
+	if _, err := harness.Run("conntrack", "-F"); err != nil {
+		t.Logf("conntrack -F: %v", err)
+	}
+	if left := harness.Leftovers(t); len(left) > 0 {
+		t.Fatalf("kernel state left after the clean-up:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// runner measures one proxy.
+type runner struct {
+	t       *testing.T
+	cfg     Config
+	env     harness.Env
+	cs      kubernetes.Interface
+	svcs    []*benchService
+	hz      uint64
+	rng     *rand.Rand
+	newAddr func() netip.Addr
+	rec     *Record
+	proc    *harness.Kipvs
+	exited  <-chan struct{} // closed when proc has exited
+	ipvs    *ipvs.Client
+}
+
+func (r *runner) run(proxy string) {
+	t := r.t
+	file := r.writeConfig()
+	var bin string
+	switch proxy {
+	case "kube-proxy":
+		bin = r.env.RequireKubeProxy(t)
+	default:
+		bin = r.env.KipvsBin
+	}
+	r.rec.Version = strings.TrimSpace(harness.MustRun(t, bin, "--version"))
+	cl, err := ipvs.New(netns.None())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r.ipvs = cl
+
+	start := time.Now()
+	if proxy == "kube-proxy" {
+		r.proc = harness.StartKubeProxy(t, r.env, "--config", file)
+	} else {
+		r.proc = harness.StartKipvs(t, r.env, "run", "--config", file)
+	}
+	r.exited = r.watchExit()
+	hi, lo, cpu := r.waitFirstSync(start)
+	r.rec.FirstSyncSeconds = hi.Sub(start).Seconds()
+	r.rec.FirstSyncResolutionSeconds = hi.Sub(lo).Seconds()
+	r.rec.FirstSyncCPUSeconds = TicksToSeconds(cpu.Total(), r.hz)
+	r.rec.FirstSyncCPUSecondsSelf = TicksToSeconds(cpu.User+cpu.System, r.hz)
+	if _, err := harness.PollErr(r.cfg.FirstSyncLimit, proxy+"'s first sync reported", func() (bool, string) {
+		r.alive()
+		return r.noteReported(start), "no sync reported yet"
+	}); err != nil {
+		t.Log(err)
+	}
+	t.Logf("%s: first complete sync %.2fs after start (at most; at least %.2fs less), %.2f CPU seconds; first sync reported %.2fs after start", proxy,
+		r.rec.FirstSyncSeconds, r.rec.FirstSyncResolutionSeconds, r.rec.FirstSyncCPUSeconds, r.rec.FirstSyncReportedSeconds)
+	r.checkTable()
+	r.waitSynced("after the first sync")
+
+	before := r.histogram()
+	r.rec.ChangeLatency = r.changes()
+	r.waitSynced("after the changes")
+	r.rec.NetworkProgramming = r.waitProgrammed(before).Summary()
+	l := r.rec.ChangeLatency
+	t.Logf("%s: %d changes: p50 %.3fs p99 %.3fs max %.3fs (%d timed out); own network programming histogram: %v changes, p50 %.3fs p99 %.3fs",
+		proxy, l.Count, l.P50, l.P99, l.Max, l.TimedOut, r.rec.NetworkProgramming.Count, r.rec.NetworkProgramming.P50, r.rec.NetworkProgramming.P99)
+
+	if r.cfg.Idle > 0 {
+		c0 := r.cpu()
+		w0 := time.Now()
+		select {
+		case <-time.After(r.cfg.Idle): // the measurement window itself
+		case <-r.exited:
+			t.Fatalf("%s exited during the idle window:\n%s", proxy, r.proc.Log())
+		}
+		c1 := r.cpu()
+		window := time.Since(w0)
+		r.rec.IdleCPUCores = Cores(TicksToSeconds(c1.Total()-c0.Total(), r.hz), window)
+		r.rec.IdleCPUCoresSelf = Cores(TicksToSeconds(c1.User+c1.System-c0.User-c0.System, r.hz), window)
+		r.rec.IdleSeconds = window.Seconds()
+		t.Logf("%s: idle CPU %.3f cores over %.0fs (%.3f without its children)", proxy, r.rec.IdleCPUCores, window.Seconds(), r.rec.IdleCPUCoresSelf)
+	}
+	rss, err := ReadPeakRSS(r.proc.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.rec.PeakRSSBytes = rss
+	m := r.proc.Metrics(t)
+	fam := `ip_family="IPv4"`
+	r.rec.SyncCount = m.Get("kubeproxy_sync_proxy_rules_duration_seconds_count", fam)
+	if r.rec.SyncCount > 0 {
+		r.rec.SyncAvgSeconds = m.Get("kubeproxy_sync_proxy_rules_duration_seconds_sum", fam) / r.rec.SyncCount
+	}
+	t.Logf("%s: peak RSS %.1f MB; %v IPv4 syncs, %.3fs each on average", proxy, float64(rss)/1e6, r.rec.SyncCount, r.rec.SyncAvgSeconds)
+	r.proc.Stop(t)
+}
+
+// watchExit returns a channel closed once the proxy has exited (checked every 100 ms,
+// until then).
+func (r *runner) watchExit() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for range tick.C {
+			if r.proc.Exited() {
+				close(ch)
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+func (r *runner) cpu() CPUTimes {
+	c, err := ReadCPU(r.proc.PID())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+func (r *runner) alive() {
+	if r.proc.Exited() {
+		r.t.Fatalf("%s exited; log:\n%s", r.proc.Name, r.proc.Log())
+	}
+}
+
+// writeConfig writes the KubeProxyConfiguration both proxies get: IPVS mode, the defaults
+// for everything that is not about reaching the apiserver and the node (syncPeriod 30s).
+func (r *runner) writeConfig() string {
+	cfg := map[string]any{
+		"apiVersion":          "kubeproxy.config.k8s.io/v1alpha1",
+		"kind":                "KubeProxyConfiguration",
+		"mode":                "ipvs",
+		"clientConnection":    map[string]any{"kubeconfig": r.env.Kubeconfig},
+		"hostnameOverride":    harness.NodeName,
+		"clusterCIDR":         harness.ClusterCIDR.String(),
+		"metricsBindAddress":  harness.MetricsAddr,
+		"healthzBindAddress":  harness.HealthAddr,
+		"bindAddressHardFail": true,
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	p := filepath.Join(r.t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	return p
+}
+
+// activeSet is the real servers of dests with a weight above 0.
+func activeSet(dests []ipvs.Destination) map[netip.AddrPort]bool {
+	out := map[netip.AddrPort]bool{}
+	for _, d := range dests {
+		if d.Weight > 0 {
+			out[netip.AddrPortFrom(d.Addr, d.Port)] = true
+		}
+	}
+	return out
+}
+
+func sameSet(a, b map[netip.AddrPort]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// waitFirstSync polls IPVS until every Service's virtual server has exactly its real servers
+// and returns when the last one was seen complete (an upper bound of the moment the table
+// became complete), the last time one was seen missing or incomplete (a lower bound), and
+// the proxy's CPU times at the upper bound. Each poll is one service dump plus a destination
+// read of each virtual server present and not yet seen complete (the table only grows during
+// a first sync): at 10,000 Services a poll that finds them all costs seconds, which the
+// bounds show. checkTable then reads the whole table once.
+func (r *runner) waitFirstSync(start time.Time) (hi, lo time.Time, cpu CPUTimes) {
+	t := r.t
+	done := make([]bool, len(r.svcs))
+	wants := make([]map[netip.AddrPort]bool, len(r.svcs))
+	for i, s := range r.svcs {
+		wants[i] = s.want()
+	}
+	left := len(r.svcs)
+	lo = start
+	for {
+		r.alive()
+		t0 := time.Now()
+		svcs, err := r.ipvs.Services()
+		if err != nil {
+			t.Fatalf("read IPVS services: %v", err)
+		}
+		present := make(map[ipvs.ServiceKey]bool, len(svcs))
+		for _, s := range svcs {
+			present[s.ServiceKey] = true
+		}
+		for i, s := range r.svcs {
+			if done[i] {
+				continue
+			}
+			if !present[s.key] {
+				lo = later(lo, t0) // missing at some moment of the dump, which began at t0
+				continue
+			}
+			before := time.Now()
+			dests, err := r.ipvs.Destinations(s.key)
+			if err == nil && sameSet(activeSet(dests), wants[i]) {
+				done[i] = true
+				left--
+				hi = time.Now()
+			} else {
+				lo = later(lo, before)
+			}
+		}
+		r.noteReported(start)
+		if left == 0 {
+			return hi, lo, r.cpu()
+		}
+		if time.Since(start) > r.cfg.FirstSyncLimit {
+			t.Fatalf("%s: first sync not complete after %s: %d of %d virtual servers still missing or incomplete", r.proc.Name, r.cfg.FirstSyncLimit, left, len(r.svcs))
+		}
+		select {
+		case <-time.After(r.cfg.PollInterval): // polling an external process
+		case <-r.exited:
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// noteReported records FirstSyncReportedSeconds once the proxy reports a completed IPv4
+// sync, and says whether it has.
+func (r *runner) noteReported(start time.Time) bool {
+	if r.rec.FirstSyncReportedSeconds > 0 {
+		return true
+	}
+	m, err := harness.FetchMetrics()
+	if err != nil {
+		return false // not serving yet
+	}
+	ts := m.Get("kubeproxy_sync_proxy_rules_last_timestamp_seconds", `ip_family="IPv4"`)
+	if ts <= 0 {
+		return false
+	}
+	r.rec.FirstSyncReportedSeconds = ts - float64(start.UnixNano())/1e9
+	return true
+}
+
+// checkTable reads the whole IPVS table (harness.ReadIPVS) and checks every benchmark
+// virtual server has exactly its real servers at weight 1.
+func (r *runner) checkTable() {
+	t := r.t
+	tab, err := harness.ReadIPVS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	for _, s := range r.svcs {
+		want := map[string]int{}
+		for a := range s.want() {
+			want[a.String()] = 1
+		}
+		if ok, why := tab.Matches("tcp "+netip.AddrPortFrom(s.key.Addr, s.key.Port).String(), want); !ok {
+			bad = append(bad, why)
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d virtual servers differ from their Services after the first sync, e.g.:\n%s", len(bad), strings.Join(bad[:min(len(bad), 5)], "\n"))
+	}
+}
+
+// waitSynced waits (up to ChangeLimit) until the proxy's metrics say no change is pending;
+// a proxy that does not get there is logged, not failed.
+func (r *runner) waitSynced(when string) {
+	if _, err := harness.PollErr(r.cfg.ChangeLimit, r.proc.Name+" synced "+when, func() (bool, string) {
+		r.alive()
+		m, err := harness.FetchMetrics()
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Synced()
+	}); err != nil {
+		r.t.Log(err)
+	}
+}
+
+// histogram scrapes the proxy's network programming histogram of the IPv4 family (the
+// benchmark's Services are IPv4; a proxy may also observe a change in its IPv6 sync).
+func (r *runner) histogram() Histogram {
+	m, err := harness.FetchMetrics()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return HistogramFrom(m, NetworkProgrammingMetric, "ip_family=IPv4")
+}
+
+// waitProgrammed waits (up to ChangeLimit) until the proxy's histogram holds an observation
+// for every change since before (a proxy observes at the end of the sync that programmed
+// a change, which may be after the change was seen in IPVS) and returns the observations.
+func (r *runner) waitProgrammed(before Histogram) Histogram {
+	var h Histogram
+	if _, err := harness.PollErr(r.cfg.ChangeLimit, r.proc.Name+"'s network programming observations", func() (bool, string) {
+		r.alive()
+		h = r.histogram().Sub(before)
+		return h.Count() >= float64(r.rec.ChangeLatency.Count), fmt.Sprintf("%v of %d changes observed", h.Count(), r.rec.ChangeLatency.Count)
+	}); err != nil {
+		r.t.Log(err)
+	}
+	return h
+}
+
+// change is one endpoint replacement.
+type change struct {
+	svc   *benchService
+	addr  netip.AddrPort // the new real server
+	wrote time.Time      // when the API write returned
+	err   error
+}
+
+// changes makes cfg.Changes endpoint changes cfg.Interval apart (a fixed schedule) and
+// measures each from its write's return to its new real server in IPVS, reading that
+// virtual server every ChangePoll.
+func (r *runner) changes() Latency {
+	t := r.t
+	if r.cfg.Changes == 0 {
+		return Latency{}
+	}
+	var mu sync.Mutex
+	pending := map[*benchService]bool{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := make(chan change)
+	go func() {
+		defer close(ch)
+		tick := time.NewTicker(r.cfg.Interval)
+		defer tick.Stop()
+		for k := range r.cfg.Changes {
+			if k > 0 {
+				select {
+				case <-tick.C:
+				case <-ctx.Done():
+					return
+				}
+			}
+			c := r.change(&mu, pending)
+			select {
+			case ch <- c:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var active []*change
+	var samples []float64
+	timedOut := 0
+	poll := time.NewTicker(r.cfg.ChangePoll)
+	defer poll.Stop()
+	for ch != nil || len(active) > 0 {
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				ch = nil
+				continue
+			}
+			if c.err != nil {
+				t.Errorf("change %d: %v", len(samples)+len(active)+1, c.err)
+				continue
+			}
+			active = append(active, &c)
+			continue
+		case <-poll.C:
+		}
+		r.alive()
+		var still []*change
+		for _, c := range active {
+			dests, err := r.ipvs.Destinations(c.svc.key)
+			now := time.Now()
+			seen := err == nil && activeSet(dests)[c.addr]
+			if !seen && now.Sub(c.wrote) < r.cfg.ChangeLimit {
+				still = append(still, c)
+				continue
+			}
+			lat := now.Sub(c.wrote)
+			if !seen {
+				lat = r.cfg.ChangeLimit
+				timedOut++
+				t.Logf("change of %s (new real server %s) not in IPVS after %s", c.svc.slice.Name, c.addr, r.cfg.ChangeLimit)
+			}
+			samples = append(samples, lat.Seconds())
+			mu.Lock()
+			delete(pending, c.svc)
+			mu.Unlock()
+		}
+		active = still
+	}
+	if timedOut > 0 {
+		t.Errorf("%d of %d changes were not programmed within %s", timedOut, len(samples), r.cfg.ChangeLimit)
+	}
+	return Summarize(samples, timedOut)
+}
+
+// change replaces one endpoint of a random Service without a pending change, with the
+// last-change-trigger-time annotation set to the time of the write.
+func (r *runner) change(mu *sync.Mutex, pending map[*benchService]bool) change {
+	mu.Lock()
+	var s *benchService
+	for s == nil || pending[s] {
+		s = r.svcs[r.rng.IntN(len(r.svcs))]
+	}
+	pending[s] = true
+	mu.Unlock()
+	sl := s.slice.DeepCopy()
+	a := r.newAddr()
+	sl.Endpoints[r.rng.IntN(len(sl.Endpoints))] = Endpoint(a)
+	if sl.Annotations == nil {
+		sl.Annotations = map[string]string{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sl.Annotations[v1.EndpointsLastChangeTriggerTime] = time.Now().Format(time.RFC3339Nano)
+	out, err := r.cs.DiscoveryV1().EndpointSlices(Namespace).Update(ctx, sl, metav1.UpdateOptions{})
+	wrote := time.Now()
+	if err != nil {
+		mu.Lock()
+		delete(pending, s)
+		mu.Unlock()
+		return change{err: fmt.Errorf("update EndpointSlice %s: %w", sl.Name, err)}
+	}
+	s.slice = out
+	return change{svc: s, addr: netip.AddrPortFrom(a, TargetPort), wrote: wrote}
+}

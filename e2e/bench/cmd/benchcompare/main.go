@@ -1,0 +1,311 @@
+// Command benchcompare is make bench-compare: it starts the test etcd and kube-apiserver on
+// the host, and for each N (smallest first) loads N ClusterIP Services with one EndpointSlice
+// of E endpoints each (adding to the previous N's objects), boots the VM once, and runs the
+// bench test binary there (TestBenchCompare: kube-proxy in IPVS mode, then kipvs, on a clean
+// node each). It writes OUT/bench-compare.json (one record per proxy per N), a copy under
+// OUT/runs/, the plot OUT/bench-compare.svg (--name changes the base name), and with --docs
+// copies both there.
+//
+//	benchcompare --test bench.test --env KIPVS_BIN=... --env KIPVS_KUBE_PROXY_BIN=... --n "500 1000 2000"
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kipvs/kipvs/e2e/bench"
+	"github.com/kipvs/kipvs/e2e/cluster"
+	"github.com/kipvs/kipvs/e2e/vm"
+)
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+type options struct {
+	binDir, state, vmCache, out, docs string
+	name                              string // base name of the result file and the plot
+	ns                                []int
+	cfg                               bench.Config // N is set per boot
+	timeout                           time.Duration
+	workers                           int
+	quiet                             bool
+	test                              string
+	envs                              []string
+}
+
+func main() {
+	def := bench.DefaultConfig(0)
+	var (
+		o       options
+		ns      = flag.String("n", "500 1000 2000", "numbers of Services, space or comma separated; one VM boot each, smallest first")
+		proxies = flag.String("proxies", strings.Join(def.Proxies, ","), "proxies to run, in order (kube-proxy, kipvs)")
+		envs    multi
+	)
+	flag.StringVar(&o.binDir, "k8s-bin", ".cache/k8s", "directory with etcd and kube-apiserver")
+	flag.StringVar(&o.state, "state", ".cache/bench/state", "state directory (etcd data, certs, logs, kubeconfigs); must be a path the VM sees (not /tmp)")
+	flag.StringVar(&o.vmCache, "vm-cache", ".cache/vm", "kernel cache prepared by e2e/vm/prepare.sh")
+	flag.StringVar(&o.out, "out", ".cache/bench", "where the result file and the plot go")
+	flag.StringVar(&o.docs, "docs", "", "also copy the result file and the plot into this directory (e.g. docs/bench)")
+	flag.StringVar(&o.name, "name", "bench-compare", "base name of the result file (NAME.json) and the plot (NAME.svg)")
+	flag.IntVar(&def.E, "e", def.E, "endpoints per Service")
+	flag.IntVar(&def.Changes, "changes", def.Changes, "endpoint changes per proxy")
+	flag.DurationVar(&def.Interval, "interval", def.Interval, "time between two changes' writes")
+	flag.DurationVar(&def.Idle, "idle", def.Idle, "idle window for the CPU figure (0: none)")
+	flag.DurationVar(&def.FirstSyncLimit, "first-sync-limit", def.FirstSyncLimit, "limit for a proxy's first complete sync")
+	flag.DurationVar(&def.ChangeLimit, "change-limit", def.ChangeLimit, "limit for one change to reach IPVS")
+	flag.DurationVar(&def.PollInterval, "poll-interval", def.PollInterval, "time between two first-sync polls of the IPVS table")
+	flag.DurationVar(&def.ChangePoll, "change-poll", def.ChangePoll, "time between two reads of a changed virtual server")
+	flag.Uint64Var(&def.Seed, "seed", def.Seed, "seed of the changes' choice of Service and endpoint")
+	flag.IntVar(&def.VMMemoryMB, "vm-memory", def.VMMemoryMB, "VM memory in MiB")
+	flag.DurationVar(&o.timeout, "timeout", 90*time.Minute, "limit for one VM boot")
+	flag.IntVar(&o.workers, "load-workers", 32, "API requests in flight while loading the objects")
+	flag.BoolVar(&o.quiet, "quiet", false, "do not stream the VM console")
+	flag.StringVar(&o.test, "test", "", "the bench test binary (go test -c -tags e2e ./e2e/bench)")
+	flag.Var(&envs, "env", "NAME=VALUE passed into the VM (KIPVS_BIN, KIPVS_KUBE_PROXY_BIN; repeatable)")
+	flag.Parse()
+	o.envs = envs
+	def.Proxies = bench.ParseProxies(*proxies)
+	o.cfg = def
+	var err error
+	if o.ns, err = bench.ParseNs(*ns); err == nil {
+		err = o.check()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "benchcompare: %v\n", err)
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintf(os.Stderr, "benchcompare: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func (o options) check() error {
+	if o.test == "" {
+		return errors.New("no --test binary")
+	}
+	for _, n := range o.ns {
+		c := o.cfg
+		c.N = n
+		if err := c.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func run(o options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	state, err := filepath.Abs(o.state)
+	if err != nil {
+		return err
+	}
+	_ = os.RemoveAll(state)
+	if err := vm.Prepare(ctx, o.vmCache); err != nil {
+		return err
+	}
+	// The VM binds the kernel modules from the cache before it enters the host root, where
+	// a symbolic link on the way (a worktree's .cache/vm pointing to a main tree's) would
+	// not resolve.
+	if o.vmCache, err = filepath.EvalSymlinks(o.vmCache); err != nil {
+		return err
+	}
+	res := bench.Run{
+		Date: time.Now().UTC().Format(time.RFC3339),
+		Params: bench.Params{N: o.ns, E: o.cfg.E, Changes: o.cfg.Changes, IntervalSeconds: o.cfg.Interval.Seconds(),
+			IdleSeconds: o.cfg.Idle.Seconds(), Proxies: o.cfg.Proxies, Seed: o.cfg.Seed},
+		Host: bench.Host{CPU: hostCPU(), Cores: runtime.NumCPU()},
+	}
+	stamp := time.Now().UTC().Format("20060102T150405Z")
+
+	fmt.Println("benchcompare: starting etcd and kube-apiserver on 127.0.0.1")
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: o.binDir, Dir: filepath.Join(state, "cluster")})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	guestKC := filepath.Join(state, "kubeconfig-guest")
+	if err := os.WriteFile(guestKC, c.Kubeconfig(cluster.GuestServer), 0o644); err != nil {
+		return err
+	}
+	rc, err := clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig(c.HostServer()))
+	if err != nil {
+		return err
+	}
+	rc.QPS, rc.Burst = 5000, 5000
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+
+	var failures []string
+	loaded := 0
+	for _, n := range o.ns {
+		start := time.Now()
+		if err := bench.Load(ctx, cs, loaded, n, o.cfg.E, o.workers); err != nil {
+			return fmt.Errorf("load %d Services: %w", n, err)
+		}
+		fmt.Printf("benchcompare: loaded Services %d..%d (x %d endpoints) in %.1fs\n", loaded, n-1, o.cfg.E, time.Since(start).Seconds())
+		loaded = n
+		cfg := o.cfg
+		cfg.N = n
+		recs, err := boot(ctx, o, cfg, c.APIPort, guestKC)
+		res.Records = append(res.Records, recs...)
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("N=%d: %v", n, err))
+		}
+		for _, r := range recs {
+			if r.Error != "" {
+				failures = append(failures, fmt.Sprintf("N=%d %s: %s", n, r.Proxy, r.Error))
+			}
+		}
+		if err := save(o, res, stamp); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	fmt.Printf("\n%s\n", bench.MarkdownTable(res))
+	fmt.Printf("benchcompare: results in %s, plot in %s\n", filepath.Join(o.out, o.name+".json"), filepath.Join(o.out, o.name+".svg"))
+	if len(failures) > 0 {
+		return fmt.Errorf("%d failure(s) (cluster logs in %s):\n%s", len(failures), filepath.Join(state, "cluster"), strings.Join(failures, "\n"))
+	}
+	return nil
+}
+
+// boot runs the bench test binary in one VM boot for cfg and returns its records; a proxy
+// of cfg that printed none gets a record with the error.
+func boot(ctx context.Context, o options, cfg bench.Config, apiPort int, guestKC string) ([]bench.Record, error) {
+	env := cfg.Env()
+	env["KIPVS_E2E_KUBECONFIG"] = guestKC
+	for _, e := range o.envs {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok {
+			return nil, fmt.Errorf("--env %q is not NAME=VALUE", e)
+		}
+		env[k] = v
+	}
+	script, err := vm.TestRun{
+		Binaries: []string{o.test},
+		Args:     []string{"-test.run=^TestBenchCompare$", "-test.timeout=" + (o.timeout - time.Minute).String()},
+		Env:      env,
+	}.Script()
+	if err != nil {
+		return nil, err
+	}
+	vc := vm.Config{CacheDir: o.vmCache, Script: script, Timeout: o.timeout, Net: &vm.Net{HostPort: apiPort}, MemoryMB: cfg.VMMemoryMB}
+	if !o.quiet {
+		vc.Console = os.Stdout
+	}
+	fmt.Printf("benchcompare: N=%d: booting the VM (%s)\n", cfg.N, strings.Join(cfg.Proxies, ", "))
+	loads := make(chan []float64)
+	lctx, stopLoad := context.WithCancel(ctx)
+	go sampleLoad(lctx, loads)
+	res, runErr := vm.Run(ctx, vc)
+	stopLoad()
+	load := <-loads
+	recs, perr := bench.ParseResults(res.Output)
+	if len(load) > 0 {
+		sum := 0.0
+		for _, l := range load {
+			sum += l
+		}
+		for i := range recs {
+			recs[i].HostLoadMean, recs[i].HostLoadMax = sum/float64(len(load)), slices.Max(load)
+		}
+	}
+	for _, p := range cfg.Proxies {
+		found := false
+		for _, r := range recs {
+			found = found || r.Proxy == p
+		}
+		if !found {
+			recs = append(recs, bench.Record{Proxy: p, N: cfg.N, E: cfg.E, Error: "no result from the VM"})
+		}
+	}
+	switch {
+	case runErr != nil:
+		return recs, runErr
+	case perr != nil:
+		return recs, perr
+	case res.ExitCode != 0:
+		return recs, fmt.Errorf("the bench test failed in the VM (exit code %d)", res.ExitCode)
+	}
+	return recs, nil
+}
+
+// save writes the result file and the plot under out (and a dated copy of the results
+// under out/runs/), and copies both into docs when asked.
+func save(o options, res bench.Run, stamp string) error {
+	svg := bench.RenderSVG(res)
+	dirs := []string{o.out}
+	if o.docs != "" {
+		dirs = append(dirs, o.docs)
+	}
+	for _, d := range dirs {
+		if err := bench.WriteRun(filepath.Join(d, o.name+".json"), res); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(d, o.name+".svg"), svg, 0o644); err != nil {
+			return fmt.Errorf("write the plot: %w", err)
+		}
+	}
+	return bench.WriteRun(filepath.Join(o.out, "runs", o.name+"-"+stamp+".json"), res)
+}
+
+// sampleLoad reads the host's 1-minute load average every 10 s until ctx ends, then sends
+// the samples.
+func sampleLoad(ctx context.Context, out chan<- []float64) {
+	var samples []float64
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			out <- samples
+			return
+		case <-tick.C:
+			b, err := os.ReadFile("/proc/loadavg")
+			if err != nil {
+				continue
+			}
+			if v, err := bench.ParseLoadAvg(string(b)); err == nil {
+				samples = append(samples, v)
+			}
+		}
+	}
+}
+
+// hostCPU is the first "model name" of /proc/cpuinfo.
+func hostCPU() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}

@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// KnownProxies are the proxies TestBenchCompare can run, in the default order.
+func KnownProxies() []string { return []string{"kube-proxy", "kipvs"} }
+
+// Config is what TestBenchCompare measures, passed into the VM as BENCH_* variables.
+type Config struct {
+	N, E    int
+	Changes int // K endpoint changes
+	// Interval separates the changes' writes (a fixed schedule: a slow proxy sees them
+	// overlap, as it would in a cluster).
+	Interval time.Duration
+	// Idle is the window with no change over which idle CPU is measured.
+	Idle time.Duration
+	// FirstSyncLimit and ChangeLimit bound the wait for the first sync and for one change
+	// (a change not seen by then counts as ChangeLimit, and as timed out).
+	FirstSyncLimit time.Duration
+	ChangeLimit    time.Duration
+	// PollInterval separates the first-sync polls (each reads every virtual server);
+	// ChangePoll the reads of a changed one.
+	PollInterval time.Duration
+	ChangePoll   time.Duration
+	Proxies      []string
+	Seed         uint64
+	// VMMemoryMB and Accel describe the VM for the record.
+	VMMemoryMB int
+	Accel      string
+}
+
+// DefaultConfig has the defaults of make bench-compare, for one N.
+func DefaultConfig(n int) Config {
+	return Config{
+		N: n, E: 10, Changes: 50,
+		Interval: 3 * time.Second, Idle: 60 * time.Second,
+		FirstSyncLimit: 30 * time.Minute, ChangeLimit: 5 * time.Minute,
+		PollInterval: time.Second, ChangePoll: 20 * time.Millisecond,
+		Proxies: KnownProxies(), Seed: 1,
+		VMMemoryMB: 3072, Accel: "tcg",
+	}
+}
+
+// Validate checks the sizes, durations and proxy names.
+func (c Config) Validate() error {
+	if err := CheckSize(c.N, c.E); err != nil {
+		return err
+	}
+	if c.Changes < 0 {
+		return fmt.Errorf("bench: %d changes", c.Changes)
+	}
+	if c.Changes > c.N {
+		return fmt.Errorf("bench: %d changes but %d Services: each pending change needs its own Service", c.Changes, c.N)
+	}
+	for name, d := range map[string]time.Duration{"interval": c.Interval, "first-sync limit": c.FirstSyncLimit,
+		"change limit": c.ChangeLimit, "poll interval": c.PollInterval, "change poll": c.ChangePoll} {
+		if d <= 0 {
+			return fmt.Errorf("bench: %s %s: want > 0", name, d)
+		}
+	}
+	if c.Idle < 0 {
+		return fmt.Errorf("bench: idle window %s", c.Idle)
+	}
+	if len(c.Proxies) == 0 {
+		return fmt.Errorf("bench: no proxy to run")
+	}
+	for _, p := range c.Proxies {
+		if !slices.Contains(KnownProxies(), p) {
+			return fmt.Errorf("bench: unknown proxy %q (want %s)", p, strings.Join(KnownProxies(), ", "))
+		}
+	}
+	return nil
+}
+
+// Env renders c as the BENCH_* variables ConfigFromEnv reads.
+func (c Config) Env() map[string]string {
+	return map[string]string{
+		"BENCH_N": strconv.Itoa(c.N), "BENCH_E": strconv.Itoa(c.E), "BENCH_CHANGES": strconv.Itoa(c.Changes),
+		"BENCH_INTERVAL": c.Interval.String(), "BENCH_IDLE": c.Idle.String(),
+		"BENCH_FIRST_SYNC_LIMIT": c.FirstSyncLimit.String(), "BENCH_CHANGE_LIMIT": c.ChangeLimit.String(),
+		"BENCH_POLL_INTERVAL": c.PollInterval.String(), "BENCH_CHANGE_POLL": c.ChangePoll.String(),
+		"BENCH_PROXIES": strings.Join(c.Proxies, ","), "BENCH_SEED": strconv.FormatUint(c.Seed, 10),
+		"BENCH_VM_MEMORY_MB": strconv.Itoa(c.VMMemoryMB), "BENCH_VM_ACCEL": c.Accel,
+	}
+}
+
+// ConfigFromEnv reads what Env wrote; every variable is required.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	var c Config
+	var errs []string
+	get := func(name string) string {
+		v := getenv(name)
+		if v == "" {
+			errs = append(errs, name+" is not set")
+		}
+		return v
+	}
+	num := func(name string) int {
+		v := get(name)
+		if v == "" {
+			return 0
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s=%q: %v", name, v, err))
+		}
+		return n
+	}
+	dur := func(name string) time.Duration {
+		v := get(name)
+		if v == "" {
+			return 0
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s=%q: %v", name, v, err))
+		}
+		return d
+	}
+	c.N, c.E, c.Changes = num("BENCH_N"), num("BENCH_E"), num("BENCH_CHANGES")
+	c.Interval, c.Idle = dur("BENCH_INTERVAL"), dur("BENCH_IDLE")
+	c.FirstSyncLimit, c.ChangeLimit = dur("BENCH_FIRST_SYNC_LIMIT"), dur("BENCH_CHANGE_LIMIT")
+	c.PollInterval, c.ChangePoll = dur("BENCH_POLL_INTERVAL"), dur("BENCH_CHANGE_POLL")
+	c.Proxies = ParseProxies(get("BENCH_PROXIES"))
+	if v := get("BENCH_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("BENCH_SEED=%q: %v", v, err))
+		}
+		c.Seed = s
+	}
+	c.VMMemoryMB = num("BENCH_VM_MEMORY_MB")
+	c.Accel = get("BENCH_VM_ACCEL")
+	if len(errs) > 0 {
+		return c, fmt.Errorf("bench: %s", strings.Join(errs, "; "))
+	}
+	return c, c.Validate()
+}
+
+// ParseProxies splits a comma- or space-separated list of proxy names.
+func ParseProxies(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+}
+
+// ParseNs parses a list of N ("500 1000 2000", commas allowed), sorted and without
+// duplicates: a run loads the smallest first and adds Services for each next one.
+func ParseNs(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.Atoi(strings.ReplaceAll(f, "_", ""))
+		if err != nil {
+			return nil, fmt.Errorf("bench: N %q: %w", f, err)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("bench: no N in %q", s)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}

@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MarkdownTable renders the records as the table docs/performance.md shows: one row per N
+// and proxy, in the order of the run.
+func MarkdownTable(run Run) string {
+	var b strings.Builder
+	b.WriteString("| Services x endpoints | proxy | first complete sync (IPVS) | first sync reported | CPU of the first sync | change latency p50 / p99 / max | own network programming p50 / p99 | idle CPU | peak RSS | host load |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range run.Records {
+		row := []string{
+			fmt.Sprintf("%s x %d", thousands(float64(r.N)), r.E),
+			r.Proxy,
+			orDash(r.FirstSyncSeconds, func(v float64) string { return fmt.Sprintf("%s s", sig(v)) }),
+			orDash(r.FirstSyncReportedSeconds, func(v float64) string { return fmt.Sprintf("%s s", sig(v)) }),
+			orDash(r.FirstSyncCPUSeconds, func(v float64) string { return fmt.Sprintf("%s s", sig(v)) }),
+			latencyCell(r.ChangeLatency),
+			npCell(r.NetworkProgramming),
+			idleCell(r),
+			orDash(float64(r.PeakRSSBytes), func(v float64) string { return fmt.Sprintf("%.1f MB", v/1e6) }),
+			orDash(r.HostLoadMax, func(float64) string { return fmt.Sprintf("%.1f (max %.1f)", r.HostLoadMean, r.HostLoadMax) }),
+		}
+		if r.Error != "" {
+			row[1] += " (failed: " + r.Error + ")"
+		}
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+	return b.String()
+}
+
+func latencyCell(l Latency) string {
+	if l.Count == 0 {
+		return "-"
+	}
+	s := fmt.Sprintf("%s / %s / %s s (%d changes)", sig(l.P50), sig(l.P99), sig(l.Max), l.Count)
+	if l.TimedOut > 0 {
+		s += fmt.Sprintf(", %d not seen in time", l.TimedOut)
+	}
+	return s
+}
+
+func npCell(h HistogramSummary) string {
+	if h.Count == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s / %s s", sig(h.P50), sig(h.P99))
+}
+
+// sig prints v with three significant digits, without exponent for 0.001 <= v < 100000.
+func sig(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+func orDash(v float64, f func(float64) string) string {
+	if v <= 0 {
+		return "-"
+	}
+	return f(v)
+}
+
+func idleCell(r Record) string {
+	if r.IdleSeconds <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f cores", r.IdleCPUCores)
+}
