@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
@@ -149,7 +150,7 @@ func listLoaded(t *testing.T, cs kubernetes.Interface, cfg Config) []*benchServi
 		if len(sl.Endpoints) != cfg.E {
 			t.Fatalf("EndpointSlice %s has %d endpoints, want %d (BENCH_E changed between loads?)", sl.Name, len(sl.Endpoints), cfg.E)
 		}
-		out = append(out, &benchService{key: ipvs.ServiceKey{Family: ipvs.IPv4, Protocol: ipvs.TCP,
+		out = append(out, &benchService{key: ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP,
 			Addr: netip.MustParseAddr(s.Spec.ClusterIP), Port: ServicePort}, slice: sl})
 	}
 	if len(out) != cfg.N {
