@@ -20,6 +20,9 @@ import (
 // joined. On success base, the state p was computed against, becomes the applied model; on
 // any error the model is dropped so the next sync is full and reads the kernel back.
 func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
+	if r.journal != nil {
+		r.journal.record(p)
+	}
 	var errs []error
 	fail := func(err error) {
 		if err != nil {
@@ -127,6 +130,9 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 	if len(errs) > 0 {
 		r.applied = nil
 		r.rules = ""
+		if r.journal != nil {
+			r.journal.invalid = true
+		}
 		return errors.Join(errs...)
 	}
 	applyToModel(base, p)

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -10,55 +9,46 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
-// observe reads what kipvs owns in the kernel for its family: the members of its sets, the
-// addresses on the dummy link, and the virtual servers that are its own. It also returns the
-// sets that do not exist yet.
+// observe picks out of a Read what kipvs owns in the kernel for its family: the members of
+// its sets, the addresses on the dummy link, and the virtual servers that are its own, with
+// every object j names taken from the model of what was applied instead (see Read). It also
+// returns the sets that do not exist yet.
 //
 // A virtual server is kipvs's when it is desired, when its address is bound on the dummy
 // link, when its ip,proto:port is in one of the VIP sets, or when it listens on a node
 // address on a port in a node-port set. Everything else (another load balancer's virtual
 // servers, excludeCIDRs) is foreign and never touched. The rule works on state upstream
 // kube-proxy left behind too, since the names are the same.
-func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ipset.Set, error) {
+func (r *Reconciler) observe(rd *Read, j *journal, d *proxy.Desired, po *proxy.Options) (*state, []ipset.Set) {
 	obs := newState()
 	var missing []ipset.Set
 	for _, spec := range proxy.Sets(r.opts.Family) {
-		info, err := r.kernel.IPSet.List(spec.Name)
-		if kerr.IsNotFound(err) {
+		info := rd.sets[spec.Name]
+		if info == nil {
 			missing = append(missing, toIPSet(spec))
 			continue
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("list ipset %s: %w", spec.Name, err)
 		}
 		for _, e := range info.Entries {
 			obs.members[proxy.Member{Set: spec.Name, Entry: e.String()}] = struct{}{}
 		}
 	}
-
-	addrs, err := r.kernel.Dummy.Addresses()
-	if err != nil && !kerr.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("list addresses of %s: %w", r.kernel.Dummy.Name(), err)
-	}
-	for _, p := range addrs {
+	for _, p := range rd.addrs {
 		if a := p.Addr().Unmap(); r.opts.Family.Matches(a) && !dummyif.KernelLinkLocal(p) {
 			obs.addrs[a] = struct{}{}
 		}
 	}
-
-	table, err := r.kernel.IPVS.Table()
-	if err != nil {
-		return nil, nil, fmt.Errorf("read the IPVS table: %w", err)
+	if r.applied != nil {
+		j.overlayVouchers(obs, r.applied)
 	}
+
 	var nodeAddrs []netip.Addr
 	if po != nil {
 		nodeAddrs = po.NodePortAddresses
 	}
-	for _, e := range table {
+	for _, e := range rd.table {
 		k := e.Service.ServiceKey
 		if k.FWMark != 0 || !r.opts.Family.Matches(k.Addr) {
 			continue
@@ -74,7 +64,10 @@ func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ips
 		}
 		obs.vs[vk] = vs
 	}
-	return obs, missing, nil
+	if r.applied != nil {
+		j.overlayVirtualServers(obs, r.applied)
+	}
+	return obs, missing
 }
 
 // owns applies the ownership rule of observe to one virtual server of family f. remembered

@@ -29,6 +29,11 @@ type Kernel struct {
 	Netfilter netfilter.Interface
 	Dummy     dummyif.Interface
 	Conntrack conntrack.Interface
+	// ReadIPVS and ReadIPSet, if set, are what a full sync reads the IPVS table and the
+	// sets through (ReadKernel): clients of their own, so the long dumps of a full sync's
+	// read never hold a socket an incremental sync is waiting for. nil: IPVS and IPSet.
+	ReadIPVS  ipvs.Interface
+	ReadIPSet ipset.Interface
 }
 
 // Options configure a Reconciler.
@@ -61,6 +66,8 @@ type Reconciler struct {
 	// stay its own for observe until a delete succeeds or the kernel no longer has them.
 	owned   map[proxy.VSKey]struct{}
 	adopted bool
+	// journal records the objects applies touch while a Read is outstanding (see Read).
+	journal *journal
 }
 
 // New returns a Reconciler over k.
@@ -95,29 +102,45 @@ func (r *Reconciler) family() string { return r.opts.Family.String() }
 // FullSync reads back everything kipvs owns, counts drift against what it last applied,
 // and applies whatever differs from d. po supplies the node's addresses (NodePort virtual
 // servers on them are kipvs's when their port is in a node-port set) and the rule options.
+// It reads the kernel itself; see Read for a full sync whose read runs beside incremental
+// syncs.
 func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.Options) (Result, error) {
+	rd := r.BeginRead()
+	if err := ReadKernel(ctx, rd); err != nil {
+		r.applied = nil
+		return Result{Full: true, Drift: map[string]int{}}, err
+	}
+	return r.FullSyncFrom(ctx, d, po, rd)
+}
+
+// FullSyncFrom is FullSync over a Read of the kernel begun earlier (BeginRead) and filled
+// (ReadKernel) while other syncs may have run. Objects those syncs touched are taken from
+// the model of what was applied, the rest from the Read. When the Read cannot be completed
+// that way (it is not the latest, or an apply failed since), FullSyncFrom reads the kernel
+// again itself.
+func (r *Reconciler) FullSyncFrom(ctx context.Context, d *proxy.Desired, po *proxy.Options, rd *Read) (Result, error) {
+	if !rd.valid(r) {
+		r.opts.Logger.Debug("kernel read outdated by a failed or full sync; reading again")
+		return r.FullSync(ctx, d, po)
+	}
+	j := rd.journal
+	r.journal = nil
 	res := Result{Full: true, Drift: map[string]int{}}
 	if _, err := r.kernel.Dummy.EnsureLink(); err != nil {
 		r.applied = nil
 		return res, fmt.Errorf("ensure dummy link %s: %w", r.kernel.Dummy.Name(), err)
 	}
-	obs, missingSets, err := r.observe(d, po)
-	if err != nil {
-		r.applied = nil
-		return res, err
-	}
+	obs, missingSets := r.observe(rd, j, d, po)
 	clear(r.owned)
 	for k := range obs.vs {
 		r.owned[k] = struct{}{}
 	}
-	observedRules, err := r.kernel.Netfilter.Observe(ctx)
-	if err != nil {
-		r.applied = nil
-		return res, fmt.Errorf("observe %s iptables rules: %w", r.family(), err)
-	}
+	observedRules := rd.rules
 	if r.applied != nil {
 		res.Drift = drift(r.applied, obs)
-		if r.rules != "" && netfilter.Format(observedRules) != r.rules {
+		// Rules an incremental sync rewrote during the read are compared with what it
+		// wrote, not with the copy.
+		if r.rules != "" && !j.rules && netfilter.Format(observedRules) != r.rules {
 			res.Drift["iptables_rules"]++
 		}
 	}
@@ -127,7 +150,12 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 	p := diffAll(in)
 	p.CreateSets = missingSets
 	rs := toRuleset(proxy.BuildRules(po, d))
-	if netfilter.Format(rs.Normalize()) != netfilter.Format(observedRules.Normalize()) {
+	want := netfilter.Format(rs.Normalize())
+	if j.rules {
+		if want != r.rules {
+			p.Rules = &rs
+		}
+	} else if want != netfilter.Format(observedRules.Normalize()) {
 		p.Rules = &rs
 	}
 	res.Plan = p
@@ -151,11 +179,10 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 			ce.Write(zap.String("plan", p.String()), zap.Strings("rules", rules))
 		}
 	}
-	err = r.apply(ctx, p, obs)
-	if err != nil {
+	if err := r.apply(ctx, p, obs); err != nil {
 		return res, err
 	}
-	r.rules = netfilter.Format(rs.Normalize())
+	r.rules = want
 	r.adopted = true
 	return res, nil
 }

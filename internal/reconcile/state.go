@@ -7,6 +7,7 @@ package reconcile
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -122,15 +123,16 @@ func parseMember(specs map[string]proxy.SetSpec, m proxy.Member) (ipset.Entry, e
 	return e, nil
 }
 
+// clone returns a deep copy.
+func (v *vsState) clone() *vsState {
+	return &vsState{svc: v.svc, dests: maps.Clone(v.dests)}
+}
+
 // clone returns a deep copy (for tests and snapshots).
 func (s *state) clone() *state {
 	c := newState()
 	for k, v := range s.vs {
-		nv := &vsState{svc: v.svc, dests: make(map[netip.AddrPort]destState, len(v.dests))}
-		for a, d := range v.dests {
-			nv.dests[a] = d
-		}
-		c.vs[k] = nv
+		c.vs[k] = v.clone()
 	}
 	for m := range s.members {
 		c.members[m] = struct{}{}

@@ -1,0 +1,193 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// A Read is one family's copy of the kernel for a full sync, taken without holding the
+// reconciler: BeginRead starts it (under the caller's lock), ReadKernel fills it (no lock:
+// incremental syncs and drains may run meanwhile), FullSyncFrom finishes the sync (under the
+// lock again).
+//
+// An object that a sync changed while the copy was being read may appear in it as before or
+// as after that change: the copy of such an object is stale. The reconciler therefore
+// records, from BeginRead on, every object its applies touch (the journal), and
+// FullSyncFrom takes those from its model of what it applied instead of from the copy. The
+// other objects' copies are what the kernel held during the read, so drift found on them is
+// real. A plan is never computed from a stale copy.
+type Read struct {
+	rec     *Reconciler
+	journal *journal
+
+	// Node-wide (shared by the families of one ReadKernel call).
+	table    []ipvs.Entry
+	addrs    []netip.Prefix
+	addrsErr error // NotFound: no dummy link yet
+
+	// This family's.
+	sets  map[string]*ipset.SetInfo // nil value: the set does not exist
+	rules netfilter.Ruleset
+	done  bool
+}
+
+// journal holds the objects applies touched since a Read began.
+type journal struct {
+	vs      map[proxy.VSKey]struct{}
+	members map[proxy.Member]struct{}
+	addrs   map[netip.Addr]struct{}
+	rules   bool
+	// invalid: an apply failed (the model is gone) or another full sync ran, so the copy
+	// cannot be completed from the model.
+	invalid bool
+}
+
+func newJournal() *journal {
+	return &journal{vs: map[proxy.VSKey]struct{}{}, members: map[proxy.Member]struct{}{}, addrs: map[netip.Addr]struct{}{}}
+}
+
+// record notes everything p may change.
+func (j *journal) record(p *Plan) {
+	for _, ops := range [][]ipvs.Op{p.IPVS, p.IPVSDelete} {
+		for _, op := range ops {
+			j.vs[fromIPVSKey(op.Service.ServiceKey)] = struct{}{}
+		}
+	}
+	for _, ms := range [][]proxy.Member{p.AddMembers, p.DelMembers} {
+		for _, m := range ms {
+			j.members[m] = struct{}{}
+		}
+	}
+	for _, as := range [][]netip.Addr{p.AddAddrs, p.DelAddrs} {
+		for _, a := range as {
+			j.addrs[a] = struct{}{}
+		}
+	}
+	if p.Rules != nil || len(p.CreateSets) > 0 {
+		j.rules = true
+	}
+	if len(p.CreateSets) > 0 {
+		j.invalid = true // a set the copy found missing exists now
+	}
+}
+
+// BeginRead starts a Read of this family's kernel state. Only the latest Read of a
+// reconciler can finish a sync; an older one makes FullSyncFrom read the kernel itself.
+func (r *Reconciler) BeginRead() *Read {
+	r.journal = newJournal()
+	return &Read{rec: r, journal: r.journal}
+}
+
+// ReadKernel fills reads, one per family of the node, with what the kernel holds: the IPVS
+// table and the dummy link's addresses once for all of them (both are node-wide), each
+// family's sets and iptables rules. It reads only through the kernel adapters, which are
+// safe for concurrent use, and touches no reconciler state, so it may run while the
+// reconcilers sync. The IPVS table and the sets are read over the Kernel's ReadIPVS and
+// ReadIPSet when set: clients of their own, so a long dump holds no socket an incremental
+// sync needs.
+func ReadKernel(ctx context.Context, reads ...*Read) error {
+	if len(reads) == 0 {
+		return nil
+	}
+	k := reads[0].rec.kernel
+	table, err := k.ipvsReader().Table()
+	if err != nil {
+		return fmt.Errorf("read the IPVS table: %w", err)
+	}
+	addrs, addrsErr := k.Dummy.Addresses()
+	if addrsErr != nil && !kerr.IsNotFound(addrsErr) {
+		return fmt.Errorf("list addresses of %s: %w", k.Dummy.Name(), addrsErr)
+	}
+	for _, rd := range reads {
+		rd.table, rd.addrs, rd.addrsErr = table, addrs, addrsErr
+		if err := rd.readFamily(ctx); err != nil {
+			return err
+		}
+		rd.done = true
+	}
+	return nil
+}
+
+// readFamily reads the family's sets and rules.
+func (rd *Read) readFamily(ctx context.Context) error {
+	r := rd.rec
+	rd.sets = map[string]*ipset.SetInfo{}
+	for _, spec := range proxy.Sets(r.opts.Family) {
+		info, err := r.kernel.ipsetReader().List(spec.Name)
+		if kerr.IsNotFound(err) {
+			rd.sets[spec.Name] = nil
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("list ipset %s: %w", spec.Name, err)
+		}
+		rd.sets[spec.Name] = info
+	}
+	rules, err := r.kernel.Netfilter.Observe(ctx)
+	if err != nil {
+		return fmt.Errorf("observe %s iptables rules: %w", r.family(), err)
+	}
+	rd.rules = rules
+	return nil
+}
+
+// valid reports whether rd can finish a full sync of r: it is r's latest Read, it was
+// filled, and nothing since made the model unable to stand in for stale copies.
+func (rd *Read) valid(r *Reconciler) bool {
+	return rd.rec == r && rd.done && rd.journal == r.journal && !rd.journal.invalid &&
+		(r.applied != nil || rd.journal.empty())
+}
+
+func (j *journal) empty() bool {
+	return len(j.vs) == 0 && len(j.members) == 0 && len(j.addrs) == 0 && !j.rules
+}
+
+// overlayVouchers replaces in obs every set member and address of j by what kipvs applied
+// (its model); overlayVirtualServers does the same for virtual servers.
+func (j *journal) overlayVouchers(obs, applied *state) {
+	for m := range j.members {
+		if _, ok := applied.members[m]; ok {
+			obs.members[m] = struct{}{}
+		} else {
+			delete(obs.members, m)
+		}
+	}
+	for a := range j.addrs {
+		if _, ok := applied.addrs[a]; ok {
+			obs.addrs[a] = struct{}{}
+		} else {
+			delete(obs.addrs, a)
+		}
+	}
+}
+
+func (j *journal) overlayVirtualServers(obs, applied *state) {
+	for k := range j.vs {
+		if a, ok := applied.vs[k]; ok {
+			obs.vs[k] = a.clone()
+		} else {
+			delete(obs.vs, k)
+		}
+	}
+}
+
+func (k Kernel) ipvsReader() ipvs.Interface {
+	if k.ReadIPVS != nil {
+		return k.ReadIPVS
+	}
+	return k.IPVS
+}
+
+func (k Kernel) ipsetReader() ipset.Interface {
+	if k.ReadIPSet != nil {
+		return k.ReadIPSet
+	}
+	return k.IPSet
+}
