@@ -32,8 +32,10 @@ func TestFullSyncFromReadWithSyncsInBetween(t *testing.T) {
 		final func(e *env)
 	}{
 		{
-			name:   "endpoint added",
-			change: func(e *env) { e.sync(e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5", "10.244.2.6", "10.244.4.1"))) },
+			name: "endpoint added",
+			change: func(e *env) {
+				e.sync(e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5", "10.244.2.6", "10.244.4.1")))
+			},
 			final: func(e *env) {
 				base(e)
 				e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5", "10.244.2.6", "10.244.4.1"))
