@@ -16,6 +16,11 @@ import (
 // everything); otherwise only pending changes need applying.
 type SyncFunc func(ctx context.Context, full bool) error
 
+// PeriodicFunc starts a periodic full sync in two parts, so that changes do not wait for it:
+// it runs beside incremental syncs (so it may only read, e.g. the kernel tables), and the
+// finish it returns runs alone, as any sync does.
+type PeriodicFunc func(ctx context.Context) (finish func(ctx context.Context) error, err error)
+
 // Options configure a Runner.
 type Options struct {
 	// MinInterval is the least time between the starts of two syncs (--ipvs-min-sync-period).
@@ -27,6 +32,11 @@ type Options struct {
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
 	Clock          clock.WithTicker
+	// Periodic, if set, runs the periodic full sync (the one MaxInterval asks for) instead
+	// of SyncFunc(ctx, true): incremental syncs go on while its first part runs. Full
+	// syncs that were asked for (the first, retries, RequestFull) still go through
+	// SyncFunc.
+	Periodic PeriodicFunc
 	// OnQueued is called (if set) each time a sync is requested, and once when Run starts
 	// for the first sync, for the last_queued_timestamp metric and the health tracker (a
 	// first sync that never succeeds makes the proxy unhealthy).
@@ -86,11 +96,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.opt.OnQueued != nil {
 		r.opt.OnQueued(c.Now()) // the first sync is due
 	}
+	l := &loop{r: r, lastFull: c.Now()}
+	defer l.waitPeriodic()
 	var (
-		lastStart  time.Time // zero: never ran, no min-interval wait
-		lastFull   = c.Now()
-		retryAt    time.Time
-		backoff    time.Duration
 		timer      clock.Timer
 		timerArmed bool
 	)
@@ -100,72 +108,180 @@ func (r *Runner) Run(ctx context.Context) error {
 		pending, full := r.pending, r.full
 		r.mu.Unlock()
 
-		// When may the next sync start, and is it full? After a failure nothing runs before
-		// the retry: not the periodic full sync (its deadline passes during a long outage,
-		// and honouring it would retry in a hot loop) and not an event (a failing kernel is
-		// not hammered by a stream of them). The retry is a full sync, so it serves both.
-		next := lastFull.Add(r.opt.MaxInterval)
-		switch {
-		case !retryAt.IsZero():
-			next = retryAt
-		case pending:
-			due := now
-			if !lastStart.IsZero() {
-				if earliest := lastStart.Add(r.opt.MinInterval); earliest.After(due) {
-					due = earliest
-				}
-			}
-			if due.Before(next) {
-				next = due
-			}
+		if l.startPeriodic(ctx, now, full) {
+			continue
 		}
-
-		if !next.After(now) {
-			fullDue := !now.Before(lastFull.Add(r.opt.MaxInterval))
-			retrying := !retryAt.IsZero() && !now.Before(retryAt)
-			r.mu.Lock()
-			r.pending = false
-			full = r.full || fullDue || retrying
-			r.full = false
-			r.mu.Unlock()
-
-			lastStart = now
-			err := r.fn(ctx, full)
+		next := l.next(now, pending)
+		if !next.IsZero() && !next.After(now) {
+			l.sync(ctx, now)
 			if ctx.Err() != nil {
 				return ctx.Err()
-			}
-			if err != nil {
-				if backoff == 0 {
-					backoff = r.opt.InitialBackoff
-				} else if backoff *= 2; backoff > r.opt.MaxBackoff {
-					backoff = r.opt.MaxBackoff
-				}
-				retryAt = c.Now().Add(backoff)
-			} else {
-				backoff, retryAt = 0, time.Time{}
-				if full {
-					lastFull = lastStart
-				}
 			}
 			continue
 		}
 
-		wait := next.Sub(now)
 		if timerArmed && !timer.Stop() {
 			select {
 			case <-timer.C():
 			default:
 			}
 		}
-		timer = c.NewTimer(wait)
-		timerArmed = true
+		timerArmed = false
+		var fire <-chan time.Time // nil, never ready: nothing to wait for but events
+		if !next.IsZero() {
+			timer = c.NewTimer(next.Sub(now))
+			timerArmed = true
+			fire = timer.C()
+		}
 		select {
 		case <-ctx.Done():
-			timer.Stop()
+			if timerArmed {
+				timer.Stop()
+			}
 			return ctx.Err()
 		case <-r.kick:
-		case <-timer.C():
+		case <-fire:
 			timerArmed = false
+		case res := <-l.periodic: // nil, and never ready, when none runs
+			l.finishPeriodic(ctx, res)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
+	}
+}
+
+// loop is the scheduling state of one Run.
+type loop struct {
+	r         *Runner
+	lastStart time.Time // zero: never ran, no min-interval wait
+	lastFull  time.Time
+	retryAt   time.Time // zero: no failure to retry
+	backoff   time.Duration
+	// periodic delivers the first part of a periodic full sync (Options.Periodic) while it
+	// runs, nil otherwise; periodicStart is when it started; periodicStale means another
+	// full sync succeeded since, so its result is dropped.
+	periodic      chan periodicResult
+	periodicStart time.Time
+	periodicStale bool
+}
+
+type periodicResult struct {
+	finish func(context.Context) error
+	err    error
+}
+
+func (l *loop) periodicDue(now time.Time) bool {
+	return !now.Before(l.lastFull.Add(l.r.opt.MaxInterval))
+}
+
+// next is when the next sync may start; zero while a periodic full sync reads and nothing
+// else is due (only an event or the read's end can start one). After a failure nothing runs before the retry: not
+// the periodic full sync (its deadline passes during a long outage, and honouring it would
+// retry in a hot loop) and not an event (a failing kernel is not hammered by a stream of
+// them). The retry is a full sync, so it serves both.
+func (l *loop) next(now time.Time, pending bool) time.Time {
+	var next time.Time
+	if l.periodic == nil {
+		next = l.lastFull.Add(l.r.opt.MaxInterval)
+	}
+	switch {
+	case !l.retryAt.IsZero():
+		return l.retryAt
+	case pending:
+		due := now
+		if !l.lastStart.IsZero() {
+			if earliest := l.lastStart.Add(l.r.opt.MinInterval); earliest.After(due) {
+				due = earliest
+			}
+		}
+		if next.IsZero() || due.Before(next) {
+			next = due
+		}
+	}
+	return next
+}
+
+// startPeriodic starts the first part of the periodic full sync when it is due, nothing
+// asked for a full sync and no retry is pending (those run as SyncFunc full syncs).
+func (l *loop) startPeriodic(ctx context.Context, now time.Time, fullAsked bool) bool {
+	fn := l.r.opt.Periodic
+	if fn == nil || l.periodic != nil || fullAsked || !l.retryAt.IsZero() || !l.periodicDue(now) {
+		return false
+	}
+	ch := make(chan periodicResult, 1)
+	l.periodic, l.periodicStart, l.periodicStale = ch, now, false
+	go func() {
+		finish, err := fn(ctx)
+		ch <- periodicResult{finish: finish, err: err}
+	}()
+	return true
+}
+
+// finishPeriodic runs the finish of a periodic full sync whose first part is done.
+func (l *loop) finishPeriodic(ctx context.Context, res periodicResult) {
+	l.periodic = nil
+	if l.periodicStale {
+		return
+	}
+	err := res.err
+	if err == nil {
+		err = res.finish(ctx)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		l.failed()
+		return
+	}
+	l.backoff, l.retryAt = 0, time.Time{}
+	l.lastFull = l.periodicStart
+}
+
+// sync runs SyncFunc now: full when asked for, when the periodic full sync is due (and
+// Options.Periodic does not run it) or when retrying.
+func (l *loop) sync(ctx context.Context, now time.Time) {
+	r := l.r
+	fullDue := l.periodic == nil && l.periodicDue(now)
+	retrying := !l.retryAt.IsZero() && !now.Before(l.retryAt)
+	r.mu.Lock()
+	r.pending = false
+	full := r.full || fullDue || retrying
+	r.full = false
+	r.mu.Unlock()
+
+	l.lastStart = now
+	err := r.fn(ctx, full)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		l.failed()
+		return
+	}
+	l.backoff, l.retryAt = 0, time.Time{}
+	if full {
+		l.lastFull = l.lastStart
+		l.periodicStale = l.periodic != nil
+	}
+}
+
+// failed schedules the retry of a failed sync with exponential backoff.
+func (l *loop) failed() {
+	opt := l.r.opt
+	if l.backoff == 0 {
+		l.backoff = opt.InitialBackoff
+	} else if l.backoff *= 2; l.backoff > opt.MaxBackoff {
+		l.backoff = opt.MaxBackoff
+	}
+	l.retryAt = opt.Clock.Now().Add(l.backoff)
+}
+
+// waitPeriodic waits for a periodic first part still running when Run returns (it ends
+// with ctx).
+func (l *loop) waitPeriodic() {
+	if l.periodic != nil {
+		<-l.periodic
 	}
 }

@@ -13,6 +13,10 @@ import (
 type call struct {
 	at   time.Duration // since start
 	full bool
+	// part is "" for SyncFunc, "read" and "finish" for the two parts of Options.Periodic.
+	part string
+	// reply receives the call's result.
+	reply chan error
 }
 
 // harness drives a Runner on a fake clock. Every sync reports on a channel and waits until
@@ -23,24 +27,28 @@ type harness struct {
 	start  time.Time
 	r      *Runner
 	calls  chan call
-	result chan error
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 func newHarness(t *testing.T, opt Options) *harness {
-	h := &harness{t: t, clk: clocktesting.NewFakeClock(time.Unix(1_000_000, 0)), calls: make(chan call), result: make(chan error), done: make(chan struct{})}
+	h := &harness{t: t, clk: clocktesting.NewFakeClock(time.Unix(1_000_000, 0)), calls: make(chan call), done: make(chan struct{})}
 	h.start = h.clk.Now()
 	opt.Clock = h.clk
 	h.r = New(func(ctx context.Context, full bool) error {
-		h.calls <- call{at: h.clk.Since(h.start), full: full}
-		select {
-		case err := <-h.result:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return h.call(ctx, call{at: h.clk.Since(h.start), full: full})
 	}, opt)
+	if opt.Periodic != nil {
+		r := h.r
+		r.opt.Periodic = func(ctx context.Context) (func(context.Context) error, error) {
+			if err := h.call(ctx, call{at: h.clk.Since(h.start), part: "read"}); err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) error {
+				return h.call(ctx, call{at: h.clk.Since(h.start), part: "finish"})
+			}, nil
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() { _ = h.r.Run(ctx); close(h.done) }()
@@ -48,18 +56,52 @@ func newHarness(t *testing.T, opt Options) *harness {
 	return h
 }
 
+// call reports c and returns what the test answers.
+func (h *harness) call(ctx context.Context, c call) error {
+	c.reply = make(chan error, 1)
+	select {
+	case h.calls <- c:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-c.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // expect waits for the next sync and checks when it happened and whether it was full.
 func (h *harness) expect(at time.Duration, full bool, result error) {
 	h.t.Helper()
+	h.expectCall(call{at: at, full: full}, result)
+}
+
+// expectPart waits for a part ("read", "finish") of a periodic full sync.
+func (h *harness) expectPart(part string, at time.Duration, result error) {
+	h.t.Helper()
+	h.expectCall(call{at: at, part: part}, result)
+}
+
+func (h *harness) expectCall(want call, result error) {
+	h.t.Helper()
+	h.next(want).reply <- result
+}
+
+// next waits for the next call, checks it and returns it unanswered.
+func (h *harness) next(want call) call {
+	h.t.Helper()
 	select {
 	case c := <-h.calls:
-		if c.at != at || c.full != full {
-			h.t.Fatalf("sync at %v full=%v, want at %v full=%v", c.at, c.full, at, full)
+		if c.at != want.at || c.full != want.full || c.part != want.part {
+			h.t.Fatalf("got call at %v full=%v part=%q, want at %v full=%v part=%q", c.at, c.full, c.part, want.at, want.full, want.part)
 		}
-		h.result <- result
+		return c
 	case <-time.After(5 * time.Second):
-		h.t.Fatalf("no sync happened; wanted one at %v (clock at %v)", at, h.clk.Since(h.start))
+		h.t.Fatalf("no call happened; wanted one at %v full=%v part=%q (clock at %v)", want.at, want.full, want.part, h.clk.Since(h.start))
 	}
+	return call{}
 }
 
 // none checks that no sync starts while the clock is stepped to `to`.
@@ -67,7 +109,7 @@ func (h *harness) none() {
 	h.t.Helper()
 	select {
 	case c := <-h.calls:
-		h.t.Fatalf("unexpected sync at %v full=%v", c.at, c.full)
+		h.t.Fatalf("unexpected call at %v full=%v part=%q", c.at, c.full, c.part)
 	case <-time.After(50 * time.Millisecond):
 	}
 }
@@ -184,4 +226,56 @@ func TestOnQueued(t *testing.T) {
 	if len(queued) != 2 || !queued[0].Equal(h.start) || !queued[1].Equal(h.start.Add(5*time.Second)) {
 		t.Errorf("queued = %v", queued)
 	}
+}
+
+// periodicStub marks Options for newHarness to install its own Periodic.
+func periodicStub(context.Context) (func(context.Context) error, error) { return nil, nil }
+
+// With Options.Periodic, the periodic full sync reads while incremental syncs run; its
+// finish runs alone, and the next one is due MaxInterval after it started.
+func TestPeriodicReadsBesideIncrementalSyncs(t *testing.T) {
+	h := newHarness(t, Options{MinInterval: time.Second, MaxInterval: 30 * time.Second, Periodic: periodicStub})
+	h.expect(0, true, nil) // the first full sync is a SyncFunc one
+	h.stepTo(30 * time.Second)
+	read := h.next(call{at: 30 * time.Second, part: "read"}) // held: the read is under way
+	h.r.Request()
+	h.expect(30*time.Second, false, nil) // the change does not wait for the read
+	h.r.Request()
+	h.stepTo(31 * time.Second) // min interval
+	h.expect(31*time.Second, false, nil)
+	read.reply <- nil
+	h.expectPart("finish", 31*time.Second, nil)
+	h.stepTo(59 * time.Second)
+	h.none()
+	h.stepTo(60 * time.Second) // 30 s after the previous one started
+	h.expectPart("read", 60*time.Second, nil)
+	h.expectPart("finish", 60*time.Second, nil)
+}
+
+// A failed read or finish is retried as a SyncFunc full sync with backoff; a full sync that
+// ran while a read was under way makes its result moot (no finish).
+func TestPeriodicFailuresAndSupersededRead(t *testing.T) {
+	boom := errors.New("read failed")
+	h := newHarness(t, Options{MaxInterval: 30 * time.Second, InitialBackoff: time.Second, MaxBackoff: 4 * time.Second, Periodic: periodicStub})
+	h.expect(0, true, nil)
+	h.stepTo(30 * time.Second)
+	h.expectPart("read", 30*time.Second, boom)
+	h.stepTo(31 * time.Second)
+	h.expect(31*time.Second, true, nil) // the retry
+	h.stepTo(61 * time.Second)
+	h.expectPart("read", 61*time.Second, nil)
+	h.expectPart("finish", 61*time.Second, boom)
+	h.stepTo(62 * time.Second)
+	h.expect(62*time.Second, true, nil)
+	h.stepTo(92 * time.Second)
+	read := h.next(call{at: 92 * time.Second, part: "read"})
+	h.r.RequestFull()
+	h.expect(92*time.Second, true, nil) // asked for: runs as a SyncFunc full sync at once
+	read.reply <- nil
+	h.none() // superseded: no finish
+	h.stepTo(121 * time.Second)
+	h.none()
+	h.stepTo(122 * time.Second) // 30 s after the full sync
+	h.expectPart("read", 122*time.Second, nil)
+	h.expectPart("finish", 122*time.Second, nil)
 }
