@@ -326,6 +326,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("wait for Services and EndpointSlices: %w", err)
 	}
 	d.run = runner.New(d.sync, runner.Options{
+		Periodic:    d.periodicRead,
 		MinInterval: d.cfg.IPVS.MinSyncPeriod,
 		MaxInterval: d.cfg.IPVS.SyncPeriod,
 		Clock:       d.deps.Clock,

@@ -68,11 +68,23 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		return fail(fmt.Errorf("open IPVS netlink for the traffic metrics: %w", err))
 	}
 	closers = append(closers, stats.Close)
+	// The periodic full sync reads the IPVS table and the sets on sockets of their own, so
+	// its long dumps never hold the socket an incremental sync is waiting for.
+	readIPVS, err := ipvs.New(ns)
+	if err != nil {
+		return fail(fmt.Errorf("open IPVS netlink for full syncs: %w", err))
+	}
+	closers = append(closers, readIPVS.Close)
 	sets, err := ipset.New(ns)
 	if err != nil {
 		return fail(fmt.Errorf("open ipset netlink (modprobe ip_set): %w", err))
 	}
 	closers = append(closers, sets.Close)
+	readSets, err := ipset.New(ns)
+	if err != nil {
+		return fail(fmt.Errorf("open ipset netlink for full syncs: %w", err))
+	}
+	closers = append(closers, readSets.Close)
 	dummy, err := dummyif.New(ipvsmode.DummyName, ns)
 	if err != nil {
 		return fail(fmt.Errorf("open rtnetlink for %s: %w", ipvsmode.DummyName, err))
@@ -114,7 +126,7 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 			if err != nil {
 				return reconcile.Kernel{}, err
 			}
-			k := reconcile.Kernel{IPVS: v, IPSet: sets, Netfilter: h, Dummy: dummy}
+			k := reconcile.Kernel{IPVS: v, IPSet: sets, Netfilter: h, Dummy: dummy, ReadIPVS: readIPVS, ReadIPSet: readSets}
 			if ct != nil {
 				k.Conntrack = ct
 			}

@@ -17,16 +17,21 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/proxy"
+	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/watch"
 )
 
 // sync is the runner's SyncFunc. An incremental sync builds only the changed Services and
-// applies only what they touched; a full sync (first, periodic, after an error, or after a
-// node or scheduler change that alters the options) rebuilds everything and reads the
-// kernel back.
+// applies only what they touched; a full sync (first, after an error, or after a node or
+// scheduler change that alters the options) rebuilds everything and reads the kernel back.
+// The periodic full sync is periodicRead and periodicFinish.
 func (d *Daemon) sync(ctx context.Context, full bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.syncLocked(ctx, full)
+}
+
+func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 	start := d.deps.Clock.Now()
 	src := d.deps.Source
 	d.checkClusterCIDR()
@@ -52,6 +57,7 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 			}
 		}
 	}
+	var reads []*reconcile.Read
 	if full {
 		s, err := src.All()
 		if err != nil {
@@ -61,20 +67,49 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		changes = mergeChanges(changes, s.Pending)
 		d.probeSchedulers(s.Services, true)
 		d.removeProbeLeftover()
+		// One read of the kernel for every family: the IPVS table and the dummy link are
+		// node-wide.
+		reads = d.beginReads()
+		if err := reconcile.ReadKernel(ctx, reads...); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			for _, f := range d.families {
+				d.metrics.SyncErrors.WithLabelValues(f.ipFamily.String()).Inc()
+			}
+			d.log.Error("sync failed; retrying as a full sync with backoff", zap.Bool("full", full), zap.Error(err))
+			return err
+		}
 	}
 	d.metrics.ServiceChangesTotal.Add(float64(changes.ServiceEvents))
 	d.metrics.EndpointChangesTotal.Add(float64(changes.EndpointEvents))
 
+	err = d.syncFamilies(ctx, full, changes.TriggerTimes, func(i int, f *family) error {
+		if full {
+			return d.fullSync(ctx, f, snap, host, reads[i])
+		}
+		return d.incrementalSync(ctx, f, changes)
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if full {
+		d.syncHealthChecks(ctx, nil)
+	} else {
+		d.syncHealthChecks(ctx, changes.Services)
+	}
+	return d.synced(err, full, len(changes.Services), start)
+}
+
+// syncFamilies runs one sync step per family, timing each into the sync metrics (full or
+// partial). A family that synced is healthy and observes the network programming latency
+// of the changes it carried (triggers).
+func (d *Daemon) syncFamilies(ctx context.Context, full bool, triggers map[types.NamespacedName][]time.Time, step func(int, *family) error) error {
 	var errs []error
-	for _, f := range d.families {
+	for i, f := range d.families {
 		fam := f.ipFamily.String()
 		fstart := d.deps.Clock.Now()
-		var ferr error
-		if full {
-			ferr = d.fullSync(ctx, f, snap, host)
-		} else {
-			ferr = d.incrementalSync(ctx, f, changes)
-		}
+		ferr := step(i, f)
 		if ferr != nil && ctx.Err() != nil {
 			// Shutting down: the sync was interrupted (its iptables-save or -restore
 			// killed), which is neither a sync error nor worth an ERROR line.
@@ -99,26 +134,25 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		now := d.deps.Clock.Now()
 		d.metrics.SyncProxyRulesLastTimestamp.WithLabelValues(fam).Set(float64(now.UnixNano()) / 1e9)
 		d.health.Updated(fam)
-		for _, times := range changes.TriggerTimes {
+		for _, times := range triggers {
 			for _, t := range times {
 				d.metrics.NetworkProgrammingLatency.WithLabelValues(fam).Observe(now.Sub(t).Seconds())
 			}
 		}
 	}
-	if full {
-		d.syncHealthChecks(ctx, nil)
-	} else {
-		d.syncHealthChecks(ctx, changes.Services)
-	}
-	svc, eps := src.PendingCounts()
+	return errors.Join(errs...)
+}
+
+// synced ends a sync: pending-change gauges, the log line, readiness.
+func (d *Daemon) synced(err error, full bool, services int, start time.Time) error {
+	svc, eps := d.deps.Source.PendingCounts()
 	d.metrics.ServiceChangesPending.Set(float64(svc))
 	d.metrics.EndpointChangesPending.Set(float64(eps))
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		d.log.Error("sync failed; retrying as a full sync with backoff", zap.Bool("full", full), zap.Error(err))
 		return err
 	}
-	d.log.Debug("synced", zap.Bool("full", full), zap.Int("services", len(changes.Services)),
-		zap.Duration("took", d.deps.Clock.Since(start)))
+	d.log.Debug("synced", zap.Bool("full", full), zap.Int("services", services), zap.Duration("took", d.deps.Clock.Since(start)))
 	if !d.ready {
 		d.ready = true
 		if d.deps.firstSynced != nil {
@@ -126,6 +160,75 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		}
 	}
 	return nil
+}
+
+// beginReads starts a kernel read for every family (under d.mu).
+func (d *Daemon) beginReads() []*reconcile.Read {
+	reads := make([]*reconcile.Read, len(d.families))
+	for i, f := range d.families {
+		reads[i] = f.rec.BeginRead()
+	}
+	return reads
+}
+
+// periodicRead is the first part of the periodic full sync (the runner's PeriodicFunc): it
+// reads the kernel, every family at once, without holding d.mu, so incremental syncs go on
+// meanwhile. Reading the IPVS table is most of a periodic sync's time (one dump of the
+// real servers per virtual server); what is left for periodicFinish is in memory.
+func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error, error) {
+	d.mu.Lock()
+	reads := d.beginReads()
+	d.mu.Unlock()
+	start := d.deps.Clock.Now()
+	if err := reconcile.ReadKernel(ctx, reads...); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		for _, f := range d.families {
+			d.metrics.SyncErrors.WithLabelValues(f.ipFamily.String()).Inc()
+		}
+		d.log.Error("periodic sync failed to read the kernel; retrying as a full sync with backoff", zap.Error(err))
+		return nil, err
+	}
+	d.log.Debug("periodic sync read the kernel", zap.Duration("took", d.deps.Clock.Since(start)))
+	return func(ctx context.Context) error { return d.periodicFinish(ctx, reads) }, nil
+}
+
+// periodicFinish is the second part of the periodic full sync, under d.mu: each family
+// compares its desired state, kept current by the incremental syncs, with the read (objects
+// synced during the read taken from what was applied) and repairs the drift. Desired
+// state is not rebuilt unless the options changed (then, or when a family needs a full
+// sync, this is a full sync of its own).
+func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	start := d.deps.Clock.Now()
+	d.checkClusterCIDR()
+	host, err := d.deps.HostAddrs()
+	if err != nil {
+		return fmt.Errorf("read the node's addresses: %w", err)
+	}
+	d.reprobeSchedulers()
+	d.removeProbeLeftover()
+	for _, f := range d.families {
+		if f.rec.NeedsFull() || !f.opts.Equal(d.options(f.ipFamily, d.deps.Source.Node(), host)) {
+			return d.syncLocked(ctx, true)
+		}
+	}
+	err = d.syncFamilies(ctx, true, nil, func(i int, f *family) error {
+		d.reportConflicts(f)
+		res, err := f.rec.FullSyncFrom(ctx, f.desired, &f.opts, reads[i])
+		if err == nil && !res.Plan.Empty() {
+			d.log.Info("full sync applied changes", zap.String("family", f.ipFamily.String()), zap.Int("changes", res.Plan.Len()),
+				zap.Int("services", f.desired.NumServices()))
+		}
+		return err
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	d.syncHealthChecks(ctx, nil)
+	return d.synced(err, true, 0, start)
 }
 
 // options computes one family's proxy options now.
@@ -172,29 +275,44 @@ func (d *Daemon) probeSchedulers(services map[types.NamespacedName]*watch.Servic
 			continue
 		}
 		probed[s] = true
-		err := probeScheduler(d.deps.IPVS, s)
-		if errors.Is(err, errProbeLeftover) {
-			d.probeLeftover = true
-			err = nil
-		}
-		if err != nil && !kerr.IsNotFound(err) {
-			// A transient failure tells nothing about the scheduler: ask again next sync.
-			d.log.Debug("scheduler probe failed; probing again at the next sync", zap.String("scheduler", s), zap.Error(err))
-			continue
-		}
-		d.schedulers[s] = err == nil
-		switch {
-		case err == nil && known:
-			d.log.Info("scheduler requested by a Service is available now", zap.String("scheduler", s))
-		case err != nil && !known:
-			d.log.Warn("scheduler requested by a Service is unavailable", zap.String("scheduler", s), zap.Error(err))
-		case err != nil:
-			d.log.Debug("scheduler requested by a Service is still unavailable", zap.String("scheduler", s), zap.Error(err))
+		d.probeScheduler(s, known)
+	}
+}
+
+// reprobeSchedulers probes again every scheduler found unavailable (the periodic full
+// sync's retry, see probeSchedulers).
+func (d *Daemon) reprobeSchedulers() {
+	for _, s := range slices.Sorted(maps.Keys(d.schedulers)) {
+		if !d.schedulers[s] {
+			d.probeScheduler(s, true)
 		}
 	}
 }
 
-func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, host []netip.Addr) error {
+// probeScheduler probes s and records the result; known: s was probed before.
+func (d *Daemon) probeScheduler(s string, known bool) {
+	err := probeScheduler(d.deps.IPVS, s)
+	if errors.Is(err, errProbeLeftover) {
+		d.probeLeftover = true
+		err = nil
+	}
+	if err != nil && !kerr.IsNotFound(err) {
+		// A transient failure tells nothing about the scheduler: ask again next sync.
+		d.log.Debug("scheduler probe failed; probing again at the next sync", zap.String("scheduler", s), zap.Error(err))
+		return
+	}
+	d.schedulers[s] = err == nil
+	switch {
+	case err == nil && known:
+		d.log.Info("scheduler requested by a Service is available now", zap.String("scheduler", s))
+	case err != nil && !known:
+		d.log.Warn("scheduler requested by a Service is unavailable", zap.String("scheduler", s), zap.Error(err))
+	case err != nil:
+		d.log.Debug("scheduler requested by a Service is still unavailable", zap.String("scheduler", s), zap.Error(err))
+	}
+}
+
+func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, host []netip.Addr, rd *reconcile.Read) error {
 	f.opts = d.options(f.ipFamily, snap.Node, host)
 	f.desired = proxy.NewDesired(f.ipFamily)
 	clear(f.noLocalInternal)
@@ -211,10 +329,8 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 			delete(d.problems, k)
 		}
 	}
-	for _, p := range f.desired.Conflicts() {
-		d.report(f, p.Service, append(slices.Clone(f.desired.Service(p.Service).Problems), p))
-	}
-	res, err := f.rec.FullSync(ctx, f.desired, &f.opts)
+	d.reportConflicts(f)
+	res, err := f.rec.FullSyncFrom(ctx, f.desired, &f.opts, rd)
 	if err != nil {
 		return err
 	}
@@ -244,6 +360,13 @@ func (d *Daemon) incrementalSync(ctx context.Context, f *family, ch watch.Change
 	}
 	d.log.Debug("incremental sync", zap.String("family", f.ipFamily.String()), zap.Int("touched", touched.Len()), zap.Int("changes", res.Plan.Len()))
 	return nil
+}
+
+// reportConflicts reports the virtual servers two Services of the family claim.
+func (d *Daemon) reportConflicts(f *family) {
+	for _, p := range f.desired.Conflicts() {
+		d.report(f, p.Service, append(slices.Clone(f.desired.Service(p.Service).Problems), p))
+	}
 }
 
 // track updates the per-Service bookkeeping of one family after a Service was rebuilt:

@@ -1,0 +1,216 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/reconcile"
+)
+
+// slowTableRead is how long the slow fake kernel's IPVS table read takes on the injected
+// clock: about what 10,000 virtual servers x 10 real servers take under qemu TCG.
+const slowTableRead = 10 * time.Second
+
+// stallBound is the most an endpoint change may wait while a periodic full sync runs.
+const stallBound = time.Second
+
+// slowIPVS is a fake IPVS whose table read is slow: it copies the table, reports that a read
+// started, waits until the test releases it, and then advances the injected clock by
+// slowTableRead. The copy is taken at the start, so changes made during the read are not
+// in it (the stale copy a real dump of a changing table can return).
+type slowIPVS struct {
+	*ipvs.Fake
+	clk     *clocktesting.FakeClock
+	slow    atomic.Bool
+	reading chan struct{}
+	release chan struct{}
+}
+
+func (s *slowIPVS) Table() ([]ipvs.Entry, error) {
+	t, err := s.Fake.Table()
+	if s.slow.Load() {
+		s.reading <- struct{}{}
+		<-s.release
+		s.clk.Step(slowTableRead)
+	}
+	return t, err
+}
+
+func stallService(name, ip string, endpoints ...string) (*v1.Service, *discoveryv1.EndpointSlice) {
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip},
+			Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
+	}
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080)), Protocol: ptr.To(v1.ProtocolTCP)}},
+	}
+	for _, ep := range endpoints {
+		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{ep}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	return svc, sl
+}
+
+// stallObjects is the node's Services; changed adds an endpoint to web.
+func stallObjects(changed bool) ([]*v1.Service, []*discoveryv1.EndpointSlice) {
+	webEPs := []string{"10.244.1.5"}
+	if changed {
+		webEPs = append(webEPs, "10.244.1.6")
+	}
+	var svcs []*v1.Service
+	var slices []*discoveryv1.EndpointSlice
+	for _, s := range []struct {
+		name, ip string
+		eps      []string
+	}{
+		{"web", "10.96.0.10", webEPs},
+		{"api", "10.96.0.20", []string{"10.244.2.5", "10.244.2.6"}},
+		{"db", "10.96.0.30", []string{"10.244.3.5"}},
+	} {
+		svc, sl := stallService(s.name, s.ip, s.eps...)
+		svcs, slices = append(svcs, svc), append(slices, sl)
+	}
+	return svcs, slices
+}
+
+func (n *fakeNode) wholeDump(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, f := range []func() (string, error){
+		n.ipvs.Dump, n.ipset.Dump, n.dummy.Dump, func() (string, error) { return n.nf.Dump(context.Background()) },
+	} {
+		s, err := f()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s\n--\n", strings.TrimSuffix(s, "\n"))
+	}
+	return b.String()
+}
+
+// An endpoint change that arrives while a periodic full sync reads a slow kernel is
+// programmed within stallBound on the injected clock, not after the read; the full sync
+// then ends where a fresh node's first sync of the same objects ends (the change it did not
+// see in its copy of the table is not undone) and repairs nothing.
+func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	node := newFakeNode()
+	slow := &slowIPVS{Fake: node.ipvs, clk: clk, reading: make(chan struct{}), release: make(chan struct{})}
+	src := newMemSource("node-a")
+	svcs, slices := stallObjects(false)
+	src.Set(svcs, slices, nil, false)
+	reg := prometheus.NewRegistry()
+	ready := make(chan struct{})
+	deps := node.deps(src, reg, ready)
+	deps.Clock = clk
+	deps.IPVS = slow
+	deps.Kernel = func(inet.Family) (reconcile.Kernel, error) {
+		return reconcile.Kernel{IPVS: slow, IPSet: node.ipset, Netfilter: node.nf, Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
+	}
+	cfg := testConfig(t)
+	cfg.IPVS.SyncPeriod = 30 * time.Second
+	d, err := New(cfg, "node-a", zaptest.NewLogger(t), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run ended before the first sync: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first sync")
+	}
+
+	// Step the clock until the periodic full sync starts reading the table.
+	slow.slow.Store(true)
+	for started := false; !started; {
+		clk.Step(time.Second)
+		select {
+		case <-slow.reading:
+			started = true
+		case <-time.After(20 * time.Millisecond): // the runner may not have armed its timer yet
+		}
+	}
+
+	changedAt := clk.Now()
+	svcs, slices = stallObjects(true)
+	src.Set(svcs, slices, nil, false)
+	programmed := func() bool {
+		dump, _ := node.ipvs.Dump()
+		return strings.Contains(dump, "-a -t 10.96.0.10:80 -r 10.244.1.6:8080 -m -w 1")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !programmed() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // polling the daemon's goroutines, with a deadline
+	}
+	close(slow.release)
+	waitFor(t, "the change to be programmed", programmed)
+	if waited := clk.Since(changedAt); waited > stallBound {
+		t.Errorf("the endpoint change waited %v (injected clock) behind a periodic full sync whose table read took %v; bound %v",
+			waited, slowTableRead, stallBound)
+	}
+	waitFor(t, "the periodic full sync to end", func() bool { return counter(t, reg, "kipvs_sync_full_total") >= 2 })
+	slow.slow.Store(false)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+
+	ref := newFakeNode()
+	runUntilSyncedOn(t, ref, svcs, slices)
+	if got, want := node.wholeDump(t), ref.wholeDump(t); got != want {
+		t.Errorf("kernel after the periodic full sync:\n%s\nwant (a fresh node's first sync of the same objects):\n%s", got, want)
+	}
+	if got := counter(t, reg, "kipvs_kernel_drift_repaired_total"); got != 0 {
+		t.Errorf("drift repaired = %v: the full sync took the change made during its read for drift", got)
+	}
+	if got := counter(t, reg, "kipvs_sync_errors_total"); got != 0 {
+		t.Errorf("sync errors = %v: a plan computed from the stale copy failed", got)
+	}
+}
+
+// runUntilSyncedOn runs a daemon over node and a memSource holding the objects until its
+// first sync ends.
+func runUntilSyncedOn(t *testing.T, node *fakeNode, svcs []*v1.Service, slices []*discoveryv1.EndpointSlice) {
+	t.Helper()
+	src := newMemSource("node-a")
+	src.Set(svcs, slices, nil, false)
+	ready := make(chan struct{})
+	d, err := New(testConfig(t), "node-a", zaptest.NewLogger(t), node.deps(src, prometheus.NewRegistry(), ready))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run ended before the first sync: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
