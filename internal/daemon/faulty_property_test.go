@@ -144,6 +144,11 @@ const (
 	faultyFullSync
 	faultyDrain
 	faultyRestart
+	// The periodic full sync in its three parts, so other steps run between them:
+	// beginReads (under the daemon lock), ReadKernel (without it), periodicFinish.
+	faultyPeriodicBegin
+	faultyPeriodicRead
+	faultyPeriodicFinish
 )
 
 type faultyStep struct {
@@ -169,6 +174,12 @@ func (s faultyStep) String() string {
 		return "full sync"
 	case faultyDrain:
 		return "drain"
+	case faultyPeriodicBegin:
+		return "periodic full sync: begin the read"
+	case faultyPeriodicRead:
+		return "periodic full sync: read the kernel"
+	case faultyPeriodicFinish:
+		return "periodic full sync: finish"
 	default:
 		return "restart kipvs"
 	}
@@ -254,8 +265,16 @@ func faultyGenScenario(seed uint64) faultyScenario {
 	if !sc.dualStack {
 		rng6 = nil
 	}
+	// The periodic full sync's parts come from a stream of their own too, inserted between
+	// the steps the main stream draws, so a seed's other steps do not depend on them.
+	rngP := rand.New(rand.NewPCG(seed, 0x7065))
 	services := map[int]*v1.Service{}
+	phase := 0 // 0: no periodic full sync under way, 1: read begun, 2: read done
 	for range faultySteps {
+		if r := rngP.IntN(100); (phase == 0 && r < 10) || (phase > 0 && r < 35) {
+			sc.steps = append(sc.steps, faultyStep{kind: faultyPeriodicBegin + faultyStepKind(phase)})
+			phase = (phase + 1) % 3
+		}
 		i := rng.IntN(faultyServices)
 		var st faultyStep
 		switch r := rng.IntN(100); {
@@ -661,11 +680,15 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	// systemd unit) and the next sync or restart step starts it again.
 	d, startErr := faultyStartDaemon(t, node, src, sc.graceful, &requested)
 	needFull := true // the runner's first sync is full, and so is the retry of a failed one
+	// A periodic full sync under way: its reads, and whether they were filled.
+	var reads []*reconcile.Read
+	readDone, readFaults := false, 0
 	for _, st := range sc.steps {
 		outcome := ""
-		if d == nil && (st.kind == faultySync || st.kind == faultyFullSync || st.kind == faultyDrain) {
+		if d == nil && (st.kind == faultySync || st.kind == faultyFullSync || st.kind == faultyDrain || st.kind == faultyPeriodicBegin) {
 			d, startErr = faultyStartDaemon(t, node, src, sc.graceful, &requested)
 			needFull = true
+			reads, readDone = nil, false
 			if d == nil {
 				res.trace = append(res.trace, fmt.Sprintf("%s: kipvs down: %v", st, startErr))
 				continue
@@ -673,6 +696,7 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 		}
 		switch st.kind {
 		case faultyRestart:
+			reads, readDone = nil, false
 			d, startErr = faultyStartDaemon(t, node, src, sc.graceful, &requested)
 			if d == nil {
 				outcome = fmt.Sprintf(": kipvs down: %v", startErr)
@@ -688,6 +712,38 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 			d.drain(ctx)
 			needFull = needFull || requested
 			outcome = fmt.Sprintf(": failed=%v", requested)
+		case faultyPeriodicBegin:
+			d.mu.Lock()
+			reads, readDone = d.beginReads(), false
+			d.mu.Unlock()
+		case faultyPeriodicRead:
+			if reads == nil || readDone {
+				outcome = ": no read begun"
+				break
+			}
+			before := len(in.Injected())
+			err := reconcile.ReadKernel(ctx, reads...)
+			readFaults = len(in.Injected()) - before
+			readDone = err == nil
+			if err != nil {
+				reads, needFull = nil, true // the runner retries it as a full sync
+			}
+			outcome = fmt.Sprintf(": err=%v", err)
+		case faultyPeriodicFinish:
+			if !readDone {
+				outcome = ": no read done"
+				break
+			}
+			before := len(in.Injected())
+			err := d.periodicFinish(ctx, reads)
+			reads, readDone = nil, false
+			needFull = err != nil
+			outcome = fmt.Sprintf(": err=%v", err)
+			// The read copy, completed from the model for what syncs changed meanwhile, is
+			// true: a plan from it fails only when a fault hits the read or the finish.
+			if err != nil && readFaults == 0 && len(in.Injected()) == before && res.problem == "" {
+				res.problem = fmt.Sprintf("INVARIANT periodic finish failed with no fault injected in its read or itself (a plan from a stale copy?): %v", err)
+			}
 		default:
 			src.apply(st)
 		}
@@ -695,6 +751,9 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	}
 	res.injected = in.Injected()
 	in.SetProbability(0, 0)
+	if res.problem != "" {
+		return res
+	}
 	if d == nil {
 		if d, startErr = faultyStartDaemon(t, node, src, sc.graceful, &requested); d == nil {
 			res.problem = fmt.Sprintf("kipvs does not start once the faults stopped: %v", startErr)

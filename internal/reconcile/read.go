@@ -35,7 +35,10 @@ type Read struct {
 	// This family's.
 	sets  map[string]*ipset.SetInfo // nil value: the set does not exist
 	rules netfilter.Ruleset
-	done  bool
+	// err is the failure to read this family's part (the sync of this family fails, not
+	// the others').
+	err  error
+	done bool
 }
 
 // journal holds the objects applies touched since a Read began.
@@ -87,7 +90,8 @@ func (r *Reconciler) BeginRead() *Read {
 
 // ReadKernel fills reads, one per family of the node, with what the kernel holds: the IPVS
 // table and the dummy link's addresses once for all of them (both are node-wide), each
-// family's sets and iptables rules. It reads only through the kernel adapters, which are
+// family's sets and iptables rules. It fails when a node-wide read fails; a failure to read
+// one family's part fails only that family's FullSyncFrom. It reads only through the kernel adapters, which are
 // safe for concurrent use, and touches no reconciler state, so it may run while the
 // reconcilers sync. The IPVS table and the sets are read over the Kernel's ReadIPVS and
 // ReadIPSet when set: clients of their own, so a long dump holds no socket an incremental
@@ -107,9 +111,7 @@ func ReadKernel(ctx context.Context, reads ...*Read) error {
 	}
 	for _, rd := range reads {
 		rd.table, rd.addrs, rd.addrsErr = table, addrs, addrsErr
-		if err := rd.readFamily(ctx); err != nil {
-			return err
-		}
+		rd.err = rd.readFamily(ctx)
 		rd.done = true
 	}
 	return nil

@@ -119,13 +119,18 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 // that way (it is not the latest, or an apply failed since), FullSyncFrom reads the kernel
 // again itself.
 func (r *Reconciler) FullSyncFrom(ctx context.Context, d *proxy.Desired, po *proxy.Options, rd *Read) (Result, error) {
+	res := Result{Full: true, Drift: map[string]int{}}
+	if rd.err != nil && rd.journal == r.journal {
+		r.journal = nil
+		r.applied = nil
+		return res, rd.err
+	}
 	if !rd.valid(r) {
 		r.opts.Logger.Debug("kernel read outdated by a failed or full sync; reading again")
 		return r.FullSync(ctx, d, po)
 	}
 	j := rd.journal
 	r.journal = nil
-	res := Result{Full: true, Drift: map[string]int{}}
 	if _, err := r.kernel.Dummy.EnsureLink(); err != nil {
 		r.applied = nil
 		return res, fmt.Errorf("ensure dummy link %s: %w", r.kernel.Dummy.Name(), err)
