@@ -148,37 +148,46 @@ func (in *diffInput) excluded(a netip.Addr) bool {
 
 // diffAll compares every desired and observed object.
 func diffAll(in *diffInput) *Plan {
-	vs := map[proxy.VSKey]struct{}{}
+	var vs []proxy.VSKey
 	for _, v := range in.desired.VirtualServers() {
-		vs[v.VSKey] = struct{}{}
+		vs = append(vs, v.VSKey)
 	}
 	for k := range in.observed.vs {
-		vs[k] = struct{}{}
+		if in.desired.VirtualServer(k) == nil {
+			vs = append(vs, k)
+		}
 	}
-	members := map[proxy.Member]struct{}{}
-	for _, m := range in.desired.Members() {
-		members[m] = struct{}{}
-	}
+	slices.SortFunc(vs, proxy.VSKey.Compare)
+	members := in.desired.Members()
 	for m := range in.observed.members {
-		members[m] = struct{}{}
+		if !in.desired.HasMember(m) {
+			members = append(members, m)
+		}
 	}
-	addrs := map[netip.Addr]struct{}{}
-	for _, a := range in.desired.Addresses() {
-		addrs[a] = struct{}{}
-	}
+	slices.SortFunc(members, compareMember)
+	addrs := in.desired.Addresses()
 	for a := range in.observed.addrs {
-		addrs[a] = struct{}{}
+		if !in.desired.HasAddress(a) {
+			addrs = append(addrs, a)
+		}
 	}
-	return diffScoped(in, &proxy.Touched{VirtualServers: vs, Members: members, Addresses: addrs})
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	return diffKeys(in, vs, members, addrs)
 }
 
 // diffScoped compares only the objects named in t.
 func diffScoped(in *diffInput, t *proxy.Touched) *Plan {
+	return diffKeys(in, sortedKeys(t.VirtualServers, proxy.VSKey.Compare), sortedKeys(t.Members, compareMember),
+		sortedKeys(t.Addresses, netip.Addr.Compare))
+}
+
+// diffKeys compares the objects named, each list sorted and without duplicates.
+func diffKeys(in *diffInput, vs []proxy.VSKey, members []proxy.Member, addrs []netip.Addr) *Plan {
 	p := &Plan{}
-	for _, k := range sortedKeys(t.VirtualServers, proxy.VSKey.Compare) {
+	for _, k := range vs {
 		diffVS(in, p, k)
 	}
-	for _, m := range sortedKeys(t.Members, compareMember) {
+	for _, m := range members {
 		_, have := in.observed.members[m]
 		want := in.desired.HasMember(m)
 		switch {
@@ -188,7 +197,7 @@ func diffScoped(in *diffInput, t *proxy.Touched) *Plan {
 			p.DelMembers = append(p.DelMembers, m)
 		}
 	}
-	for _, a := range sortedKeys(t.Addresses, netip.Addr.Compare) {
+	for _, a := range addrs {
 		_, have := in.observed.addrs[a]
 		want := in.desired.HasAddress(a)
 		switch {
@@ -250,23 +259,43 @@ func diffVS(in *diffInput, p *Plan, k proxy.VSKey) {
 	if !serviceSettingsEqual(svc, have.svc) {
 		p.IPVS = append(p.IPVS, ipvs.UpdateServiceOp(svc))
 	}
-	wanted := make(map[netip.AddrPort]bool, len(want.Destinations))
 	liveBefore := 0
 	for _, d := range have.dests {
 		if d.weight > 0 {
 			liveBefore++
 		}
 	}
+	found := 0
 	for _, d := range want.Destinations {
 		ap := netip.AddrPortFrom(d.Address, d.Port)
-		wanted[ap] = true
 		cur, ok := have.dests[ap]
 		switch {
 		case !ok:
 			p.IPVS = append(p.IPVS, ipvs.AddDestinationOp(svc.ServiceKey, masq(d.Address, d.Port, d.Weight)))
 		case cur.weight != d.Weight:
+			found++
 			p.IPVS = append(p.IPVS, ipvs.UpdateDestinationOp(svc.ServiceKey, masq(d.Address, d.Port, d.Weight)))
+		default:
+			found++
 		}
+	}
+	if found < len(have.dests) {
+		diffExtraDests(in, p, k, want, have)
+	}
+	if k.Protocol == inet.UDP && liveBefore == 0 && len(want.Destinations) > 0 {
+		// Flows created while the service had no endpoint point nowhere; clear them so the
+		// next packet is scheduled to a real endpoint.
+		p.Conntrack = append(p.Conntrack, conntrack.ByOrigDst(inet.UDP, netip.AddrPortFrom(k.Address, k.Port)))
+	}
+}
+
+// diffExtraDests plans the real servers of have that want does not list: deleted, or
+// drained (TCP and SCTP with a graceful period).
+func diffExtraDests(in *diffInput, p *Plan, k proxy.VSKey, want *proxy.VirtualServer, have *vsState) {
+	svc := toIPVSService(want)
+	wanted := make(map[netip.AddrPort]bool, len(want.Destinations))
+	for _, d := range want.Destinations {
+		wanted[netip.AddrPortFrom(d.Address, d.Port)] = true
 	}
 	for _, ap := range sortedKeys(have.dests, compareAddrPort) {
 		if wanted[ap] {
@@ -285,11 +314,6 @@ func diffVS(in *diffInput, p *Plan, k proxy.VSKey) {
 			p.IPVS = append(p.IPVS, ipvs.UpdateDestinationOp(svc.ServiceKey, masq(ap.Addr(), ap.Port(), 0)))
 			p.Drains = append(p.Drains, DrainKey{VS: k, Dest: ap})
 		}
-	}
-	if k.Protocol == inet.UDP && liveBefore == 0 && len(want.Destinations) > 0 {
-		// Flows created while the service had no endpoint point nowhere; clear them so the
-		// next packet is scheduled to a real endpoint.
-		p.Conntrack = append(p.Conntrack, conntrack.ByOrigDst(inet.UDP, netip.AddrPortFrom(k.Address, k.Port)))
 	}
 }
 

@@ -283,6 +283,17 @@ func compareDrainKey(a, b DrainKey) int {
 	return a.Dest.Compare(b.Dest)
 }
 
+// wants reports whether v lists real server ap (a linear scan: a handful of real servers
+// per virtual server, and no allocation).
+func wants(v *proxy.VirtualServer, ap netip.AddrPort) bool {
+	for _, d := range v.Destinations {
+		if d.Address == ap.Addr() && d.Port == ap.Port() {
+			return true
+		}
+	}
+	return false
+}
+
 // rebuildDraining makes the drain list match the kernel: every weight-0 real server kipvs
 // owns and does not want is draining (after a restart, since now), and nothing else is.
 func (r *Reconciler) rebuildDraining(d *proxy.Desired, obs *state) {
@@ -296,12 +307,8 @@ func (r *Reconciler) rebuildDraining(d *proxy.Desired, obs *state) {
 		if want == nil {
 			continue
 		}
-		wanted := map[netip.AddrPort]bool{}
-		for _, dst := range want.Destinations {
-			wanted[dst.AddrPort()] = true
-		}
 		for ap, dst := range vs.dests {
-			if dst.weight != 0 || wanted[ap] {
+			if dst.weight != 0 || wants(want, ap) {
 				continue
 			}
 			k := DrainKey{VS: vk, Dest: ap}
