@@ -735,7 +735,7 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 				break
 			}
 			before := len(in.Injected())
-			err := d.periodicFinish(ctx, reads)
+			err := d.periodicFinish(ctx, reads, 0)
 			reads, readDone = nil, false
 			needFull = err != nil
 			outcome = fmt.Sprintf(": err=%v", err)

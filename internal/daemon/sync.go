@@ -58,6 +58,7 @@ func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 		}
 	}
 	var reads []*reconcile.Read
+	var readTook time.Duration
 	if full {
 		s, err := src.All()
 		if err != nil {
@@ -70,7 +71,10 @@ func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 		// One read of the kernel for every family: the IPVS table and the dummy link are
 		// node-wide.
 		reads = d.beginReads()
-		if err := reconcile.ReadKernel(ctx, reads...); err != nil {
+		readStart := d.deps.Clock.Now()
+		err = reconcile.ReadKernel(ctx, reads...)
+		readTook = d.deps.Clock.Since(readStart)
+		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -84,7 +88,7 @@ func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 	d.metrics.ServiceChangesTotal.Add(float64(changes.ServiceEvents))
 	d.metrics.EndpointChangesTotal.Add(float64(changes.EndpointEvents))
 
-	err = d.syncFamilies(ctx, full, changes.TriggerTimes, func(i int, f *family) error {
+	err = d.syncFamilies(ctx, full, readTook, changes.TriggerTimes, func(i int, f *family) error {
 		if full {
 			return d.fullSync(ctx, f, snap, host, reads[i])
 		}
@@ -102,9 +106,10 @@ func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 }
 
 // syncFamilies runs one sync step per family, timing each into the sync metrics (full or
-// partial). A family that synced is healthy and observes the network programming latency
-// of the changes it carried (triggers).
-func (d *Daemon) syncFamilies(ctx context.Context, full bool, triggers map[types.NamespacedName][]time.Time, step func(int, *family) error) error {
+// partial; read is the time the kernel read shared by the families took, counted in each).
+// A family that synced is healthy and observes the network programming latency of the
+// changes it carried (triggers).
+func (d *Daemon) syncFamilies(ctx context.Context, full bool, read time.Duration, triggers map[types.NamespacedName][]time.Time, step func(int, *family) error) error {
 	var errs []error
 	for i, f := range d.families {
 		fam := f.ipFamily.String()
@@ -115,7 +120,7 @@ func (d *Daemon) syncFamilies(ctx context.Context, full bool, triggers map[types
 			// killed), which is neither a sync error nor worth an ERROR line.
 			return ctx.Err()
 		}
-		elapsed := d.deps.Clock.Since(fstart).Seconds()
+		elapsed := (d.deps.Clock.Since(fstart) + read).Seconds()
 		d.metrics.SyncProxyRulesLatency.WithLabelValues(fam).Observe(elapsed)
 		if full {
 			d.metrics.SyncFullProxyRulesLatency.WithLabelValues(fam).Observe(elapsed)
@@ -190,16 +195,18 @@ func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error,
 		d.log.Error("periodic sync failed to read the kernel; retrying as a full sync with backoff", zap.Error(err))
 		return nil, err
 	}
-	d.log.Debug("periodic sync read the kernel", zap.Duration("took", d.deps.Clock.Since(start)))
-	return func(ctx context.Context) error { return d.periodicFinish(ctx, reads) }, nil
+	took := d.deps.Clock.Since(start)
+	d.log.Debug("periodic sync read the kernel", zap.Duration("took", took))
+	return func(ctx context.Context) error { return d.periodicFinish(ctx, reads, took) }, nil
 }
 
-// periodicFinish is the second part of the periodic full sync, under d.mu: each family
+// periodicFinish is the second part of the periodic full sync (readTook: how long the first
+// part's read took; the sync duration metrics include it), under d.mu: each family
 // compares its desired state, kept current by the incremental syncs, with the read (objects
 // synced during the read taken from what was applied) and repairs the drift. Desired
 // state is not rebuilt unless the options changed (then, or when a family needs a full
 // sync, this is a full sync of its own).
-func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read) error {
+func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, readTook time.Duration) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	start := d.deps.Clock.Now()
@@ -215,7 +222,7 @@ func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read) er
 			return d.syncLocked(ctx, true)
 		}
 	}
-	err = d.syncFamilies(ctx, true, nil, func(i int, f *family) error {
+	err = d.syncFamilies(ctx, true, readTook, nil, func(i int, f *family) error {
 		d.reportConflicts(f)
 		res, err := f.rec.FullSyncFrom(ctx, f.desired, &f.opts, reads[i])
 		if err == nil && !res.Plan.Empty() {
