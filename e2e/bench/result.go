@@ -96,6 +96,11 @@ type Record struct {
 	HostLoadMean float64 `json:"host_load1_mean"`
 	HostLoadMax  float64 `json:"host_load1_max"`
 
+	// Profiles are the Go profiles taken of the proxy (Config.Profiles), relative to the
+	// profile directory (make bench-compare: .cache/bench/profiles), e.g.
+	// "bench-compare-kipvs-2000/cpu-idle.pprof".
+	Profiles []string `json:"profiles,omitempty"`
+
 	// Error is set when the run of this proxy failed; the figures up to the failure stay.
 	Error string `json:"error,omitempty"`
 }
