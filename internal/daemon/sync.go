@@ -99,7 +99,12 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 		now := d.deps.Clock.Now()
 		d.metrics.SyncProxyRulesLastTimestamp.WithLabelValues(fam).Set(float64(now.UnixNano()) / 1e9)
 		d.health.Updated(fam)
-		for _, times := range changes.TriggerTimes {
+		for name, times := range changes.TriggerTimes {
+			if f.desired.Service(name) == nil {
+				// Not a Service of this family (no cluster IP of it): as upstream, whose
+				// proxier of a family sees only that family's EndpointSlices.
+				continue
+			}
 			for _, t := range times {
 				d.metrics.NetworkProgrammingLatency.WithLabelValues(fam).Observe(now.Sub(t).Seconds())
 			}
