@@ -285,7 +285,12 @@ func (r *runner) run(proxy string) {
 	if r.rec.SyncCount > 0 {
 		r.rec.SyncAvgSeconds = m.Get("kubeproxy_sync_proxy_rules_duration_seconds_sum", fam) / r.rec.SyncCount
 	}
-	t.Logf("%s: peak RSS %.1f MB; %v IPv4 syncs, %.3fs each on average", proxy, float64(rss)/1e6, r.rec.SyncCount, r.rec.SyncAvgSeconds)
+	const full = "kubeproxy_sync_full_proxy_rules_duration_seconds"
+	if r.rec.FullSyncCount = m.Get(full+"_count", fam); r.rec.FullSyncCount > 0 {
+		r.rec.FullSyncAvgSeconds = m.Get(full+"_sum") / r.rec.FullSyncCount // every family's
+	}
+	t.Logf("%s: peak RSS %.1f MB; %v IPv4 syncs, %.3fs each on average; %v full syncs, %.3fs each on average (both families)",
+		proxy, float64(rss)/1e6, r.rec.SyncCount, r.rec.SyncAvgSeconds, r.rec.FullSyncCount, r.rec.FullSyncAvgSeconds)
 	r.proc.Stop(t)
 }
 

@@ -217,6 +217,7 @@ func sampleRun() Run {
 	failed.ChangeLatency, failed.NetworkProgramming, failed.IdleSeconds = Latency{}, HistogramSummary{}, 0
 	failed.Error = "first sync not complete after 30m0s"
 	profiled := rec("kipvs", 2000, 13.4, 0.37, 0.9, 1.2, 82.6e6)
+	profiled.FullSyncCount, profiled.FullSyncAvgSeconds = 5, 8.25
 	profiled.Profiles = []string{"bench-compare-kipvs-2000/heap-first-sync.pprof", "bench-compare-kipvs-2000/cpu-idle.pprof"}
 	return Run{
 		Date:   "2026-03-01T10:00:00Z",
