@@ -194,10 +194,14 @@ type runner struct {
 	proc    *harness.Kipvs
 	exited  <-chan struct{} // closed when proc has exited
 	ipvs    *ipvs.Client
+	profDir string // where this proxy's profiles go; "" when it is not profiled
 }
 
 func (r *runner) run(proxy string) {
 	t := r.t
+	if r.cfg.Profiled(proxy) {
+		r.profDir = ProfileDir(r.cfg.ProfileRoot, r.cfg.Name, proxy, r.cfg.N)
+	}
 	file := r.writeConfig()
 	var bin string
 	switch proxy {
@@ -232,12 +236,17 @@ func (r *runner) run(proxy string) {
 	}); err != nil {
 		t.Log(err)
 	}
+	r.heapProfile(ProfileHeapFirstSync)
 	t.Logf("%s: first complete sync %.2fs after start (at most; at least %.2fs less), %.2f CPU seconds; first sync reported %.2fs after start", proxy,
 		r.rec.FirstSyncSeconds, r.rec.FirstSyncResolutionSeconds, r.rec.FirstSyncCPUSeconds, r.rec.FirstSyncReportedSeconds)
 	r.checkTable()
 	r.waitSynced("after the first sync")
 
 	before := r.histogram()
+	waitProfile := func() {}
+	if r.cfg.Changes > 0 {
+		waitProfile = r.cpuProfile(ProfileCPUChanges, r.cfg.ChangeWindow())
+	}
 	r.rec.ChangeLatency = r.changes()
 	r.waitSynced("after the changes")
 	r.rec.NetworkProgramming = r.waitProgrammed(before).Summary()
@@ -245,7 +254,10 @@ func (r *runner) run(proxy string) {
 	t.Logf("%s: %d changes: p50 %.3fs p99 %.3fs max %.3fs (%d timed out); own network programming histogram: %v changes, p50 %.3fs p99 %.3fs",
 		proxy, l.Count, l.P50, l.P99, l.Max, l.TimedOut, r.rec.NetworkProgramming.Count, r.rec.NetworkProgramming.P50, r.rec.NetworkProgramming.P99)
 
+	waitProfile() // the idle window's profile would be refused while this one runs
+
 	if r.cfg.Idle > 0 {
+		waitProfile := r.cpuProfile(ProfileCPUIdle, r.cfg.Idle)
 		c0 := r.cpu()
 		w0 := time.Now()
 		select {
@@ -259,7 +271,9 @@ func (r *runner) run(proxy string) {
 		r.rec.IdleCPUCoresSelf = Cores(TicksToSeconds(c1.User+c1.System-c0.User-c0.System, r.hz), window)
 		r.rec.IdleSeconds = window.Seconds()
 		t.Logf("%s: idle CPU %.3f cores over %.0fs (%.3f without its children)", proxy, r.rec.IdleCPUCores, window.Seconds(), r.rec.IdleCPUCoresSelf)
+		waitProfile()
 	}
+	r.heapProfile(ProfileHeapEnd)
 	rss, err := ReadPeakRSS(r.proc.PID())
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +285,12 @@ func (r *runner) run(proxy string) {
 	if r.rec.SyncCount > 0 {
 		r.rec.SyncAvgSeconds = m.Get("kubeproxy_sync_proxy_rules_duration_seconds_sum", fam) / r.rec.SyncCount
 	}
-	t.Logf("%s: peak RSS %.1f MB; %v IPv4 syncs, %.3fs each on average", proxy, float64(rss)/1e6, r.rec.SyncCount, r.rec.SyncAvgSeconds)
+	const full = "kubeproxy_sync_full_proxy_rules_duration_seconds"
+	if r.rec.FullSyncCount = m.Get(full+"_count", fam); r.rec.FullSyncCount > 0 {
+		r.rec.FullSyncAvgSeconds = m.Get(full+"_sum") / r.rec.FullSyncCount // every family's
+	}
+	t.Logf("%s: peak RSS %.1f MB; %v IPv4 syncs, %.3fs each on average; %v full syncs, %.3fs each on average (both families)",
+		proxy, float64(rss)/1e6, r.rec.SyncCount, r.rec.SyncAvgSeconds, r.rec.FullSyncCount, r.rec.FullSyncAvgSeconds)
 	r.proc.Stop(t)
 }
 
@@ -320,6 +339,9 @@ func (r *runner) writeConfig() string {
 		"healthzBindAddress":  harness.HealthAddr,
 		"bindAddressHardFail": true,
 	}
+	if r.profDir != "" {
+		cfg["enableProfiling"] = true // /debug/pprof on the metrics server
+	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		r.t.Fatal(err)
@@ -329,6 +351,46 @@ func (r *runner) writeConfig() string {
 		r.t.Fatal(err)
 	}
 	return p
+}
+
+// heapProfile writes the proxy's heap profile as name into its profile directory, when it
+// is profiled. A failure is logged: the figures stand without it.
+func (r *runner) heapProfile(name string) {
+	if r.profDir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r.saveProfile(ctx, HeapProfileURL(harness.MetricsAddr), name)
+}
+
+// cpuProfile starts a CPU profile of the proxy over d (written as name into its profile
+// directory), when it is profiled, and returns a function that waits for it to be written.
+// A failure is logged: the figures stand without it. The proxy serves one CPU profile at
+// a time.
+func (r *runner) cpuProfile(name string, d time.Duration) (wait func()) {
+	if r.profDir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), d+2*time.Minute)
+	go func() {
+		defer close(done)
+		r.saveProfile(ctx, CPUProfileURL(harness.MetricsAddr, d), name)
+	}()
+	// A test that ends early (a fatal failure) ends the profile before it logs.
+	r.t.Cleanup(func() { cancel(); <-done })
+	return func() { <-done }
+}
+
+func (r *runner) saveProfile(ctx context.Context, url, name string) {
+	start := time.Now()
+	if err := FetchProfile(ctx, url, filepath.Join(r.profDir, name)); err != nil {
+		r.t.Logf("%s: no profile %s: %v", r.proc.Name, name, err)
+		return
+	}
+	r.t.Logf("%s: profile %s written (%.1fs)", r.proc.Name, name, time.Since(start).Seconds())
+	r.rec.Profiles = append(r.rec.Profiles, filepath.Join(filepath.Base(r.profDir), name))
 }
 
 // activeSet is the real servers of dests with a weight above 0.

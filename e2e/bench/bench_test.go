@@ -6,7 +6,10 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -213,6 +216,9 @@ func sampleRun() Run {
 	failed := rec("kube-proxy", 2000, 0, 0, 0, 0, 0)
 	failed.ChangeLatency, failed.NetworkProgramming, failed.IdleSeconds = Latency{}, HistogramSummary{}, 0
 	failed.Error = "first sync not complete after 30m0s"
+	profiled := rec("kipvs", 2000, 13.4, 0.37, 0.9, 1.2, 82.6e6)
+	profiled.FullSyncCount, profiled.FullSyncAvgSeconds = 5, 8.25
+	profiled.Profiles = []string{"bench-compare-kipvs-2000/heap-first-sync.pprof", "bench-compare-kipvs-2000/cpu-idle.pprof"}
 	return Run{
 		Date:   "2026-03-01T10:00:00Z",
 		Params: Params{N: []int{500, 1000, 2000}, E: 10, Changes: 50, IntervalSeconds: 3, IdleSeconds: 60, Proxies: []string{"kube-proxy", "kipvs"}, Seed: 1},
@@ -220,7 +226,7 @@ func sampleRun() Run {
 		Records: []Record{
 			rec("kube-proxy", 500, 80, 5.2, 9.8, 11, 41e6), rec("kipvs", 500, 3.1, 0.21, 0.45, 0.5, 30e6),
 			rec("kube-proxy", 1000, 210, 11, 19.5, 20, 55e6), rec("kipvs", 1000, 6.2, 0.25, 0.61, 0.7, 45e6),
-			failed, rec("kipvs", 2000, 13.4, 0.37, 0.9, 1.2, 82.6e6),
+			failed, profiled,
 		},
 	}
 }
@@ -298,6 +304,29 @@ func TestConfigEnv(t *testing.T) {
 	if diff := cmp.Diff(c, got); diff != "" {
 		t.Errorf("ConfigFromEnv(Env()) differs (-want +got):\n%s", diff)
 	}
+	// With profiles (and an environment without the profile variables: none).
+	p := c
+	p.Profiles, p.ProfileRoot, p.Name = []string{"kube-proxy", "kipvs"}, "/run/vm/artifacts/profiles", "kipvs-10k"
+	got, err = ConfigFromEnv(func(k string) string { return p.Env()[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(p, got); diff != "" {
+		t.Errorf("ConfigFromEnv(Env()) with profiles differs (-want +got):\n%s", diff)
+	}
+	if !got.Profiled("kube-proxy") || !got.Profiled("kipvs") || c.Profiled("kipvs") {
+		t.Errorf("Profiled: %v for %v, kipvs %v for none", []bool{got.Profiled("kube-proxy"), got.Profiled("kipvs")}, got.Profiles, c.Profiled("kipvs"))
+	}
+	for name, bad := range map[string]Config{
+		"no profile root":   func() Config { b := p; b.ProfileRoot = ""; return b }(),
+		"no name":           func() Config { b := p; b.Name = ""; return b }(),
+		"a name with a '/'": func() Config { b := p; b.Name = "a/b"; return b }(),
+		"an unknown proxy":  func() Config { b := p; b.Profiles = []string{"iptables"}; return b }(),
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate accepted profiles with %s", name)
+		}
+	}
 	env := c.Env()
 	env["BENCH_PROXIES"] = "kipvs,iptables"
 	delete(env, "BENCH_IDLE")
@@ -360,5 +389,57 @@ func TestObjects(t *testing.T) {
 	}
 	if err := CheckSize(1000, MaxEndpoints/1000+1); err == nil {
 		t.Error("CheckSize accepted more endpoints than the plan holds")
+	}
+}
+
+func TestProfilePaths(t *testing.T) {
+	if got, want := ProfileDir("/run/vm/artifacts/profiles", "kipvs-10k", "kipvs", 10000), "/run/vm/artifacts/profiles/kipvs-10k-kipvs-10000"; got != want {
+		t.Errorf("ProfileDir = %q, want %q", got, want)
+	}
+	c := DefaultConfig(2000) // 50 changes 3 s apart
+	if got, want := c.ChangeWindow(), 147*time.Second+ChangeProfileSlack; got != want {
+		t.Errorf("ChangeWindow = %s, want %s", got, want)
+	}
+	c.Changes = 0
+	if got := c.ChangeWindow(); got != 0 {
+		t.Errorf("ChangeWindow without changes = %s, want 0", got)
+	}
+	for d, want := range map[time.Duration]int{0: 1, 60 * time.Second: 60, 60*time.Second + time.Millisecond: 61, 500 * time.Millisecond: 1} {
+		if got := ProfileSeconds(d); got != want {
+			t.Errorf("ProfileSeconds(%s) = %d, want %d", d, got, want)
+		}
+	}
+	if got, want := CPUProfileURL("127.0.0.1:10249", 157*time.Second), "http://127.0.0.1:10249/debug/pprof/profile?seconds=157"; got != want {
+		t.Errorf("CPUProfileURL = %q, want %q", got, want)
+	}
+	if got, want := HeapProfileURL("127.0.0.1:10249"), "http://127.0.0.1:10249/debug/pprof/heap"; got != want {
+		t.Errorf("HeapProfileURL = %q, want %q", got, want)
+	}
+}
+
+func TestFetchProfile(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/debug/pprof/heap" {
+			http.Error(w, "profiling is not enabled", http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write([]byte("a profile"))
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	p := filepath.Join(t.TempDir(), "run-kipvs-10", ProfileHeapEnd)
+	if err := FetchProfile(t.Context(), HeapProfileURL(addr), p); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "a profile" {
+		t.Errorf("FetchProfile wrote %q, %v; want %q", b, err, "a profile")
+	}
+	bad := filepath.Join(filepath.Dir(p), ProfileCPUIdle)
+	err := FetchProfile(t.Context(), CPUProfileURL(addr, time.Second), bad)
+	if err == nil || !strings.Contains(err.Error(), "404 Not Found: profiling is not enabled") {
+		t.Errorf("FetchProfile of a missing profile: %v", err)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("FetchProfile of a missing profile wrote %s: %v", bad, err)
 	}
 }

@@ -33,6 +33,11 @@ type Config struct {
 	// VMMemoryMB and Accel describe the VM for the record.
 	VMMemoryMB int
 	Accel      string
+	// Profiles are the proxies whose Go profiles are taken (run with enableProfiling) into
+	// ProfileDir(ProfileRoot, Name, proxy, N): see ProfileCPUIdle and the others.
+	Profiles    []string
+	ProfileRoot string // in the VM
+	Name        string // the run's name (make bench-compare's BENCH_NAME)
 }
 
 // DefaultConfig has the defaults of make bench-compare, for one N.
@@ -70,10 +75,14 @@ func (c Config) Validate() error {
 	if len(c.Proxies) == 0 {
 		return fmt.Errorf("bench: no proxy to run")
 	}
-	for _, p := range c.Proxies {
+	for _, p := range slices.Concat(c.Proxies, c.Profiles) {
 		if !slices.Contains(KnownProxies(), p) {
 			return fmt.Errorf("bench: unknown proxy %q (want %s)", p, strings.Join(KnownProxies(), ", "))
 		}
+	}
+	if len(c.Profiles) > 0 && (c.ProfileRoot == "" || c.Name == "" || strings.ContainsRune(c.Name, '/')) {
+		return fmt.Errorf("bench: profiles of %s need a profile directory and a name without '/' (have %q, %q)",
+			strings.Join(c.Profiles, ", "), c.ProfileRoot, c.Name)
 	}
 	return nil
 }
@@ -87,10 +96,12 @@ func (c Config) Env() map[string]string {
 		"BENCH_POLL_INTERVAL": c.PollInterval.String(), "BENCH_CHANGE_POLL": c.ChangePoll.String(),
 		"BENCH_PROXIES": strings.Join(c.Proxies, ","), "BENCH_SEED": strconv.FormatUint(c.Seed, 10),
 		"BENCH_VM_MEMORY_MB": strconv.Itoa(c.VMMemoryMB), "BENCH_VM_ACCEL": c.Accel,
+		"BENCH_PROFILES": strings.Join(c.Profiles, ","), "BENCH_PROFILE_ROOT": c.ProfileRoot, "BENCH_NAME": c.Name,
 	}
 }
 
-// ConfigFromEnv reads what Env wrote; every variable is required.
+// ConfigFromEnv reads what Env wrote; every variable is required but BENCH_PROFILES,
+// BENCH_PROFILE_ROOT and BENCH_NAME (no profiles).
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	var errs []string
@@ -137,6 +148,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	c.VMMemoryMB = num("BENCH_VM_MEMORY_MB")
 	c.Accel = get("BENCH_VM_ACCEL")
+	if v := getenv("BENCH_PROFILES"); v != "" {
+		c.Profiles = ParseProxies(v)
+	}
+	c.ProfileRoot, c.Name = getenv("BENCH_PROFILE_ROOT"), getenv("BENCH_NAME")
 	if len(errs) > 0 {
 		return c, fmt.Errorf("bench: %s", strings.Join(errs, "; "))
 	}

@@ -14,7 +14,9 @@
 //     read every 20 ms), and the proxy's own kubeproxy_network_programming_duration_seconds;
 //   - CPU: user+system time of the process and its waited-for children (kube-proxy execs
 //     ipset and iptables-restore) for the first sync and over an idle window;
-//   - peak RSS (VmHWM).
+//   - peak RSS (VmHWM);
+//   - for the proxies of Config.Profiles, Go profiles from /debug/pprof (ProfileCPUIdle and
+//     the others), written under the VM's artifacts directory, which the driver copies out.
 //
 // Each proxy's figures go out as one "BENCH-RESULT {json}" line; the driver collects them
 // into a result file (Run) and draws RenderSVG.

@@ -89,12 +89,24 @@ type Record struct {
 	// (IPv4) at the end of the run.
 	SyncCount      float64 `json:"sync_count"`
 	SyncAvgSeconds float64 `json:"sync_avg_seconds"`
+	// FullSyncCount and FullSyncAvgSeconds are from
+	// kubeproxy_sync_full_proxy_rules_duration_seconds at the end of the run (the first sync
+	// included): the IPv4 count, and the average of one full pass over both families (the
+	// families' sums added, over the IPv4 count), as long as a change can wait behind one.
+	// 0 for a proxy that does not export it (kube-proxy in IPVS mode).
+	FullSyncCount      float64 `json:"full_sync_count,omitempty"`
+	FullSyncAvgSeconds float64 `json:"full_sync_avg_seconds,omitempty"`
 
 	// HostLoadMean and HostLoadMax are the host's 1-minute load average over the VM boot
 	// (sampled every 10 s; qemu's two vCPU threads account for up to 2): above about 2.5 on
 	// a 2-core host, something else competed for the CPU and the figures are slower.
 	HostLoadMean float64 `json:"host_load1_mean"`
 	HostLoadMax  float64 `json:"host_load1_max"`
+
+	// Profiles are the Go profiles taken of the proxy (Config.Profiles), relative to the
+	// profile directory (make bench-compare: .cache/bench/profiles), e.g.
+	// "bench-compare-kipvs-2000/cpu-idle.pprof".
+	Profiles []string `json:"profiles,omitempty"`
 
 	// Error is set when the run of this proxy failed; the figures up to the failure stay.
 	Error string `json:"error,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,10 @@ type Net struct {
 	HostPort int
 }
 
+// GuestArtifacts is the directory, inside the VM, whose files Run copies to
+// Config.Artifacts on the host (it is on the VM's writable share; the script creates it).
+const GuestArtifacts = "/run/vm/artifacts"
+
 // Config describes one VM run.
 type Config struct {
 	CacheDir string        // holds "current" and <kver>/ from prepare.sh
@@ -49,6 +54,9 @@ type Config struct {
 	CPUs     int
 	Modules  []string // nil: DefaultModules()
 	Console  io.Writer
+	// Artifacts, when set, is a host directory that receives, after the run, what the
+	// script wrote under GuestArtifacts (the same relative paths; existing files replaced).
+	Artifacts string
 }
 
 // Result is what the script left behind.
@@ -148,6 +156,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if b, err := os.ReadFile(filepath.Join(out, "output")); err == nil {
 		res.Output = string(b)
 	}
+	var copyErr error
+	if cfg.Artifacts != "" {
+		copyErr = copyTree(filepath.Join(out, filepath.Base(GuestArtifacts)), cfg.Artifacts)
+	}
 	rc, rcErr := os.ReadFile(filepath.Join(out, "rc"))
 	if rcErr != nil {
 		why := "VM ended without a result"
@@ -163,7 +175,40 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("%w: bad exit code %q", ErrNoResult, rc)
 	}
-	return res, nil
+	return res, copyErr
+}
+
+// copyTree copies the regular files and directories under src into dst (created as
+// needed); a missing src copies nothing.
+func copyTree(src, dst string) error {
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == src && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(to, b, 0o644)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("vm: copy the artifacts to %s: %w", dst, err)
+	}
+	return nil
 }
 
 func tail(s string, n int) string {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -28,6 +29,7 @@ type memSource struct {
 	dirty    map[types.NamespacedName]bool
 	node     *v1.Node
 	events   int
+	triggers map[types.NamespacedName][]time.Time
 }
 
 var _ watch.Source = (*memSource)(nil)
@@ -81,6 +83,17 @@ func (s *memSource) Set(services []*v1.Service, eps []*discoveryv1.EndpointSlice
 	}
 }
 
+// Trigger adds a last-change-trigger-time of Service name to the next Pending or All (the
+// watch source takes it from a slice's annotation).
+func (s *memSource) Trigger(name types.NamespacedName, t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.triggers == nil {
+		s.triggers = map[types.NamespacedName][]time.Time{}
+	}
+	s.triggers[name] = append(s.triggers[name], t)
+}
+
 func memSkipService(svc *v1.Service) bool {
 	if _, ok := svc.Labels[watch.LabelServiceProxyName]; ok {
 		return true
@@ -120,12 +133,14 @@ func (s *memSource) All() (watch.Snapshot, error) {
 }
 
 func (s *memSource) checkoutLocked() watch.Changes {
-	ch := watch.Changes{Services: map[types.NamespacedName]*watch.ServiceInfo{}, ServiceEvents: s.events, Node: s.node}
+	ch := watch.Changes{Services: map[types.NamespacedName]*watch.ServiceInfo{}, ServiceEvents: s.events, Node: s.node,
+		TriggerTimes: s.triggers}
 	for k := range s.dirty {
 		ch.Services[k] = s.records[k]
 	}
 	s.dirty = map[types.NamespacedName]bool{}
 	s.events = 0
+	s.triggers = nil
 	return ch
 }
 

@@ -139,7 +139,12 @@ func (d *Daemon) syncFamilies(ctx context.Context, full bool, read time.Duration
 		now := d.deps.Clock.Now()
 		d.metrics.SyncProxyRulesLastTimestamp.WithLabelValues(fam).Set(float64(now.UnixNano()) / 1e9)
 		d.health.Updated(fam)
-		for _, times := range triggers {
+		for name, times := range triggers {
+			if f.desired.Service(name) == nil {
+				// Not a Service of this family (no cluster IP of it): as upstream, whose
+				// proxier of a family sees only that family's EndpointSlices.
+				continue
+			}
 			for _, t := range times {
 				d.metrics.NetworkProgrammingLatency.WithLabelValues(fam).Observe(now.Sub(t).Seconds())
 			}

@@ -4,7 +4,8 @@
 // bench test binary there (TestBenchCompare: kube-proxy in IPVS mode, then kipvs, on a clean
 // node each). It writes OUT/bench-compare.json (one record per proxy per N), a copy under
 // OUT/runs/, the plot OUT/bench-compare.svg (--name changes the base name), and with --docs
-// copies both there.
+// copies both there. The Go profiles of the proxies of --profiles (kipvs by default) go to
+// OUT/profiles/NAME-PROXY-N/ (bench.ProfileDir).
 //
 //	benchcompare --test bench.test --env KIPVS_BIN=... --env KIPVS_KUBE_PROXY_BIN=... --n "500 1000 2000"
 package main
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -31,6 +33,9 @@ import (
 	"github.com/kipvs/kipvs/e2e/cluster"
 	"github.com/kipvs/kipvs/e2e/vm"
 )
+
+// profilesDir is where the profiles go, under --out and under vm.GuestArtifacts.
+const profilesDir = "profiles"
 
 type multi []string
 
@@ -55,6 +60,7 @@ func main() {
 		o       options
 		ns      = flag.String("n", "500 1000 2000", "numbers of Services, space or comma separated; one VM boot each, smallest first")
 		proxies = flag.String("proxies", strings.Join(def.Proxies, ","), "proxies to run, in order (kube-proxy, kipvs)")
+		profs   = flag.String("profiles", "kipvs", "proxies whose Go profiles (CPU over the changes and the idle window, heap after the first sync and at the end) go to OUT/profiles/NAME-PROXY-N (\"\": none)")
 		envs    multi
 	)
 	flag.StringVar(&o.binDir, "k8s-bin", ".cache/k8s", "directory with etcd and kube-apiserver")
@@ -81,6 +87,9 @@ func main() {
 	flag.Parse()
 	o.envs = envs
 	def.Proxies = bench.ParseProxies(*proxies)
+	if def.Profiles = bench.ParseProxies(*profs); len(def.Profiles) > 0 {
+		def.ProfileRoot, def.Name = path.Join(vm.GuestArtifacts, profilesDir), o.name
+	}
 	o.cfg = def
 	var err error
 	if o.ns, err = bench.ParseNs(*ns); err == nil {
@@ -185,6 +194,9 @@ func run(o options) error {
 	}
 	fmt.Printf("\n%s\n", bench.MarkdownTable(res))
 	fmt.Printf("benchcompare: results in %s, plot in %s\n", filepath.Join(o.out, o.name+".json"), filepath.Join(o.out, o.name+".svg"))
+	if len(o.cfg.Profiles) > 0 {
+		fmt.Printf("benchcompare: profiles of %s in %s\n", strings.Join(o.cfg.Profiles, ", "), filepath.Join(o.out, profilesDir, o.name+"-*"))
+	}
 	if len(failures) > 0 {
 		return fmt.Errorf("%d failure(s) (cluster logs in %s):\n%s", len(failures), filepath.Join(state, "cluster"), strings.Join(failures, "\n"))
 	}
@@ -212,6 +224,15 @@ func boot(ctx context.Context, o options, cfg bench.Config, apiPort int, guestKC
 		return nil, err
 	}
 	vc := vm.Config{CacheDir: o.vmCache, Script: script, Timeout: o.timeout, Net: &vm.Net{HostPort: apiPort}, MemoryMB: cfg.VMMemoryMB}
+	if len(cfg.Profiles) > 0 {
+		vc.Artifacts = o.out
+		for _, p := range cfg.Profiles {
+			// An earlier run's profiles of the same name would pass for this run's.
+			if err := os.RemoveAll(bench.ProfileDir(filepath.Join(o.out, profilesDir), cfg.Name, p, cfg.N)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if !o.quiet {
 		vc.Console = os.Stdout
 	}
