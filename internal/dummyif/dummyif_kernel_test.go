@@ -316,3 +316,32 @@ func TestLinkLocalKernel(t *testing.T) {
 		t.Errorf("transcript:\n%s\nwant:\n%s", got, linkLocalWant)
 	}
 }
+
+// HostAddrs lists every other link's addresses (the local one of a point-to-point address,
+// not its peer) and nothing of the dummy link's, loopback or IPv6 link-local, read link by
+// link with the kernel filtering (strict checking).
+func TestHostAddrsKernel(t *testing.T) {
+	ns := netnstest.New(t)
+	ns.MustRun(t, "ip", "link", "add", ipvsmode.DummyName, "type", "dummy")
+	for i := 1; i <= 20; i++ {
+		ns.MustRun(t, "ip", "addr", "add", "10.96.0."+strconv.Itoa(i)+"/32", "dev", ipvsmode.DummyName)
+	}
+	ns.MustRun(t, "ip", "addr", "add", "fd00:96::1/128", "dev", ipvsmode.DummyName, "nodad")
+	ns.MustRun(t, "ip", "link", "add", "eth9", "type", "dummy")
+	ns.MustRun(t, "ip", "link", "set", "eth9", "up")
+	ns.MustRun(t, "ip", "addr", "add", "192.168.5.5/24", "dev", "eth9")
+	ns.MustRun(t, "ip", "addr", "add", "2001:db8::5/64", "dev", "eth9", "nodad")
+	ns.MustRun(t, "ip", "link", "add", "eth8", "type", "dummy")
+	ns.MustRun(t, "ip", "addr", "add", "10.9.9.1/32", "peer", "10.9.9.2/32", "dev", "eth8")
+	var got []netip.Addr
+	if err := netnsutil.Do(ns.Handle, func() (err error) {
+		got, err = HostAddrs(ipvsmode.DummyName)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Addr{netip.MustParseAddr("10.9.9.1"), netip.MustParseAddr("192.168.5.5"), netip.MustParseAddr("2001:db8::5")}
+	if !slices.Equal(got, want) {
+		t.Errorf("HostAddrs = %v, want %v\n%s", got, want, ns.MustRun(t, "ip", "addr", "show"))
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -270,25 +271,50 @@ func (d *Dummy) Dump() (string, error) {
 // HostAddrs reads the node's own addresses from the kernel of the current namespace: every
 // address on every link except the dummy link called dummy, without loopback and IPv6
 // link-local ones (kube-proxy's set for NodePorts), sorted.
+//
+// It runs at every sync, and the dummy link holds a VIP per Service, so it asks the kernel
+// for each other link's addresses alone (a dump filtered by the kernel under
+// NETLINK_GET_STRICT_CHK, Linux 4.20 and later) instead of dumping every address and
+// filtering here; an older kernel gets one unfiltered dump.
 func HostAddrs(dummy string) ([]netip.Addr, error) {
 	links, err := netlink.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
-	var out []netip.Addr
-	for _, l := range links {
-		if l.Attrs().Name == dummy {
-			continue
-		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
-		if err != nil {
-			continue // the link may have gone away meanwhile
-		}
-		for _, a := range addrs {
-			ip, ok := netip.AddrFromSlice(a.IP)
-			if !ok {
+	var lists [][]netip.Addr
+	if sock, err := strictSocket(); err == nil {
+		defer sock.Close()
+		sh := &nl.SocketHandle{Socket: sock}
+		for _, l := range links {
+			if l.Attrs().Name == dummy {
 				continue
 			}
+			addrs, err := linkAddrs(sh, l.Attrs().Index)
+			if err != nil {
+				continue // the link may have gone away meanwhile
+			}
+			lists = append(lists, addrs)
+		}
+	} else {
+		all, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return nil, fmt.Errorf("list addresses: %w", err)
+		}
+		skip := map[int]bool{}
+		for _, l := range links {
+			skip[l.Attrs().Index] = l.Attrs().Name == dummy
+		}
+		var addrs []netip.Addr
+		for _, a := range all {
+			if ip, ok := netip.AddrFromSlice(a.IP); ok && !skip[a.LinkIndex] {
+				addrs = append(addrs, ip)
+			}
+		}
+		lists = append(lists, addrs)
+	}
+	var out []netip.Addr
+	for _, addrs := range lists {
+		for _, ip := range addrs {
 			ip = ip.Unmap()
 			if ip.IsLoopback() || ip.IsLinkLocalUnicast() || slices.Contains(out, ip) {
 				continue
@@ -297,5 +323,68 @@ func HostAddrs(dummy string) ([]netip.Addr, error) {
 		}
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
+	return out, nil
+}
+
+// strictSocket opens an rtnetlink socket with NETLINK_GET_STRICT_CHK on.
+func strictSocket() (*nl.NetlinkSocket, error) {
+	sock, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetsockoptInt(sock.GetFd(), unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1); err != nil {
+		sock.Close()
+		return nil, err
+	}
+	return sock, nil
+}
+
+// linkAddrs dumps the addresses of one link over sh, whose socket has strict checking on,
+// so that the kernel honours the index in the request.
+func linkAddrs(sh *nl.SocketHandle, index int) ([]netip.Addr, error) {
+	req := nl.NewNetlinkRequest(unix.RTM_GETADDR, unix.NLM_F_DUMP)
+	msg := nl.NewIfAddrmsg(netlink.FAMILY_ALL)
+	msg.Index = uint32(index)
+	req.AddData(msg)
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sh}
+	var msgs [][]byte
+	var err error
+	for range dumpRetries {
+		msgs, err = req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWADDR)
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, m := range msgs {
+		ifa := nl.DeserializeIfAddrmsg(m)
+		if int(ifa.Index) != index {
+			continue // a kernel that ignored the filter after all
+		}
+		attrs, err := nl.ParseRouteAttr(m[ifa.Len():])
+		if err != nil {
+			return nil, err
+		}
+		// IFA_LOCAL is the address itself on point-to-point links, where IFA_ADDRESS is the
+		// peer's; elsewhere only IFA_ADDRESS is set, or both are equal.
+		var addr, local []byte
+		for _, a := range attrs {
+			switch a.Attr.Type {
+			case unix.IFA_ADDRESS:
+				addr = a.Value
+			case unix.IFA_LOCAL:
+				local = a.Value
+			}
+		}
+		if local != nil {
+			addr = local
+		}
+		if ip, ok := netip.AddrFromSlice(addr); ok {
+			out = append(out, ip)
+		}
+	}
 	return out, nil
 }
