@@ -35,6 +35,7 @@ import (
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 	"github.com/kipvs/kipvs/internal/watch"
 )
 
@@ -131,15 +132,14 @@ func metricValue(m *dto.Metric) float64 {
 	return m.GetGauge().GetValue()
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the daemon's goroutines, with a deadline
+// waitLimit bounds the waits for the daemon's goroutines.
+const waitLimit = 10 * time.Second
+
+// fullSyncs is a poll condition: at least n full syncs on reg.
+func fullSyncs(t *testing.T, reg *prometheus.Registry, n float64) func() (bool, string) {
+	return func() (bool, string) {
+		got := counter(t, reg, "kipvs_sync_full_total")
+		return got >= n, fmt.Sprintf("%v full syncs", got)
 	}
 }
 
@@ -192,9 +192,9 @@ func TestDaemonFileSourceEndToEnd(t *testing.T) {
 	if err := os.WriteFile(path, []byte(two), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the change to be programmed", func() bool {
+	poll.Until(t, waitLimit, "the change to be programmed", func() (bool, string) {
 		dump, _ := node.ipvs.Dump()
-		return strings.Contains(dump, "10.244.1.6:8080") && strings.Contains(dump, "-a -t 10.96.0.20:80 -r 10.244.2.5:8080")
+		return strings.Contains(dump, "10.244.1.6:8080") && strings.Contains(dump, "-a -t 10.96.0.20:80 -r 10.244.2.5:8080"), dump
 	})
 	if got := counter(t, reg, "kipvs_sync_incremental_total"); got < 1 {
 		t.Errorf("incremental syncs = %v, want at least 1", got)
@@ -434,7 +434,7 @@ endpoints:
 	// A resync does not repeat the events.
 	n := len(ev.all())
 	d.run.RequestFull()
-	waitFor(t, "a second full sync", func() bool { return counter(t, deps.Registry, "kipvs_sync_full_total") >= 2 })
+	poll.Until(t, waitLimit, "a second full sync", fullSyncs(t, deps.Registry, 2))
 	if len(ev.all()) != n {
 		t.Errorf("events repeated on resync: %v", ev.all()[n:])
 	}

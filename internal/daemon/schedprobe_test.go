@@ -14,6 +14,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // A scheduler module that cannot be loaded when a Service first asks for it is probed again
@@ -59,7 +60,7 @@ func TestUnavailableSchedulerProbedAgain(t *testing.T) {
 
 	node.ipvs.SetFault(nil) // the module can be loaded now
 	d.run.RequestFull()
-	waitFor(t, "a second full sync", func() bool { return counter(t, reg, "kipvs_sync_full_total") >= 2 })
+	poll.Until(t, waitLimit, "a second full sync", fullSyncs(t, reg, 2))
 	const want = "-A -t 10.96.0.10:80 -s mh -b mh-port\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n"
 	if dump, _ := node.ipvs.Dump(); dump != want {
 		t.Errorf("after ip_vs_mh became loadable:\n%s\nwant:\n%s", dump, want)

@@ -20,6 +20,7 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/reconcile"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // slowTableRead is how long the slow fake kernel's IPVS table read takes on the injected
@@ -156,21 +157,20 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 	changedAt := clk.Now()
 	svcs, slices = stallObjects(true)
 	src.Set(svcs, slices, nil, false)
-	programmed := func() bool {
+	programmed := func() (bool, string) {
 		dump, _ := node.ipvs.Dump()
-		return strings.Contains(dump, "-a -t 10.96.0.10:80 -r 10.244.1.6:8080 -m -w 1")
+		return strings.Contains(dump, "-a -t 10.96.0.10:80 -r 10.244.1.6:8080 -m -w 1"), dump
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !programmed() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // polling the daemon's goroutines, with a deadline
-	}
+	// Give the change up to 5 s to be programmed while the read is held (it fails the bound
+	// below if it is not), then release the read so that it is programmed in any case.
+	_, _ = poll.Wait(5*time.Second, "the change to be programmed during the read", programmed)
 	close(slow.release)
-	waitFor(t, "the change to be programmed", programmed)
+	poll.Until(t, waitLimit, "the change to be programmed", programmed)
 	if waited := clk.Since(changedAt); waited > stallBound {
 		t.Errorf("the endpoint change waited %v (injected clock) behind a periodic full sync whose table read took %v; bound %v",
 			waited, slowTableRead, stallBound)
 	}
-	waitFor(t, "the periodic full sync to end", func() bool { return counter(t, reg, "kipvs_sync_full_total") >= 2 })
+	poll.Until(t, waitLimit, "the periodic full sync to end", fullSyncs(t, reg, 2))
 	slow.slow.Store(false)
 	cancel()
 	if err := <-done; err != nil {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/server"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // State (the metrics server's /debug/kipvs/state) shows what the daemon programmed: it
@@ -84,9 +86,9 @@ func TestDaemonState(t *testing.T) {
 		t.Fatal(err)
 	}
 	var drain []server.DrainingRealServer
-	waitFor(t, "the old real server to drain", func() bool {
+	poll.Until(t, waitLimit, "the old real server to drain", func() (bool, string) {
 		drain = d.State().Families[0].Draining
-		return len(drain) == 1
+		return len(drain) == 1, fmt.Sprintf("draining %+v", drain)
 	})
 	if got := drain[0]; got.Protocol != "TCP" || got.Address != "10.96.0.10" || got.Port != 80 || got.RealServer != "10.244.1.5:8080" ||
 		time.Since(got.Since) > time.Minute || got.Since.Location() != time.UTC {
