@@ -13,8 +13,14 @@ import (
 )
 
 // Run runs a command in the node's namespace and returns its stdout; stderr is in the error.
+// The command is killed after 2 minutes.
 func Run(name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return RunWithin(2*time.Minute, name, args...)
+}
+
+// RunWithin is Run with another time limit, for commands that are slow under TCG.
+func RunWithin(limit time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	var stdout, stderr bytes.Buffer
