@@ -143,6 +143,75 @@ func fullSyncs(t *testing.T, reg *prometheus.Registry, n float64) func() (bool, 
 	}
 }
 
+// running is a daemon of node-a whose Run a test starts (newDaemon, start, startDaemon).
+type running struct {
+	*Daemon
+	firstSync chan struct{} // Deps.firstSynced
+	runCancel context.CancelFunc
+	runDone   chan error
+	stopped   bool
+	runErr    error
+}
+
+// newDaemon creates the daemon of node-a over deps, for a test that looks at it before it
+// runs (Prepare, State); start runs it.
+func newDaemon(t *testing.T, cfg config.Config, log *zap.Logger, deps Deps) *running {
+	t.Helper()
+	r := &running{firstSync: make(chan struct{}), runDone: make(chan error, 1)}
+	deps.firstSynced = r.firstSync
+	d, err := New(cfg, "node-a", log, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Daemon = d
+	return r
+}
+
+// start runs the daemon and returns after its first sync, failing the test when Run ends
+// first. The test's cleanup stops it (if the test has not) and reports an error from Run.
+func (r *running) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.runCancel = cancel
+	go func() { r.runDone <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-r.firstSync:
+	case err := <-r.runDone:
+		r.stopped, r.runErr = true, err
+		t.Fatalf("Run ended before the first sync: %v", err)
+	case <-time.After(waitLimit):
+		t.Fatalf("no first sync within %s", waitLimit)
+	}
+}
+
+// stop cancels Run and returns what it returned; stopping again returns the same.
+func (r *running) stop() error {
+	if r.stopped {
+		return r.runErr
+	}
+	r.stopped = true
+	r.runCancel()
+	select {
+	case r.runErr = <-r.runDone:
+	case <-time.After(waitLimit):
+		r.runErr = fmt.Errorf("Run did not return within %s of its context's cancellation", waitLimit)
+	}
+	return r.runErr
+}
+
+// startDaemon is newDaemon and start.
+func startDaemon(t *testing.T, cfg config.Config, log *zap.Logger, deps Deps) *running {
+	t.Helper()
+	r := newDaemon(t, cfg, log, deps)
+	r.start(t)
+	return r
+}
+
 // The daemon over a fake kernel: start-up sysctls, a first full sync, then a file change
 // applied as an incremental sync that touches only the changed Service.
 func TestDaemonFileSourceEndToEnd(t *testing.T) {
@@ -152,18 +221,12 @@ func TestDaemonFileSourceEndToEnd(t *testing.T) {
 	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	node := newFakeNode()
 	reg := prometheus.NewRegistry()
-	ready := make(chan struct{})
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
-	d, err := New(cfg, "node-a", log, node.deps(startFileSource(t, ctx, path, log), reg, ready))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Prepare(ctx); err != nil {
+	d := newDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), reg, nil))
+	if err := d.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := node.sysctl.Get("net/ipv4/vs/conntrack"); v != "1" {
@@ -172,15 +235,7 @@ func TestDaemonFileSourceEndToEnd(t *testing.T) {
 	if v, _ := node.sysctl.Get("net/netfilter/nf_conntrack_max"); v != "131072" {
 		t.Errorf("nf_conntrack_max = %s, want max(32768*4, 131072)", v)
 	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run ended before the first sync: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no first sync")
-	}
+	d.start(t)
 	dump, _ := node.ipvs.Dump()
 	if !strings.Contains(dump, "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1") {
 		t.Fatalf("IPVS after the first sync:\n%s", dump)
@@ -208,10 +263,6 @@ func TestDaemonFileSourceEndToEnd(t *testing.T) {
 	if got := counter(t, reg, "kipvs_source_file_last_good_timestamp_seconds"); got < 1 {
 		t.Errorf("source file last good timestamp = %v, want the time of the revision in effect", got)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
-	}
 }
 
 // runUntilSynced runs a daemon over node until its first sync, stops it, and returns what
@@ -222,25 +273,10 @@ func runUntilSynced(t *testing.T, cfg config.Config, node *fakeNode, log *zap.Lo
 	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan struct{})
-	deps := node.deps(startFileSource(t, ctx, path, log), reg, ready)
+	deps := node.deps(startFileSource(t, t.Context(), path, log), reg, nil)
 	deps.Events = ev
 	cfg.Kipvs.SourceFile = path
-	d, err := New(cfg, "node-a", log, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run ended before the first sync: %v", err)
-	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := startDaemon(t, cfg, log, deps).stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 	nf, err := node.nf.Dump(context.Background())
@@ -384,8 +420,6 @@ endpoints:
 	if err := os.WriteFile(path, []byte(stream), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	node := newFakeNode()
 	node.ipvs.SetFault(func(_ int, op ipvs.Op) error {
 		if op.Kind == ipvs.OpAddService && op.Service.Scheduler == "mh" {
@@ -394,24 +428,11 @@ endpoints:
 		return nil
 	})
 	ev := &recordedEvents{}
-	ready := make(chan struct{})
-	deps := node.deps(startFileSource(t, ctx, path, log), prometheus.NewRegistry(), ready)
+	deps := node.deps(startFileSource(t, t.Context(), path, log), prometheus.NewRegistry(), nil)
 	deps.Events = ev
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
-	d, err := New(cfg, "node-a", log, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no first sync")
-	}
+	d := startDaemon(t, cfg, log, deps)
 	dump, _ := node.ipvs.Dump()
 	if !strings.Contains(dump, "-A -t 203.0.113.30:80 -s rr") {
 		t.Errorf("LB virtual server should fall back to rr:\n%s", dump)
@@ -438,8 +459,6 @@ endpoints:
 	if len(ev.all()) != n {
 		t.Errorf("events repeated on resync: %v", ev.all()[n:])
 	}
-	cancel()
-	<-done
 }
 
 // The IPv6 family runs whenever the node can run it (ip6tables works, the kernel has IPv6),
@@ -462,14 +481,11 @@ func TestDaemonFamilies(t *testing.T) {
 			if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
 			log := zaptest.NewLogger(t)
 			node := newFakeNode()
 			nf6 := netfilter.NewFake(inet.IPv6)
 			reg := prometheus.NewRegistry()
-			ready := make(chan struct{})
-			deps := node.deps(startFileSource(t, ctx, path, log), reg, ready)
+			deps := node.deps(startFileSource(t, t.Context(), path, log), reg, nil)
 			deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
 				nf := node.nf
 				if f == inet.IPv6 {
@@ -481,17 +497,7 @@ func TestDaemonFamilies(t *testing.T) {
 			deps.RandomFully = func(f inet.Family) bool { return f == inet.IPv4 }
 			cfg := testConfig(t)
 			cfg.Kipvs.SourceFile = path
-			d, err := New(cfg, "node-a", log, deps)
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- d.Run(ctx) }()
-			select {
-			case <-ready:
-			case err := <-done:
-				t.Fatalf("Run ended before the first sync: %v", err)
-			}
+			d := startDaemon(t, cfg, log, deps)
 			var status []string
 			for fam := range d.Health().Report().Status {
 				status = append(status, fam)
@@ -529,10 +535,6 @@ func TestDaemonFamilies(t *testing.T) {
 				t.Errorf("IPv6 rules programmed without IPv6 support:\n%s", v6)
 			case len(tc.families) == 2 && !strings.Contains(v6, `-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE`+"\n"):
 				t.Errorf("IPv6 nat table lacks the plain MASQUERADE rule:\n%s", v6)
-			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
 			}
 		})
 	}

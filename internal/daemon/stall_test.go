@@ -118,8 +118,7 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 	svcs, slices := stallObjects(false)
 	src.Set(svcs, slices, nil, false)
 	reg := prometheus.NewRegistry()
-	ready := make(chan struct{})
-	deps := node.deps(src, reg, ready)
+	deps := node.deps(src, reg, nil)
 	deps.Clock = clk
 	deps.IPVS = slow
 	deps.Kernel = func(inet.Family) (reconcile.Kernel, error) {
@@ -127,21 +126,7 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 	}
 	cfg := testConfig(t)
 	cfg.IPVS.SyncPeriod = 30 * time.Second
-	d, err := New(cfg, "node-a", zaptest.NewLogger(t), deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run ended before the first sync: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no first sync")
-	}
+	d := startDaemon(t, cfg, zaptest.NewLogger(t), deps)
 
 	// Step the clock until the periodic full sync starts reading the table.
 	slow.slow.Store(true)
@@ -172,8 +157,7 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 	}
 	poll.Until(t, waitLimit, "the periodic full sync to end", fullSyncs(t, reg, 2))
 	slow.slow.Store(false)
-	cancel()
-	if err := <-done; err != nil {
+	if err := d.stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 
@@ -196,21 +180,7 @@ func runUntilSyncedOn(t *testing.T, node *fakeNode, svcs []*v1.Service, slices [
 	t.Helper()
 	src := newMemSource("node-a")
 	src.Set(svcs, slices, nil, false)
-	ready := make(chan struct{})
-	d, err := New(testConfig(t), "node-a", zaptest.NewLogger(t), node.deps(src, prometheus.NewRegistry(), ready))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run ended before the first sync: %v", err)
-	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := startDaemon(t, testConfig(t), zaptest.NewLogger(t), node.deps(src, prometheus.NewRegistry(), nil)).stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 }
