@@ -139,12 +139,20 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 		}
 	}
 
-	changedAt := clk.Now()
+	// What a fresh node's first sync of the changed objects programs.
 	svcs, slices = stallObjects(true)
+	ref := newFakeNode()
+	runUntilSyncedOn(t, ref, svcs, slices)
+	wantIPVS, err := ref.ipvs.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	changedAt := clk.Now()
 	src.Set(svcs, slices, nil, false)
 	programmed := func() (bool, string) {
 		dump, _ := node.ipvs.Dump()
-		return strings.Contains(dump, "-a -t 10.96.0.10:80 -r 10.244.1.6:8080 -m -w 1"), dump
+		return dump == wantIPVS, "IPVS:\n" + dump + "want:\n" + wantIPVS
 	}
 	// Give the change up to 5 s to be programmed while the read is held (it fails the bound
 	// below if it is not), then release the read so that it is programmed in any case.
@@ -161,8 +169,6 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 
-	ref := newFakeNode()
-	runUntilSyncedOn(t, ref, svcs, slices)
 	if got, want := node.wholeDump(t), ref.wholeDump(t); got != want {
 		t.Errorf("kernel after the periodic full sync:\n%s\nwant (a fresh node's first sync of the same objects):\n%s", got, want)
 	}
