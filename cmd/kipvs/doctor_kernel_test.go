@@ -25,6 +25,7 @@ import (
 	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/sysctl"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // The doctor kernel test runs `kipvs run` on a standalone source file in a fresh namespace
@@ -121,24 +122,21 @@ func nsHTTPClient(ns *netnstest.NS) *http.Client {
 func waitSynced(t *testing.T, ns *netnstest.NS, log *lockedBuffer) {
 	t.Helper()
 	client := nsHTTPClient(ns)
-	deadline := time.Now().Add(2 * time.Minute)
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	last := ""
-	for time.Now().Before(deadline) {
+	_, err := poll.Wait(2*time.Minute, "kipvs run to sync", func() (bool, string) {
 		resp, err := client.Get("http://127.0.0.1:10249" + server.StatePath)
-		if err == nil {
-			var st server.State
-			err = json.NewDecoder(resp.Body).Decode(&st)
-			resp.Body.Close()
-			if err == nil && allSynced(st.Families) {
-				return
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		last = fmt.Sprint(err)
-		<-tick.C
+		defer resp.Body.Close()
+		var st server.State
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return false, err.Error()
+		}
+		return allSynced(st.Families), fmt.Sprintf("families %+v", st.Families)
+	})
+	if err != nil {
+		t.Fatalf("%v; log:\n%s", err, log.String())
 	}
-	t.Fatalf("kipvs run did not sync within 2 minutes (last: %s); log:\n%s", last, log.String())
 }
 
 // allSynced reports whether every family kipvs runs has synced and IPv4 holds the one

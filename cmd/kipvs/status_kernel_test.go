@@ -24,6 +24,7 @@ import (
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/status"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // The kernel tests compare `kipvs status ARGS` with `ipvsadm ARGS` (always with -n: without
@@ -605,22 +606,15 @@ func TestKernelStatusTraffic(t *testing.T) {
 	t.Logf("traffic done after %v (%d sends refused)", time.Since(begin).Round(time.Millisecond), refused)
 
 	// The kernel folds per-CPU counters into the reported ones every 2 s: poll for them.
-	deadline := time.Now().Add(60 * time.Second)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	poll.Until(t, 60*time.Second, "bulk service counters at 10^9 bytes", func() (bool, string) {
 		s, err := c.GetService(bulk)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Stats.InBytes >= 1e9 {
-			t.Logf("bulk service: %+v", s.Stats)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bulk service counters stay below 10^9 bytes: %+v", s.Stats)
-		}
-		<-tick.C
+		return s.Stats.InBytes >= 1e9, fmt.Sprintf("bulk service: %+v", s.Stats)
+	})
+	if s, err := c.GetService(bulk); err == nil {
+		t.Logf("bulk service: %+v", s.Stats)
 	}
 	t.Log(mustRun(t, tb.lb, "ipvsadm", "-Ln", "--stats"))
 	t.Log(mustRun(t, tb.lb, "ipvsadm", "-Ln", "--rate"))

@@ -24,6 +24,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // GuestServer is the apiserver's address as a VM with cluster networking sees it.
@@ -141,34 +143,31 @@ func (c *Cluster) spawn(o Options, name, bin string, args ...string) error {
 // waitReady polls /readyz with the admin token until it answers 200 or the deadline passes.
 func (c *Cluster) waitReady(ctx context.Context, limit time.Duration) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	deadline := time.Now().Add(limit)
-	var last string
-	for time.Now().Before(deadline) {
+	var stop error // a reason to give up before limit
+	_, err := poll.Wait(limit, "cluster: apiserver ready", func() (bool, string) {
 		for _, p := range c.procs {
 			if p.ProcessState != nil {
-				return fmt.Errorf("cluster: %s exited: %s (see %s)", filepath.Base(p.Path), p.ProcessState, c.Dir)
+				stop = fmt.Errorf("cluster: %s exited: %s (see %s)", filepath.Base(p.Path), p.ProcessState, c.Dir)
+				return true, ""
 			}
+		}
+		if stop = ctx.Err(); stop != nil {
+			return true, ""
 		}
 		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("https://127.0.0.1:%d/readyz", c.APIPort), nil)
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 		resp, err := client.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(b))
-		} else {
-			last = err.Error()
+		if err != nil {
+			return false, err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond): // polling an external process
-		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == 200, fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(b))
+	})
+	if err != nil {
+		return fmt.Errorf("%w (logs in %s)", err, c.Dir)
 	}
-	return fmt.Errorf("cluster: apiserver not ready after %s: %s (logs in %s)", limit, last, c.Dir)
+	return stop
 }
 
 // Kubeconfig returns a kubeconfig for server (https://127.0.0.1:PORT on the host, or

@@ -32,6 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kipvs/kipvs/e2e/harness"
 )
 
 // Limits for waits under TCG (10-50x slower than a real node).
@@ -57,7 +59,7 @@ const (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if bin := os.Getenv("KIPVS_BIN"); bin != "" && os.Getenv("KIPVS_IN_VM") == "1" {
-		if out, err := run(bin, "cleanup"); err != nil {
+		if out, err := harness.Run(bin, "cleanup"); err != nil {
 			fmt.Fprintf(os.Stderr, "kipvs cleanup after the deploy tests: %v\n%s", err, out)
 			code = 1
 		}
@@ -190,7 +192,7 @@ func ensureNode(t testing.TB, a *api) {
 func cleanKernelAfter(t testing.TB, e env) {
 	t.Helper()
 	t.Cleanup(func() {
-		if out, err := run(e.kipvs, "cleanup"); err != nil {
+		if out, err := harness.Run(e.kipvs, "cleanup"); err != nil {
 			t.Errorf("kipvs cleanup: %v\n%s", err, out)
 		}
 	})
@@ -321,7 +323,7 @@ func (f *fixtures) problemEvents(t testing.TB, since time.Time) ([]string, int32
 // reproblem clears deploy-problem's problem and brings it back, each step confirmed in
 // IPVS (the port moves 81 -> 82 -> 81), so kipvs reports the same problem a second time:
 // the Event recorder then patches the existing Event into a series.
-func (f *fixtures) reproblem(t testing.TB, k *kipvs) {
+func (f *fixtures) reproblem(t testing.TB, k *harness.Kipvs) {
 	t.Helper()
 	for _, step := range []struct {
 		port   int32
@@ -329,7 +331,7 @@ func (f *fixtures) reproblem(t testing.TB, k *kipvs) {
 	}{{82, false}, {81, true}} {
 		f.setProblem(t, step.port, step.broken)
 		vip := f.problemVIP(int(step.port))
-		k.waitFor(t, programLimit, "virtual server "+vip, func() (bool, string) {
+		k.Until(t, programLimit, "virtual server "+vip, func() (bool, string) {
 			_, err := realServers(vip)
 			return err == nil, fmt.Sprint(err)
 		})
@@ -394,7 +396,7 @@ func TestRBACMinimalAndSufficient(t *testing.T) {
 		t.Logf("kipvs %s", strings.Join(args, " "))
 		started := time.Now()
 		k := startKipvs(t, e.kipvs, args...)
-		took := k.waitFor(t, startLimit, "first sync with deploy-web programmed", func() (bool, string) {
+		took := k.Until(t, startLimit, "first sync with deploy-web programmed", func() (bool, string) {
 			ts, err := lastSync()
 			if err != nil || ts.IsZero() {
 				return false, fmt.Sprintf("no sync yet (%v)", err)
@@ -408,7 +410,7 @@ func TestRBACMinimalAndSufficient(t *testing.T) {
 		c := ds.Spec.Template.Spec.Containers[0]
 		for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 			url := fmt.Sprintf("http://%s%s", net.JoinHostPort(nodeIP, p.HTTPGet.Port.String()), p.HTTPGet.Path)
-			k.waitFor(t, programLimit, "probe "+url, func() (bool, string) {
+			k.Until(t, programLimit, "probe "+url, func() (bool, string) {
 				resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
 				if err != nil {
 					return false, err.Error()
@@ -420,29 +422,26 @@ func TestRBACMinimalAndSufficient(t *testing.T) {
 
 		// The watches: a new endpoint reaches IPVS.
 		f.setBackends(t, backendIP1, backendIP2)
-		k.waitFor(t, programLimit, "second backend programmed", func() (bool, string) {
+		k.Until(t, programLimit, "second backend programmed", func() (bool, string) {
 			rs, err := realServers(f.webVIP())
 			return slices.Equal(rs, []string{backendIP1 + ":8080", backendIP2 + ":8080"}), fmt.Sprintf("real servers %v (%v)", rs, err)
 		})
 
 		// Events: created for the problem Service, then patched into a series when the
 		// problem comes back.
-		k.waitFor(t, programLimit, "a Warning Event for the problem Service", func() (bool, string) {
+		k.Until(t, programLimit, "a Warning Event for the problem Service", func() (bool, string) {
 			evs, _ := f.problemEvents(t, started)
 			return len(evs) > 0, fmt.Sprint(evs)
 		})
 		f.reproblem(t, k)
-		k.waitFor(t, programLimit, "the Event patched into a series", func() (bool, string) {
+		k.Until(t, programLimit, "the Event patched into a series", func() (bool, string) {
 			evs, series := f.problemEvents(t, started)
 			return series >= 2, fmt.Sprintf("series count %d, events %v", series, evs)
 		})
-		if strings.Contains(k.log(), "forbidden") {
-			t.Errorf("the apiserver refused kipvs something with the shipped role:\n%s", grepLines(k.log(), "forbidden"))
+		if strings.Contains(logOf(k), "forbidden") {
+			t.Errorf("the apiserver refused kipvs something with the shipped role:\n%s", grepLines(logOf(k), "forbidden"))
 		}
-		k.stop(t)
-		if !k.exited() || k.err != nil {
-			t.Errorf("kipvs did not exit cleanly on SIGTERM: %v", k.err)
-		}
+		k.Stop(t) // fails the test unless kipvs exits with status 0
 	})
 	if !ok {
 		t.Fatal("kipvs does not work with the shipped role; the minimality runs would prove nothing")
@@ -464,14 +463,14 @@ func TestRBACMinimalAndSufficient(t *testing.T) {
 			k := startKipvs(t, e.kipvs, daemonSetArgs(t, ds, cm, nodeName, kc)...)
 			if c.verb == "patch" {
 				// A patch happens only for an Event this process repeats.
-				k.waitFor(t, startLimit, "the first Event", func() (bool, string) {
+				k.Until(t, startLimit, "the first Event", func() (bool, string) {
 					evs, _ := f.problemEvents(t, started)
 					return len(evs) > 0, fmt.Sprint(evs)
 				})
 				f.reproblem(t, k)
 			}
-			k.waitFor(t, denyLimit, "the apiserver refusing "+c.String(), func() (bool, string) {
-				return strings.Contains(k.log(), c.denial()), "no " + strconv.Quote(c.denial()) + " in the log yet"
+			k.Until(t, denyLimit, "the apiserver refusing "+c.String(), func() (bool, string) {
+				return strings.Contains(logOf(k), c.denial()), "no " + strconv.Quote(c.denial()) + " in the log yet"
 			})
 			if c.verb == "list" {
 				// Without list the informer never syncs, so kipvs never touches the kernel.
@@ -480,11 +479,11 @@ func TestRBACMinimalAndSufficient(t *testing.T) {
 				}
 			}
 			for _, other := range cases {
-				if other != c && strings.Contains(k.log(), other.denial()) {
+				if other != c && strings.Contains(logOf(k), other.denial()) {
 					t.Errorf("the apiserver also refused %s, which the reduced role grants", other)
 				}
 			}
-			t.Logf("refused as expected: %s", grepLines(k.log(), c.denial()))
+			t.Logf("refused as expected: %s", grepLines(logOf(k), c.denial()))
 		})
 	}
 }
@@ -548,23 +547,6 @@ func grepLines(s, sub string) string {
 		out = append(out[:3], fmt.Sprintf("... (%d lines)", len(out)))
 	}
 	return strings.Join(out, "\n")
-}
-
-// pollErr is poll returning an error instead of failing the test.
-func pollErr(limit time.Duration, cond func() (bool, string)) (time.Duration, error) {
-	start := time.Now()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		done, detail := cond()
-		if done {
-			return time.Since(start), nil
-		}
-		if time.Since(start) > limit {
-			return time.Since(start), fmt.Errorf("not reached after %s: %s", limit, detail)
-		}
-		<-tick.C
-	}
 }
 
 // kubeadmKubeProxy is a kubeadm-style kube-proxy (ConfigMap and DaemonSet) in iptables mode.
@@ -648,7 +630,7 @@ func TestDropIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	vip := net.JoinHostPort(kubeSvc.Spec.ClusterIP, strconv.Itoa(int(kubeSvc.Spec.Ports[0].Port)))
-	took := k.waitFor(t, startLimit, "first sync with default/kubernetes programmed", func() (bool, string) {
+	took := k.Until(t, startLimit, "first sync with default/kubernetes programmed", func() (bool, string) {
 		ts, err := lastSync()
 		if err != nil || ts.IsZero() {
 			return false, fmt.Sprintf("no sync yet (%v)", err)
@@ -657,10 +639,10 @@ func TestDropIn(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 	t.Logf("kipvs as drop-in synced in %s", took.Round(time.Millisecond))
-	if strings.Contains(k.log(), "forbidden") {
-		t.Errorf("the apiserver refused kipvs something:\n%s", grepLines(k.log(), "forbidden"))
+	if strings.Contains(logOf(k), "forbidden") {
+		t.Errorf("the apiserver refused kipvs something:\n%s", grepLines(logOf(k), "forbidden"))
 	}
-	k.stop(t)
+	k.Stop(t)
 
 	// 4. The documented way back: kube-proxy's nodeSelector as it was.
 	undo := `[{"op":"remove","path":"/spec/template/spec/nodeSelector/kipvs.io~1kube-proxy"}]`

@@ -3,23 +3,18 @@
 package deploy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +33,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kipvs/kipvs/e2e/harness"
 )
 
 // fieldManager owns what the tests apply; a second apply by it is a no-op.
@@ -301,170 +298,20 @@ func find(t testing.TB, objs []*unstructured.Unstructured, kind, name string) *u
 	return nil
 }
 
-// poll calls cond every 200 ms until it is done, and fails the test with its last detail
-// when limit passes first.
-func poll(t testing.TB, limit time.Duration, what string, cond func() (bool, string)) time.Duration {
+// startKipvs starts kipvs (bin: the binary, or chroot with the arguments that run the
+// image's) with args as e2e/harness supervises it; the test's cleanup stops it.
+func startKipvs(t testing.TB, bin string, args ...string) *harness.Kipvs {
 	t.Helper()
-	start := time.Now()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		done, detail := cond()
-		if done {
-			return time.Since(start)
-		}
-		if time.Since(start) > limit {
-			t.Fatalf("%s: not reached after %s: %s", what, limit, detail)
-		}
-		<-tick.C
-	}
+	return harness.Start(t, "kipvs", bin, args...)
 }
 
-func run(name string, args ...string) (string, error) {
-	return runWithin(2*time.Minute, name, args...)
-}
-
-// runWithin is run with another time limit, for commands that are slow under TCG (rootfs.sh
-// copies the iptables tools and their libraries over 9p).
-func runWithin(limit time.Duration, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return string(out), nil
-}
-
-// syncBuffer collects a process's output for concurrent reading.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// kipvs is a running `kipvs run`.
-type kipvs struct {
-	cmd  *exec.Cmd
-	out  syncBuffer
-	done chan struct{}
-	err  error
-}
-
-// startKipvs starts kipvs with args; the test's cleanup stops it.
-func startKipvs(t testing.TB, bin string, args ...string) *kipvs {
-	t.Helper()
-	k := &kipvs{done: make(chan struct{})}
-	k.cmd = exec.Command(bin, args...)
-	k.cmd.Stdout, k.cmd.Stderr = &k.out, &k.out
-	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := k.cmd.Start(); err != nil {
-		t.Fatalf("start kipvs: %v", err)
-	}
-	go func() { k.err = k.cmd.Wait(); close(k.done) }()
-	t.Cleanup(func() { k.stop(t) })
-	return k
-}
-
-// log returns kipvs's output so far, with JSON-escaped quotes unescaped (the API's error
+// logOf returns kipvs's output so far, with JSON-escaped quotes unescaped (the API's error
 // messages quote resource names, and the console encoder escapes them inside fields).
-func (k *kipvs) log() string { return strings.ReplaceAll(k.out.String(), `\"`, `"`) }
-
-func (k *kipvs) exited() bool {
-	select {
-	case <-k.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM and waits for kipvs to exit (SIGKILL after 30 s).
-func (k *kipvs) stop(t testing.TB) {
-	t.Helper()
-	if k.exited() {
-		return
-	}
-	_ = k.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-k.done:
-	case <-time.After(30 * time.Second):
-		_ = k.cmd.Process.Kill()
-		<-k.done
-		t.Errorf("kipvs did not exit within 30 s of SIGTERM; killed")
-	}
-}
-
-// tail is the end of kipvs's log, for failure messages.
-func (k *kipvs) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(k.log(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// waitFor polls cond while kipvs runs; kipvs exiting fails the test at once.
-func (k *kipvs) waitFor(t testing.TB, limit time.Duration, what string, cond func() (bool, string)) time.Duration {
-	t.Helper()
-	return poll(t, limit, what, func() (bool, string) {
-		if k.exited() {
-			t.Fatalf("%s: kipvs exited (%v):\n%s", what, k.err, k.tail(40))
-		}
-		done, detail := cond()
-		return done, detail + "\n--- kipvs log (tail) ---\n" + k.tail(15)
-	})
-}
-
-// metrics scrapes kipvs's metrics server (the configuration's 127.0.0.1:10249).
-func metrics() (map[string]float64, error) {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://127.0.0.1:10249/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/metrics: %s", resp.Status)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(l, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(l[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[l[:i]] = v
-	}
-	return out, sc.Err()
-}
+func logOf(k *harness.Kipvs) string { return strings.ReplaceAll(k.Log(), `\"`, `"`) }
 
 // lastSync is kubeproxy_sync_proxy_rules_last_timestamp_seconds for IPv4 (0: never synced).
 func lastSync() (time.Time, error) {
-	m, err := metrics()
+	m, err := harness.FetchMetrics()
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -478,7 +325,7 @@ func lastSync() (time.Time, error) {
 
 // realServers lists the real servers of one TCP virtual server, as ipvsadm shows them.
 func realServers(vip string) ([]string, error) {
-	out, err := run("ipvsadm", "-Ln", "-t", vip)
+	out, err := harness.Run("ipvsadm", "-Ln", "-t", vip)
 	if err != nil {
 		return nil, err
 	}

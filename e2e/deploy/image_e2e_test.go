@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kipvs/kipvs/e2e/harness"
 )
 
 // imageFiles are the only files the image may hold besides directories: kipvs, the two
@@ -37,7 +39,7 @@ var imageFiles = regexp.MustCompile(`^(` +
 func TestImageRootfs(t *testing.T) {
 	e := loadEnv(t)
 	root := filepath.Join(t.TempDir(), "rootfs")
-	if out, err := runWithin(8*time.Minute, "sh", filepath.Join(e.deployDir, "image", "rootfs.sh"), root); err != nil {
+	if out, err := harness.RunWithin(8*time.Minute, "sh", filepath.Join(e.deployDir, "image", "rootfs.sh"), root); err != nil {
 		t.Fatalf("rootfs.sh: %v\n%s", err, out)
 	}
 	bin, err := os.ReadFile(e.kipvs)
@@ -107,25 +109,25 @@ func TestImageRootfs(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			other := map[string]string{"nft": "legacy", "legacy": "nft"}[mode]
 			if mode == "legacy" {
-				if out, err := run("iptables-legacy", "-t", "mangle", "-N", "KUBE-IPTABLES-HINT"); err != nil {
+				if out, err := harness.Run("iptables-legacy", "-t", "mangle", "-N", "KUBE-IPTABLES-HINT"); err != nil {
 					t.Fatalf("%v\n%s", err, out)
 				}
 				t.Cleanup(func() {
-					if out, err := run("iptables-legacy", "-t", "mangle", "-X", "KUBE-IPTABLES-HINT"); err != nil {
+					if out, err := harness.Run("iptables-legacy", "-t", "mangle", "-X", "KUBE-IPTABLES-HINT"); err != nil {
 						t.Errorf("%v\n%s", err, out)
 					}
 				})
 			}
 			k := startKipvs(t, "chroot", chrootKipvs("run", "--kipvs-source-file", "/tmp/services.yaml",
 				"--hostname-override", "image-node", "--cluster-cidr", "10.244.0.0/16")...)
-			k.waitFor(t, startLimit, "kipvs in the image's file system programs "+vip+" and iptables-"+mode, func() (bool, string) {
+			k.Until(t, startLimit, "kipvs in the image's file system programs "+vip+" and iptables-"+mode, func() (bool, string) {
 				if last, err := lastSync(); err != nil || last.IsZero() {
 					return false, "no sync yet"
 				}
 				if _, err := realServers(vip); err != nil {
 					return false, err.Error()
 				}
-				save, err := run("iptables-" + mode + "-save")
+				save, err := harness.Run("iptables-" + mode + "-save")
 				if err != nil {
 					return false, err.Error()
 				}
@@ -136,22 +138,19 @@ func TestImageRootfs(t *testing.T) {
 				}
 				return true, ""
 			})
-			if save, err := run("iptables-" + other + "-save"); err != nil || strings.Contains(save, ":KUBE-SERVICES") {
+			if save, err := harness.Run("iptables-" + other + "-save"); err != nil || strings.Contains(save, ":KUBE-SERVICES") {
 				t.Errorf("kipvs wrote its rules to iptables-%s too (or it cannot be read: %v)", other, err)
 			}
-			k.stop(t)
-			if k.err != nil {
-				t.Errorf("kipvs exited with %v:\n%s", k.err, k.tail(20))
-			}
-			if out, err := run("chroot", chrootKipvs("cleanup")...); err != nil {
+			k.Stop(t) // fails the test unless kipvs exits with status 0
+			if out, err := harness.Run("chroot", chrootKipvs("cleanup")...); err != nil {
 				t.Fatalf("kipvs cleanup in the image's file system: %v\n%s", err, out)
 			}
 			for _, save := range []string{"iptables-" + mode + "-save", "ip6tables-" + mode + "-save"} {
-				if out, err := run(save); err != nil || strings.Contains(out, ":KUBE-SERVICES") {
+				if out, err := harness.Run(save); err != nil || strings.Contains(out, ":KUBE-SERVICES") {
 					t.Errorf("%s after cleanup (%v):\n%s", save, err, out)
 				}
 			}
-			if out, err := run("ipvsadm", "-Sn"); err != nil || strings.TrimSpace(out) != "" {
+			if out, err := harness.Run("ipvsadm", "-Sn"); err != nil || strings.TrimSpace(out) != "" {
 				t.Errorf("ipvsadm -Sn after cleanup (%v):\n%s", err, out)
 			}
 		})

@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/kipvs/kipvs/e2e/harness"
 )
 
 const scaleNS = "kipvs-scale"
@@ -88,7 +90,7 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // virtualServers counts IPVS TCP virtual servers.
 func virtualServers() (int, error) {
-	out, err := run("ipvsadm", "-Ln")
+	out, err := harness.Run("ipvsadm", "-Ln")
 	if err != nil {
 		return 0, err
 	}
@@ -164,9 +166,9 @@ func TestScaleResources(t *testing.T) {
 	kc := kubeconfigFor(t, a.cfg, token(t, a, kipvsNS, kipvsSA))
 	start = time.Now()
 	k := startKipvs(t, e.kipvs, daemonSetArgs(t, ds, cm, nodeName, kc)...)
-	pid := k.cmd.Process.Pid
+	pid := k.Pid()
 	want := n + 1 // and default/kubernetes
-	took := k.waitFor(t, 30*time.Minute, fmt.Sprintf("%d virtual servers", want), func() (bool, string) {
+	took := k.Until(t, 30*time.Minute, fmt.Sprintf("%d virtual servers", want), func() (bool, string) {
 		ts, err := lastSync()
 		if err != nil || ts.IsZero() {
 			return false, fmt.Sprintf("no sync yet (%v)", err)
@@ -182,7 +184,7 @@ func TestScaleResources(t *testing.T) {
 
 	// Idle: only the periodic full syncs (ipvs.syncPeriod) run.
 	const idle = 3 * time.Minute
-	m0, _ := metrics()
+	m0, _ := harness.FetchMetrics()
 	c0 := cpu
 	deadline := time.After(idle)
 	var peakRSS int64
@@ -193,8 +195,8 @@ func TestScaleResources(t *testing.T) {
 		case <-deadline:
 			done = true
 		case <-tick.C:
-			if k.exited() {
-				t.Fatalf("kipvs exited: %v\n%s", k.err, k.tail(30))
+			if k.Exited() {
+				t.Fatalf("kipvs exited: %v\n%s", k.Err(), k.Tail(30))
 			}
 			if r, _, _, err := procStat(pid); err == nil && r > peakRSS {
 				peakRSS = r
@@ -205,7 +207,7 @@ func TestScaleResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m1, _ := metrics()
+	m1, _ := harness.FetchMetrics()
 	full := m1[`kipvs_sync_full_total{ip_family="IPv4"}`] - m0[`kipvs_sync_full_total{ip_family="IPv4"}`]
 	sum := m1[`kubeproxy_sync_full_proxy_rules_duration_seconds_sum{ip_family="IPv4"}`] - m0[`kubeproxy_sync_full_proxy_rules_duration_seconds_sum{ip_family="IPv4"}`]
 	avgFull := 0.0
@@ -218,7 +220,7 @@ func TestScaleResources(t *testing.T) {
 	if full < 2 {
 		t.Errorf("only %.0f full syncs in %s with ipvs.syncPeriod 30s", full, idle)
 	}
-	if strings.Contains(k.log(), "forbidden") {
-		t.Errorf("the apiserver refused kipvs something:\n%s", grepLines(k.log(), "forbidden"))
+	if strings.Contains(logOf(k), "forbidden") {
+		t.Errorf("the apiserver refused kipvs something:\n%s", grepLines(logOf(k), "forbidden"))
 	}
 }

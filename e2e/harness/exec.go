@@ -8,11 +8,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Run runs a command in the node's namespace and returns its stdout; stderr is in the error.
+// The command is killed after 2 minutes.
 func Run(name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return RunWithin(2*time.Minute, name, args...)
+}
+
+// RunWithin is Run with another time limit, for commands that are slow under TCG.
+func RunWithin(limit time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	var stdout, stderr bytes.Buffer
@@ -33,31 +41,17 @@ func MustRun(t testing.TB, name string, args ...string) string {
 	return out
 }
 
-// Poll calls cond every interval until it reports done, and fails the test with the last
-// detail when limit passes first. It returns how long it took.
+// Poll is poll.Until.
+//
+// New code calls poll.Until (internal/testutil/poll); this stays while e2e/bench calls it.
 func Poll(t testing.TB, limit time.Duration, what string, cond func() (done bool, detail string)) time.Duration {
 	t.Helper()
-	d, err := PollErr(limit, what, cond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return poll.Until(t, limit, what, cond)
 }
 
-// PollErr is Poll returning an error instead of failing the test.
+// PollErr is poll.Wait.
+//
+// New code calls poll.Wait (internal/testutil/poll); this stays while e2e/bench calls it.
 func PollErr(limit time.Duration, what string, cond func() (done bool, detail string)) (time.Duration, error) {
-	start := time.Now()
-	deadline := start.Add(limit)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		done, detail := cond()
-		if done {
-			return time.Since(start), nil
-		}
-		if time.Now().After(deadline) {
-			return time.Since(start), fmt.Errorf("%s: not reached after %s: %s", what, limit, detail)
-		}
-		<-tick.C
-	}
+	return poll.Wait(limit, what, cond)
 }

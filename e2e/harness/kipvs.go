@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // SyncPeriod is --ipvs-sync-period in the scenarios: the longest a drift stays unrepaired.
@@ -70,17 +72,21 @@ func RunArgs(env Env, extra ...string) []string {
 // has failed by then (or KIPVS_E2E_SHOW_LOGS=1), kipvs's log goes into the test log.
 func StartKipvs(t testing.TB, env Env, args ...string) *Kipvs {
 	t.Helper()
-	return startProxy(t, "kipvs", env.KipvsBin, args)
+	return Start(t, "kipvs", env.KipvsBin, args...)
 }
 
 // StartKubeProxy starts the kube-proxy binary (Env.RequireKubeProxy) with args, as
 // StartKipvs starts kipvs.
 func StartKubeProxy(t testing.TB, env Env, args ...string) *Kipvs {
 	t.Helper()
-	return startProxy(t, "kube-proxy", env.RequireKubeProxy(t), args)
+	return Start(t, "kube-proxy", env.RequireKubeProxy(t), args...)
 }
 
-func startProxy(t testing.TB, name, bin string, args []string) *Kipvs {
+// Start starts bin with args as a supervised process called name in messages ("kipvs",
+// "kube-proxy"; a process of another name must exit 0 on SIGTERM, as kipvs does) and
+// registers its stop with t.Cleanup, as StartKipvs does. It is how tests that do not use
+// the scenarios' Env (e2e/deploy) run kipvs.
+func Start(t testing.TB, name, bin string, args ...string) *Kipvs {
 	t.Helper()
 	k := &Kipvs{Name: name, Args: args, log: &syncBuffer{}, done: make(chan struct{})}
 	k.cmd = exec.Command(bin, args...)
@@ -101,6 +107,20 @@ func startProxy(t testing.TB, name, bin string, args []string) *Kipvs {
 
 // Log returns what kipvs has written so far.
 func (k *Kipvs) Log() string { return k.log.String() }
+
+// Tail is the last n lines of the log.
+func (k *Kipvs) Tail(n int) string { return tailLines(k.log.String(), n) }
+
+// Err is the process's exit status once it has exited, nil before.
+func (k *Kipvs) Err() error {
+	if !k.Exited() {
+		return nil
+	}
+	return k.err
+}
+
+// Pid is the process's id.
+func (k *Kipvs) Pid() int { return k.cmd.Process.Pid }
 
 // Exited reports whether the process has ended.
 func (k *Kipvs) Exited() bool {
@@ -162,10 +182,7 @@ func (k *Kipvs) Wait(t testing.TB, limit time.Duration) (string, error) {
 // needed because a change still on its way from the apiserver is in neither metric.
 func (k *Kipvs) WaitSynced(t testing.TB, limit time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
-	return Poll(t, limit, what, func() (bool, string) {
-		if k.Exited() {
-			t.Fatalf("%s exited (%v) while waiting for %s; log:\n%s", k.Name, k.err, what, tailLines(k.log.String(), 200))
-		}
+	return k.Until(t, limit, what, func() (bool, string) {
 		if cond != nil {
 			if ok, detail := cond(); !ok {
 				return false, detail
@@ -176,6 +193,19 @@ func (k *Kipvs) WaitSynced(t testing.TB, limit time.Duration, what string, cond 
 			return false, err.Error()
 		}
 		return m.Synced()
+	})
+}
+
+// Until is poll.Until while the process runs: its exit fails the test at once, and a
+// timeout shows the end of its log after cond's detail.
+func (k *Kipvs) Until(t testing.TB, limit time.Duration, what string, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	return poll.Until(t, limit, what, func() (bool, string) {
+		if k.Exited() {
+			t.Fatalf("%s exited (%v) while waiting for %s; log:\n%s", k.Name, k.err, what, k.Tail(200))
+		}
+		done, detail := cond()
+		return done, detail + "\n--- " + k.Name + " log (tail) ---\n" + k.Tail(15)
 	})
 }
 

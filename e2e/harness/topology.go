@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/kipvs/kipvs/internal/netnsutil"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // BridgeName is the pod bridge on the node.
@@ -317,7 +318,7 @@ func (p *Pod) StartEcho(t testing.TB) {
 
 	c := Client{NS: p.Handle, Timeout: time.Second}
 	target := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), EchoPort)
-	_, err := PollErr(30*time.Second, "echo in pod "+p.PodName, func() (bool, string) {
+	_, err := poll.Wait(30*time.Second, "echo in pod "+p.PodName, func() (bool, string) {
 		select {
 		case <-exited:
 			return true, ""

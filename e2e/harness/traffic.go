@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Result is one request of a Loop.
@@ -96,7 +98,7 @@ func (l *Loop) Since(t time.Time) []Result {
 func (l *Loop) WaitSince(tb testing.TB, t time.Time, n int, limit time.Duration) []Result {
 	tb.Helper()
 	var rs []Result
-	Poll(tb, limit, fmt.Sprintf("%d requests of loop %s", n, l.Name), func() (bool, string) {
+	poll.Until(tb, limit, fmt.Sprintf("%d requests of loop %s", n, l.Name), func() (bool, string) {
 		rs = l.Since(t)
 		return len(rs) >= n, fmt.Sprintf("%d completed", len(rs))
 	})

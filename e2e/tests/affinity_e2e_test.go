@@ -14,6 +14,7 @@ import (
 
 	"github.com/kipvs/kipvs/e2e/harness"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Issue 4, sessionAffinity ClientIP: 50 new connections (and 50 new UDP flows) from one
@@ -133,7 +134,7 @@ func persistence(persistent bool, timeout uint32, names ...string) func() (bool,
 func connsAtLeast(t *testing.T, name string, n uint64) ipvs.Entry {
 	t.Helper()
 	var e ipvs.Entry
-	harness.Poll(t, 10*time.Second, fmt.Sprintf("%s counts %d connections", name, n), func() (bool, string) {
+	poll.Until(t, 10*time.Second, fmt.Sprintf("%s counts %d connections", name, n), func() (bool, string) {
 		var ok bool
 		var err error
 		e, ok, err = harness.ReadIPVSEntry(name)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // startChecked starts `kipvs run` with the scenarios' flags plus extra and waits, up to
@@ -34,7 +35,7 @@ func waitProgrammed(t *testing.T, k *harness.Kipvs, limit time.Duration, what st
 		if m, err := harness.FetchMetrics(); err == nil {
 			if n := m.Get("kipvs_sync_errors_total"); n > 0 {
 				// The failed sync is counted before kipvs logs why.
-				_, _ = harness.PollErr(10*time.Second, "kipvs's ERROR line", func() (bool, string) {
+				_, _ = poll.Wait(10*time.Second, "kipvs's ERROR line", func() (bool, string) {
 					return errorLines(k.Log(), 1) != "", ""
 				})
 				t.Fatalf("waiting for %s: kipvs_sync_errors_total is %v, want 0; kipvs's error lines:\n%s", what, n, errorLines(k.Log(), 6))

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kipvs/kipvs/e2e/harness"
 	"github.com/kipvs/kipvs/e2e/oracle"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // diffCase is one configuration of the differential test: the same KubeProxyConfiguration
@@ -188,10 +189,10 @@ func diffRun(t *testing.T, s *scenario, c diffCase, name string, sysctls map[str
 	rounds := 0
 	// Settled: a sync that started after the dump leaves the same state (kube-proxy
 	// programs some objects only on its second sync; both resync every SyncPeriod).
-	harness.Poll(t, 3*startLimit, name+" settled", func() (bool, string) {
+	poll.Until(t, 3*startLimit, name+" settled", func() (bool, string) {
 		rounds++
 		since := float64(time.Now().UnixNano()) / 1e9
-		harness.Poll(t, 2*startLimit, name+"'s next sync", func() (bool, string) {
+		poll.Until(t, 2*startLimit, name+"'s next sync", func() (bool, string) {
 			m, err := harness.FetchMetrics()
 			if err != nil {
 				return false, err.Error()

@@ -9,6 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Issue 4, graceful termination across a restart and back: an endpoint that leaves while a
@@ -70,7 +71,7 @@ func TestDrainRestoredAndRebuiltAfterRestart(t *testing.T) {
 	// The drain must survive kipvs's adoption and a periodic full sync after the restart.
 	full := k.Metrics(t).Get("kipvs_sync_full_total", `ip_family="IPv4"`)
 	limit, _ := fullSyncLimit(t, k)
-	harness.Poll(t, limit, "a periodic full sync after the restart", func() (bool, string) {
+	poll.Until(t, limit, "a periodic full sync after the restart", func() (bool, string) {
 		m, err := harness.FetchMetrics()
 		if err != nil {
 			return false, err.Error()

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Scenario 7: state changed behind kipvs's back (the IPVS table flushed, a set flushed,
@@ -50,7 +51,7 @@ func TestDriftRepaired(t *testing.T) {
 			t.Logf("%s: %q present right after the command", what, dr.broke)
 		}
 		limit, fullSync := fullSyncLimit(t, k)
-		took := harness.Poll(t, limit, "repair after "+what, func() (bool, string) {
+		took := poll.Until(t, limit, "repair after "+what, func() (bool, string) {
 			got := dr.part(t)
 			if got != goodPart[dr.kind] {
 				return false, "still differs:\n" + lineDiff(goodPart[dr.kind], got)
@@ -170,7 +171,7 @@ func TestForeignStateSurvives(t *testing.T) {
 
 	full := k.Metrics(t).Get("kipvs_sync_full_total", `ip_family="IPv4"`)
 	limit, _ := fullSyncLimit(t, k)
-	harness.Poll(t, limit, "a periodic full sync", func() (bool, string) {
+	poll.Until(t, limit, "a periodic full sync", func() (bool, string) {
 		m, err := harness.FetchMetrics()
 		if err != nil {
 			return false, err.Error()

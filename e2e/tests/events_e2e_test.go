@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Issue 4, per-Service scheduler: kipvs.io/scheduler sh with kipvs.io/scheduler-flags
@@ -53,7 +54,7 @@ func TestSchedulerAnnotation(t *testing.T) {
 			}
 		}
 	}
-	harness.Poll(t, programLimit, "Warning Event UnknownScheduler on i4-sched-unknown", func() (bool, string) {
+	poll.Until(t, programLimit, "Warning Event UnknownScheduler on i4-sched-unknown", func() (bool, string) {
 		evs := s.api.Events(t, "i4-sched-unknown", v1.EventTypeWarning)
 		for _, e := range evs {
 			if e.Reason == "UnknownScheduler" && strings.Contains(e.Note, "fastest") {
@@ -105,7 +106,7 @@ func TestExternalIPIsNodeAddress(t *testing.T) {
 	if d := harness.DumpDummy(t); strings.Contains(d, harness.NodeIP.String()+"/") {
 		t.Errorf("the node's address is bound on %s:\n%s", harness.DummyName, d)
 	}
-	harness.Poll(t, programLimit, "Warning Event ExternalIPIsNodeAddress on i4-extip-node", func() (bool, string) {
+	poll.Until(t, programLimit, "Warning Event ExternalIPIsNodeAddress on i4-extip-node", func() (bool, string) {
 		evs := s.api.Events(t, svc.Name, v1.EventTypeWarning)
 		for _, e := range evs {
 			if e.Reason == "ExternalIPIsNodeAddress" && strings.Contains(e.Note, harness.NodeIP.String()) {

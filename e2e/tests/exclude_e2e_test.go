@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Issue 4, excludeCIDRs: a virtual server made by hand inside --ipvs-exclude-cidrs,
@@ -77,7 +78,7 @@ func TestExcludeCIDRs(t *testing.T) {
 	fam := `ip_family="IPv4"`
 	n0 := k.Metrics(t).Get("kubeproxy_sync_full_proxy_rules_duration_seconds_count", fam)
 	limit, _ := fullSyncLimit(t, k)
-	harness.Poll(t, 2*limit, "two more full syncs", func() (bool, string) {
+	poll.Until(t, 2*limit, "two more full syncs", func() (bool, string) {
 		m, err := harness.FetchMetrics()
 		if err != nil {
 			return false, err.Error()

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Issue 4, healthCheckNodePort taken by another process: kipvs reports it as a Warning
@@ -47,7 +48,7 @@ func TestHealthCheckPortConflict(t *testing.T) {
 	k.WaitSynced(t, programLimit, "programmed with the health check port taken", harness.IPVSHas(map[string]map[string]int{
 		vs(harness.TCP, lbIP, 80): harness.Weights(1, backends...),
 	}))
-	harness.Poll(t, programLimit, "Warning Event FailedToStartServiceHealthcheck", func() (bool, string) {
+	poll.Until(t, programLimit, "Warning Event FailedToStartServiceHealthcheck", func() (bool, string) {
 		evs := s.api.Events(t, svc.Name, v1.EventTypeWarning)
 		for _, e := range evs {
 			if e.Reason == "FailedToStartServiceHealthcheck" && strings.Contains(e.Note, strconv.Itoa(hcPort)) {
@@ -73,7 +74,7 @@ func TestHealthCheckPortConflict(t *testing.T) {
 
 	// The Service goes: its health check closes.
 	s.api.DeleteService(t, svc.Name)
-	harness.Poll(t, programLimit, "health check closed with its Service", func() (bool, string) {
+	poll.Until(t, programLimit, "health check closed with its Service", func() (bool, string) {
 		code, _, err := c.HealthCheck(hc)
 		if err == nil {
 			return false, fmt.Sprintf("still answering HTTP %d", code)

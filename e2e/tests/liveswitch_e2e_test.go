@@ -14,6 +14,7 @@ import (
 
 	"github.com/kipvs/kipvs/e2e/harness"
 	"github.com/kipvs/kipvs/e2e/oracle"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // switchCase is the corpus case name under which e2e/oracle's differences are looked up
@@ -136,7 +137,7 @@ func TestLiveSwitchKubeProxy(t *testing.T) {
 	// kipvs keeps what it adopted: a periodic full sync (every family) changes nothing more,
 	// so kipvs_sync_objects_changed_total counts the adoption plans' changes and no other.
 	m := k.Metrics(t)
-	harness.Poll(t, 2*harness.SyncPeriod+programLimit, "a periodic full sync of every family after adoption", func() (bool, string) {
+	poll.Until(t, 2*harness.SyncPeriod+programLimit, "a periodic full sync of every family after adoption", func() (bool, string) {
 		now, err := harness.FetchMetrics()
 		if err != nil {
 			return false, err.Error()

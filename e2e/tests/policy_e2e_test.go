@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // otherNode is the nodeName of endpoints that are not on this node. Their pods sit on the
@@ -82,7 +83,7 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 func waitHealth(t *testing.T, c harness.Client, hc netip.AddrPort, name string, code, endpoints int, limit time.Duration) (string, time.Duration) {
 	t.Helper()
 	var last string
-	d := harness.Poll(t, limit, fmt.Sprintf("health check %s answers %d with %d local endpoints", hc, code, endpoints), func() (bool, string) {
+	d := poll.Until(t, limit, fmt.Sprintf("health check %s answers %d with %d local endpoints", hc, code, endpoints), func() (bool, string) {
 		got, body, err := c.HealthCheck(hc)
 		if err != nil {
 			return false, err.Error()

@@ -12,6 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // rollGrace is --kipvs-graceful-period in the rolling scenario.
@@ -88,7 +89,7 @@ func TestRollingReplacement(t *testing.T) {
 		}
 
 		// The UDP flows to the old pod are deleted.
-		dflows := harness.Poll(t, programLimit, "conntrack flows to "+o.PodName+" deleted", func() (bool, string) {
+		dflows := poll.Until(t, programLimit, "conntrack flows to "+o.PodName+" deleted", func() (bool, string) {
 			f := udpFlows(t, vip, o.IP)
 			return len(f) == 0, strings.Join(f, "\n")
 		})
@@ -99,7 +100,7 @@ func TestRollingReplacement(t *testing.T) {
 
 		// The TCP drain ends when the real server is idle or after the graceful period
 		// (checked every 5 s).
-		dd := harness.Poll(t, rollGrace+5*time.Second+programLimit, "TCP drain of "+o.PodName+" ends", func() (bool, string) {
+		dd := poll.Until(t, rollGrace+5*time.Second+programLimit, "TCP drain of "+o.PodName+" ends", func() (bool, string) {
 			tab, err := harness.ReadIPVS()
 			if err != nil {
 				return false, err.Error()

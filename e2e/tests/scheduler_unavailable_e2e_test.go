@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Issue 4, a per-Service scheduler whose kernel module cannot be loaded: the kernel's
@@ -63,7 +64,7 @@ func TestSchedulerUnavailable(t *testing.T) {
 	if save := harness.DumpIPVS(t); !strings.Contains(save, "-A -t "+ap(vip, 80).String()+" -s rr\n") {
 		t.Errorf("ipvsadm -Sn: want %s with the global scheduler rr:\n%s", ap(vip, 80), save)
 	}
-	harness.Poll(t, programLimit, "Warning Event SchedulerUnavailable", func() (bool, string) {
+	poll.Until(t, programLimit, "Warning Event SchedulerUnavailable", func() (bool, string) {
 		evs := s.api.Events(t, svc.Name, v1.EventTypeWarning)
 		for _, e := range evs {
 			if e.Reason == "SchedulerUnavailable" && strings.Contains(e.Note, "lblcr") {

@@ -4,6 +4,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Scenario 2 (seed-001): the node reaches a ClusterIP whose backend has no route back to
@@ -118,27 +120,24 @@ func TestSeed001NodeToClusterIP(t *testing.T) {
 					t.Errorf("kipvs's log does not say %q:\n%s", w, log)
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			var found bool
-			for !found && ctx.Err() == nil {
+			// The event broadcaster writes asynchronously.
+			_, err := poll.Wait(30*time.Second, "a Warning Event ClusterCIDROverlapsServiceCIDR on Node "+harness.NodeName, func() (bool, string) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
 				evs, err := s.api.CS.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 				if err != nil {
-					if ctx.Err() != nil {
-						break // the wait is over: reported below as no Event
-					}
-					t.Fatalf("list Events: %v", err)
+					return false, err.Error()
 				}
 				for _, e := range evs.Items {
-					found = found || e.Regarding.Kind == "Node" && e.Regarding.Name == harness.NodeName && e.Type == "Warning" &&
-						e.Reason == "ClusterCIDROverlapsServiceCIDR" && e.ReportingController == "kipvs"
+					if e.Regarding.Kind == "Node" && e.Regarding.Name == harness.NodeName && e.Type == "Warning" &&
+						e.Reason == "ClusterCIDROverlapsServiceCIDR" && e.ReportingController == "kipvs" {
+						return true, ""
+					}
 				}
-				if !found {
-					time.Sleep(200 * time.Millisecond) // the event broadcaster writes asynchronously
-				}
-			}
-			if !found {
-				t.Errorf("no Warning Event ClusterCIDROverlapsServiceCIDR on Node %s", harness.NodeName)
+				return false, fmt.Sprintf("%d Events in default", len(evs.Items))
+			})
+			if err != nil {
+				t.Error(err)
 			}
 			if k.Exited() {
 				t.Errorf("kipvs exited: %s", lastLine(k.Log()))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Issue 4, stale UDP flows when a UDP ClusterIP gains its first endpoint: a flow to the VIP
@@ -51,7 +52,7 @@ func TestFirstUDPEndpointClearsStaleFlows(t *testing.T) {
 
 	s.api.SetEndpoints(t, svc, backends...)
 	k.WaitSynced(t, programLimit, "first endpoint programmed", harness.IPVSHas(map[string]map[string]int{udpVS: harness.Weights(1, backends...)}))
-	d := harness.Poll(t, programLimit, "the stale flow to "+vip.String()+" deleted", func() (bool, string) {
+	d := poll.Until(t, programLimit, "the stale flow to "+vip.String()+" deleted", func() (bool, string) {
 		f := flows(vip)
 		return len(f) == 0, strings.Join(f, "\n")
 	})

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // A multicast externalIP (239.1.1.1), which the apiserver admits (only link-local
@@ -105,7 +106,7 @@ func expectUnused(t *testing.T, ip netip.Addr) {
 // field and ip.
 func expectWarning(t *testing.T, s *scenario, svc, field string, ip netip.Addr) {
 	t.Helper()
-	harness.Poll(t, programLimit, "a Warning Event on "+svc+" naming "+field+" and "+ip.String(), func() (bool, string) {
+	poll.Until(t, programLimit, "a Warning Event on "+svc+" naming "+field+" and "+ip.String(), func() (bool, string) {
 		evs := s.api.Events(t, svc, v1.EventTypeWarning)
 		for _, e := range evs {
 			if strings.Contains(e.Note, field) && strings.Contains(e.Note, ip.String()) {

@@ -19,6 +19,7 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // insertArgs is the `conntrack -I` command that creates fl.
@@ -180,15 +181,12 @@ func TestStaleUDPFlowsKernel(t *testing.T) {
 		{Protocol: inet.UDP, Orig: Tuple{src6, ap("[::1]:5353")}, Reply: Tuple{ap("[::1]:5353"), src6}},
 	})
 	var got string
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	_, _ = poll.Wait(10*time.Second, "the flows", func() (bool, string) {
 		if got, err = c.Dump(); err != nil {
 			t.Fatal(err)
 		}
-		if got == want || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // polling the kernel with a deadline
-	}
+		return got == want, ""
+	})
 	if got != want {
 		t.Fatalf("flows after UDP from %s (untracked), %s and %s:\n%s\nwant:\n%s", early, src4, src6, got, want)
 	}

@@ -35,6 +35,8 @@ import (
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 	"github.com/kipvs/kipvs/internal/watch"
 )
 
@@ -53,6 +55,9 @@ ports: [{name: http, port: 8080, protocol: TCP}]
 endpoints:
 - addresses: [10.244.1.5]
 `
+
+// oneServiceIPVS is what oneService programs in IPVS.
+const oneServiceIPVS = "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n"
 
 type fakeNode struct {
 	ipvs   *ipvs.Fake
@@ -131,16 +136,84 @@ func metricValue(m *dto.Metric) float64 {
 	return m.GetGauge().GetValue()
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the daemon's goroutines, with a deadline
+// waitLimit bounds the waits for the daemon's goroutines.
+const waitLimit = 10 * time.Second
+
+// fullSyncs is a poll condition: at least n full syncs on reg.
+func fullSyncs(t *testing.T, reg *prometheus.Registry, n float64) func() (bool, string) {
+	return func() (bool, string) {
+		got := counter(t, reg, "kipvs_sync_full_total")
+		return got >= n, fmt.Sprintf("%v full syncs", got)
 	}
+}
+
+// running is a daemon of node-a whose Run a test starts (newDaemon, start, startDaemon).
+type running struct {
+	*Daemon
+	firstSync chan struct{} // Deps.firstSynced
+	runCancel context.CancelFunc
+	runDone   chan error
+	stopped   bool
+	runErr    error
+}
+
+// newDaemon creates the daemon of node-a over deps, for a test that looks at it before it
+// runs (Prepare, State); start runs it.
+func newDaemon(t *testing.T, cfg config.Config, log *zap.Logger, deps Deps) *running {
+	t.Helper()
+	r := &running{firstSync: make(chan struct{}), runDone: make(chan error, 1)}
+	deps.firstSynced = r.firstSync
+	d, err := New(cfg, "node-a", log, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Daemon = d
+	return r
+}
+
+// start runs the daemon and returns after its first sync, failing the test when Run ends
+// first. The test's cleanup stops it (if the test has not) and reports an error from Run.
+func (r *running) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.runCancel = cancel
+	go func() { r.runDone <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-r.firstSync:
+	case err := <-r.runDone:
+		r.stopped, r.runErr = true, err
+		t.Fatalf("Run ended before the first sync: %v", err)
+	case <-time.After(waitLimit):
+		t.Fatalf("no first sync within %s", waitLimit)
+	}
+}
+
+// stop cancels Run and returns what it returned; stopping again returns the same.
+func (r *running) stop() error {
+	if r.stopped {
+		return r.runErr
+	}
+	r.stopped = true
+	r.runCancel()
+	select {
+	case r.runErr = <-r.runDone:
+	case <-time.After(waitLimit):
+		r.runErr = fmt.Errorf("Run did not return within %s of its context's cancellation", waitLimit)
+	}
+	return r.runErr
+}
+
+// startDaemon is newDaemon and start.
+func startDaemon(t *testing.T, cfg config.Config, log *zap.Logger, deps Deps) *running {
+	t.Helper()
+	r := newDaemon(t, cfg, log, deps)
+	r.start(t)
+	return r
 }
 
 // The daemon over a fake kernel: start-up sysctls, a first full sync, then a file change
@@ -152,18 +225,12 @@ func TestDaemonFileSourceEndToEnd(t *testing.T) {
 	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	node := newFakeNode()
 	reg := prometheus.NewRegistry()
-	ready := make(chan struct{})
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
-	d, err := New(cfg, "node-a", log, node.deps(startFileSource(t, ctx, path, log), reg, ready))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Prepare(ctx); err != nil {
+	d := newDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), reg, nil))
+	if err := d.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := node.sysctl.Get("net/ipv4/vs/conntrack"); v != "1" {
@@ -172,18 +239,9 @@ func TestDaemonFileSourceEndToEnd(t *testing.T) {
 	if v, _ := node.sysctl.Get("net/netfilter/nf_conntrack_max"); v != "131072" {
 		t.Errorf("nf_conntrack_max = %s, want max(32768*4, 131072)", v)
 	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run ended before the first sync: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no first sync")
-	}
-	dump, _ := node.ipvs.Dump()
-	if !strings.Contains(dump, "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1") {
-		t.Fatalf("IPVS after the first sync:\n%s", dump)
+	d.start(t)
+	if dump, _ := node.ipvs.Dump(); dump != oneServiceIPVS {
+		t.Fatalf("IPVS after the first sync:\n%s\nwant:\n%s", dump, oneServiceIPVS)
 	}
 
 	// Scale to two endpoints and add a second Service.
@@ -192,9 +250,14 @@ func TestDaemonFileSourceEndToEnd(t *testing.T) {
 	if err := os.WriteFile(path, []byte(two), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the change to be programmed", func() bool {
+	const twoServicesIPVS = "-A -t 10.96.0.10:80 -s rr\n" +
+		"-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n" +
+		"-a -t 10.96.0.10:80 -r 10.244.1.6:8080 -m -w 1\n" +
+		"-A -t 10.96.0.20:80 -s rr\n" +
+		"-a -t 10.96.0.20:80 -r 10.244.2.5:8080 -m -w 1\n"
+	poll.Until(t, waitLimit, "the change to be programmed", func() (bool, string) {
 		dump, _ := node.ipvs.Dump()
-		return strings.Contains(dump, "10.244.1.6:8080") && strings.Contains(dump, "-a -t 10.96.0.20:80 -r 10.244.2.5:8080")
+		return dump == twoServicesIPVS, "IPVS:\n" + dump + "want:\n" + twoServicesIPVS
 	})
 	if got := counter(t, reg, "kipvs_sync_incremental_total"); got < 1 {
 		t.Errorf("incremental syncs = %v, want at least 1", got)
@@ -208,10 +271,6 @@ func TestDaemonFileSourceEndToEnd(t *testing.T) {
 	if got := counter(t, reg, "kipvs_source_file_last_good_timestamp_seconds"); got < 1 {
 		t.Errorf("source file last good timestamp = %v, want the time of the revision in effect", got)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
-	}
 }
 
 // runUntilSynced runs a daemon over node until its first sync, stops it, and returns what
@@ -222,25 +281,10 @@ func runUntilSynced(t *testing.T, cfg config.Config, node *fakeNode, log *zap.Lo
 	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan struct{})
-	deps := node.deps(startFileSource(t, ctx, path, log), reg, ready)
+	deps := node.deps(startFileSource(t, t.Context(), path, log), reg, nil)
 	deps.Events = ev
 	cfg.Kipvs.SourceFile = path
-	d, err := New(cfg, "node-a", log, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run ended before the first sync: %v", err)
-	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := startDaemon(t, cfg, log, deps).stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 	nf, err := node.nf.Dump(context.Background())
@@ -263,9 +307,9 @@ func TestDaemonClusterCIDROverlappingServiceCIDR(t *testing.T) {
 	if got := counter(t, reg, "kipvs_cluster_cidr_overlaps_service_cidr"); got != 0 {
 		t.Errorf("no clusterCIDR: kipvs_cluster_cidr_overlaps_service_cidr = %v, want 0", got)
 	}
-	if !strings.Contains(want, "--match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ") {
-		t.Fatalf("no clusterCIDR: no node-originated masquerade rule:\n%s", want)
-	}
+	// With no clusterCIDR, the node's own connections to cluster IPs are masqueraded
+	// (-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ).
+	golden.Check(t, "no-cluster-cidr.txt", want)
 	for _, tc := range []struct{ cluster, svc, finding string }{
 		{"10.96.0.0/12", "10.96.0.0/12", "is the Service CIDR 10.96.0.0/12"},
 		{"10.0.0.0/8", "10.96.0.0/12", "overlaps the Service CIDR 10.96.0.0/12"},
@@ -384,8 +428,6 @@ endpoints:
 	if err := os.WriteFile(path, []byte(stream), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	node := newFakeNode()
 	node.ipvs.SetFault(func(_ int, op ipvs.Op) error {
 		if op.Kind == ipvs.OpAddService && op.Service.Scheduler == "mh" {
@@ -394,28 +436,14 @@ endpoints:
 		return nil
 	})
 	ev := &recordedEvents{}
-	ready := make(chan struct{})
-	deps := node.deps(startFileSource(t, ctx, path, log), prometheus.NewRegistry(), ready)
+	deps := node.deps(startFileSource(t, t.Context(), path, log), prometheus.NewRegistry(), nil)
 	deps.Events = ev
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
-	d, err := New(cfg, "node-a", log, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no first sync")
-	}
+	d := startDaemon(t, cfg, log, deps)
+	// The LB's virtual servers fall back to rr.
 	dump, _ := node.ipvs.Dump()
-	if !strings.Contains(dump, "-A -t 203.0.113.30:80 -s rr") {
-		t.Errorf("LB virtual server should fall back to rr:\n%s", dump)
-	}
+	golden.Check(t, "scheduler-fallback-ipvs.txt", dump)
 	got := strings.Join(ev.all(), "\n")
 	for _, want := range []string{"default/lb SchedulerUnavailable", "default/lb ExternalIPIsNodeAddress"} {
 		if !strings.Contains(got, want) {
@@ -434,12 +462,10 @@ endpoints:
 	// A resync does not repeat the events.
 	n := len(ev.all())
 	d.run.RequestFull()
-	waitFor(t, "a second full sync", func() bool { return counter(t, deps.Registry, "kipvs_sync_full_total") >= 2 })
+	poll.Until(t, waitLimit, "a second full sync", fullSyncs(t, deps.Registry, 2))
 	if len(ev.all()) != n {
 		t.Errorf("events repeated on resync: %v", ev.all()[n:])
 	}
-	cancel()
-	<-done
 }
 
 // The IPv6 family runs whenever the node can run it (ip6tables works, the kernel has IPv6),
@@ -452,24 +478,22 @@ func TestDaemonFamilies(t *testing.T) {
 		name     string
 		ipv6     func() error
 		families []string
+		golden   string // the nat tables of both families
 	}{
-		{"IPv6 supported, no IPv6 address", func() error { return nil }, []string{"IPv4", "IPv6"}},
-		{"no ip6tables", func() error { return errors.New("ip6tables-nft cannot list the nat table") }, []string{"IPv4"}},
-		{"no check", nil, []string{"IPv4"}},
+		{"IPv6 supported, no IPv6 address", func() error { return nil }, []string{"IPv4", "IPv6"}, "families-ipv6.txt"},
+		{"no ip6tables", func() error { return errors.New("ip6tables-nft cannot list the nat table") }, []string{"IPv4"}, "families-ipv4-only.txt"},
+		{"no check", nil, []string{"IPv4"}, "families-ipv4-only.txt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "s.yaml")
 			if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
 			log := zaptest.NewLogger(t)
 			node := newFakeNode()
 			nf6 := netfilter.NewFake(inet.IPv6)
 			reg := prometheus.NewRegistry()
-			ready := make(chan struct{})
-			deps := node.deps(startFileSource(t, ctx, path, log), reg, ready)
+			deps := node.deps(startFileSource(t, t.Context(), path, log), reg, nil)
 			deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
 				nf := node.nf
 				if f == inet.IPv6 {
@@ -481,17 +505,7 @@ func TestDaemonFamilies(t *testing.T) {
 			deps.RandomFully = func(f inet.Family) bool { return f == inet.IPv4 }
 			cfg := testConfig(t)
 			cfg.Kipvs.SourceFile = path
-			d, err := New(cfg, "node-a", log, deps)
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- d.Run(ctx) }()
-			select {
-			case <-ready:
-			case err := <-done:
-				t.Fatalf("Run ended before the first sync: %v", err)
-			}
+			d := startDaemon(t, cfg, log, deps)
 			var status []string
 			for fam := range d.Health().Report().Status {
 				status = append(status, fam)
@@ -519,21 +533,9 @@ func TestDaemonFamilies(t *testing.T) {
 			if !slices.Equal(series, tc.families) {
 				t.Errorf("kipvs_sync_full_total series = %v, want %v", series, tc.families)
 			}
-			v4 := node.nf.Save(netfilter.TableNAT)
-			if !strings.Contains(v4, `-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`) {
-				t.Errorf("IPv4 nat table lacks MASQUERADE --random-fully:\n%s", v4)
-			}
-			v6 := nf6.Save(netfilter.TableNAT)
-			switch {
-			case len(tc.families) == 1 && strings.Contains(v6, "KUBE-"):
-				t.Errorf("IPv6 rules programmed without IPv6 support:\n%s", v6)
-			case len(tc.families) == 2 && !strings.Contains(v6, `-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE`+"\n"):
-				t.Errorf("IPv6 nat table lacks the plain MASQUERADE rule:\n%s", v6)
-			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
+			// IPv4's MASQUERADE rule has --random-fully, IPv6's not; no IPv6 rules
+			// without IPv6 support.
+			golden.Check(t, tc.golden, "# IPv4\n"+node.nf.Save(netfilter.TableNAT)+"# IPv6\n"+nf6.Save(netfilter.TableNAT))
 		})
 	}
 }

@@ -1,19 +1,18 @@
 package daemon
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // A scheduler module that cannot be loaded when a Service first asks for it is probed again
@@ -26,8 +25,6 @@ func TestUnavailableSchedulerProbedAgain(t *testing.T) {
 	if err := os.WriteFile(path, []byte(stream), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	node := newFakeNode()
 	node.ipvs.SetFault(func(_ int, op ipvs.Op) error {
 		if op.Kind == ipvs.OpAddService && op.Service.Scheduler == "mh" {
@@ -35,23 +32,10 @@ func TestUnavailableSchedulerProbedAgain(t *testing.T) {
 		}
 		return nil
 	})
-	ready := make(chan struct{})
 	reg := prometheus.NewRegistry()
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
-	d, err := New(cfg, "node-a", log, node.deps(startFileSource(t, ctx, path, log), reg, ready))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no first sync")
-	}
+	d := startDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), reg, nil))
 	const fallback = "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n"
 	if dump, _ := node.ipvs.Dump(); dump != fallback {
 		t.Fatalf("with ip_vs_mh missing:\n%s\nwant:\n%s", dump, fallback)
@@ -59,13 +43,9 @@ func TestUnavailableSchedulerProbedAgain(t *testing.T) {
 
 	node.ipvs.SetFault(nil) // the module can be loaded now
 	d.run.RequestFull()
-	waitFor(t, "a second full sync", func() bool { return counter(t, reg, "kipvs_sync_full_total") >= 2 })
+	poll.Until(t, waitLimit, "a second full sync", fullSyncs(t, reg, 2))
 	const want = "-A -t 10.96.0.10:80 -s mh -b mh-port\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n"
 	if dump, _ := node.ipvs.Dump(); dump != want {
 		t.Errorf("after ip_vs_mh became loadable:\n%s\nwant:\n%s", dump, want)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
 	}
 }

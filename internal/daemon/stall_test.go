@@ -20,6 +20,7 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/reconcile"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // slowTableRead is how long the slow fake kernel's IPVS table read takes on the injected
@@ -117,8 +118,7 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 	svcs, slices := stallObjects(false)
 	src.Set(svcs, slices, nil, false)
 	reg := prometheus.NewRegistry()
-	ready := make(chan struct{})
-	deps := node.deps(src, reg, ready)
+	deps := node.deps(src, reg, nil)
 	deps.Clock = clk
 	deps.IPVS = slow
 	deps.Kernel = func(inet.Family) (reconcile.Kernel, error) {
@@ -126,21 +126,7 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 	}
 	cfg := testConfig(t)
 	cfg.IPVS.SyncPeriod = 30 * time.Second
-	d, err := New(cfg, "node-a", zaptest.NewLogger(t), deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run ended before the first sync: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no first sync")
-	}
+	d := startDaemon(t, cfg, zaptest.NewLogger(t), deps)
 
 	// Step the clock until the periodic full sync starts reading the table.
 	slow.slow.Store(true)
@@ -153,32 +139,36 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 		}
 	}
 
-	changedAt := clk.Now()
+	// What a fresh node's first sync of the changed objects programs.
 	svcs, slices = stallObjects(true)
+	ref := newFakeNode()
+	runUntilSyncedOn(t, ref, svcs, slices)
+	wantIPVS, err := ref.ipvs.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	changedAt := clk.Now()
 	src.Set(svcs, slices, nil, false)
-	programmed := func() bool {
+	programmed := func() (bool, string) {
 		dump, _ := node.ipvs.Dump()
-		return strings.Contains(dump, "-a -t 10.96.0.10:80 -r 10.244.1.6:8080 -m -w 1")
+		return dump == wantIPVS, "IPVS:\n" + dump + "want:\n" + wantIPVS
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !programmed() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // polling the daemon's goroutines, with a deadline
-	}
+	// Give the change up to 5 s to be programmed while the read is held (it fails the bound
+	// below if it is not), then release the read so that it is programmed in any case.
+	_, _ = poll.Wait(5*time.Second, "the change to be programmed during the read", programmed)
 	close(slow.release)
-	waitFor(t, "the change to be programmed", programmed)
+	poll.Until(t, waitLimit, "the change to be programmed", programmed)
 	if waited := clk.Since(changedAt); waited > stallBound {
 		t.Errorf("the endpoint change waited %v (injected clock) behind a periodic full sync whose table read took %v; bound %v",
 			waited, slowTableRead, stallBound)
 	}
-	waitFor(t, "the periodic full sync to end", func() bool { return counter(t, reg, "kipvs_sync_full_total") >= 2 })
+	poll.Until(t, waitLimit, "the periodic full sync to end", fullSyncs(t, reg, 2))
 	slow.slow.Store(false)
-	cancel()
-	if err := <-done; err != nil {
+	if err := d.stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 
-	ref := newFakeNode()
-	runUntilSyncedOn(t, ref, svcs, slices)
 	if got, want := node.wholeDump(t), ref.wholeDump(t); got != want {
 		t.Errorf("kernel after the periodic full sync:\n%s\nwant (a fresh node's first sync of the same objects):\n%s", got, want)
 	}
@@ -196,21 +186,7 @@ func runUntilSyncedOn(t *testing.T, node *fakeNode, svcs []*v1.Service, slices [
 	t.Helper()
 	src := newMemSource("node-a")
 	src.Set(svcs, slices, nil, false)
-	ready := make(chan struct{})
-	d, err := New(testConfig(t), "node-a", zaptest.NewLogger(t), node.deps(src, prometheus.NewRegistry(), ready))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run ended before the first sync: %v", err)
-	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := startDaemon(t, testConfig(t), zaptest.NewLogger(t), node.deps(src, prometheus.NewRegistry(), nil)).stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 }

@@ -1,7 +1,7 @@
 package daemon
 
 import (
-	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +15,8 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/server"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // State (the metrics server's /debug/kipvs/state) shows what the daemon programmed: it
@@ -26,32 +28,18 @@ func TestDaemonState(t *testing.T) {
 	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	node := newFakeNode()
-	ready := make(chan struct{})
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
-	d, err := New(cfg, "node-a", log, node.deps(startFileSource(t, ctx, path, log), prometheus.NewRegistry(), ready))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Prepare(ctx); err != nil {
+	d := newDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), prometheus.NewRegistry(), nil))
+	if err := d.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	st := d.State()
 	if len(st.Families) != 1 || st.Families[0].Synced || len(st.Families[0].Addresses) != 0 || st.Families[0].Rules != "" {
 		t.Errorf("before the first sync: %+v", st.Families)
 	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run ended before the first sync: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no first sync")
-	}
+	d.start(t)
 
 	st = d.State()
 	if st.Dummy != ipvsmode.DummyName || st.GracefulPeriod != cfg.Kipvs.GracefulPeriod.String() || !st.Schedulers["rr"] || len(st.Families) != 1 {
@@ -68,13 +56,14 @@ func TestDaemonState(t *testing.T) {
 	if len(fs.Sets) != 17 || !slices.Equal(members["KUBE-CLUSTER-IP"], []string{"10.96.0.10,tcp:80"}) || !slices.Equal(members["KUBE-IPVS-IPS"], []string{"10.96.0.10"}) {
 		t.Errorf("sets: %+v", fs.Sets)
 	}
-	obs, err := node.nf.Observe(ctx)
+	obs, err := node.nf.Observe(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := netfilter.Format(obs.Normalize()); fs.Rules != want || !strings.Contains(fs.Rules, "-j KUBE-FORWARD") {
+	if want := netfilter.Format(obs.Normalize()); fs.Rules != want {
 		t.Errorf("rules:\n%s\nkernel:\n%s", fs.Rules, want)
 	}
+	golden.Check(t, "state-rules.txt", fs.Rules)
 	if len(fs.VirtualServers) != 1 || fs.VirtualServers[0].Address != "10.96.0.10" || len(fs.Draining) != 0 {
 		t.Errorf("virtual servers %+v, draining %+v", fs.VirtualServers, fs.Draining)
 	}
@@ -84,16 +73,12 @@ func TestDaemonState(t *testing.T) {
 		t.Fatal(err)
 	}
 	var drain []server.DrainingRealServer
-	waitFor(t, "the old real server to drain", func() bool {
+	poll.Until(t, waitLimit, "the old real server to drain", func() (bool, string) {
 		drain = d.State().Families[0].Draining
-		return len(drain) == 1
+		return len(drain) == 1, fmt.Sprintf("draining %+v", drain)
 	})
 	if got := drain[0]; got.Protocol != "TCP" || got.Address != "10.96.0.10" || got.Port != 80 || got.RealServer != "10.244.1.5:8080" ||
 		time.Since(got.Since) > time.Minute || got.Since.Location() != time.UTC {
 		t.Errorf("draining: %+v", got)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
 	}
 }

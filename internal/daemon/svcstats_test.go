@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -9,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
@@ -33,29 +31,15 @@ func testTrafficMetrics(t *testing.T, endpoints bool) {
 	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	node := newFakeNode()
-	ready := make(chan struct{})
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
 	cfg.Kipvs.EndpointMetrics = endpoints
-	d, err := New(cfg, "node-a", log, node.deps(startFileSource(t, ctx, path, log), prometheus.NewRegistry(), ready))
-	if err != nil {
+	d := newDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), prometheus.NewRegistry(), nil))
+	if err := d.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run ended before the first sync: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no first sync")
-	}
+	d.start(t)
 	k := ipvs.ServiceKey{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
 	if err := node.ipvs.SetServiceStats(k, ipvs.Stats{Conns: 42, InBytes: 4200}); err != nil {
 		t.Fatal(err)
@@ -73,10 +57,6 @@ func testTrafficMetrics(t *testing.T, endpoints bool) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n    %s\nwant\n    %s", strings.Join(got, "\n    "), strings.Join(want, "\n    "))
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // ipLink is the part of `ip -j -d addr show` the tests read.
@@ -141,17 +142,12 @@ func TestExistingLinkKernel(t *testing.T) {
 	}
 	// The link-local address appears once the kernel has processed the link going up.
 	var got []netip.Prefix
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err = d.Addresses()
-		if err != nil {
+	_, _ = poll.Wait(10*time.Second, "three addresses", func() (bool, string) {
+		if got, err = d.Addresses(); err != nil {
 			t.Fatal(err)
 		}
-		if len(got) == 3 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // polling the kernel with a deadline
-	}
+		return len(got) == 3, ""
+	})
 	if len(got) != 3 || got[0] != netip.MustParsePrefix("10.1.0.1/24") || got[1] != netip.MustParsePrefix("10.1.0.1/32") ||
 		!got[2].Addr().IsLinkLocalUnicast() || got[2].Bits() != 64 {
 		t.Fatalf("Addresses() = %v, want [10.1.0.1/24 10.1.0.1/32 fe80::.../64]", got)
@@ -299,18 +295,14 @@ func TestLinkLocalKernel(t *testing.T) {
 		}
 		ipBatch(t, ns, "link set "+testLink+" "+state)
 		// The kernel adds the link-local address while it processes the link going up.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		// The transcript shows it if it never does.
+		_, _ = poll.Wait(10*time.Second, "the link-local address", func() (bool, string) {
 			ps, err := d.Addresses()
 			if err != nil {
 				t.Fatal(err)
 			}
-			has := slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Addr().IsLinkLocalUnicast() && p.Bits() == 64 })
-			if has == up || time.Now().After(deadline) {
-				return
-			}
-			time.Sleep(20 * time.Millisecond) // polling the kernel with a deadline
-		}
+			return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Addr().IsLinkLocalUnicast() && p.Bits() == 64 }) == up, ""
+		})
 	}
 	if got := linkLocalTranscript(t, d, setUp); got != linkLocalWant {
 		t.Errorf("transcript:\n%s\nwant:\n%s", got, linkLocalWant)

@@ -27,6 +27,7 @@ import (
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 func newClient(t *testing.T, ns *netnstest.NS, opts ...Option) *Client {
@@ -449,12 +450,12 @@ func TestKernelStats(t *testing.T) {
 	// estimator, every 2 s, so wait for them. Then ours must equal ipvsadm's; packets may
 	// still be in flight (the last ACKs), so compare only when two readings around
 	// ipvsadm's agree.
-	waitFor(t, "the counters to show the connections", func() bool {
+	poll.Until(t, 30*time.Second, "the counters to show the connections", func() (bool, string) {
 		s, err := c.GetService(k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.Stats.Conns == conns
+		return s.Stats.Conns == conns, fmt.Sprintf("%+v", s.Stats)
 	})
 	dk, bk := k.String(), backend.AddrPort().String()
 	r := stable(t, c, k, func() string { return run(t, lb, "ipvsadm", "-Ln", "--stats", "--exact") },
@@ -486,12 +487,12 @@ func TestKernelStats(t *testing.T) {
 	// Rates: wait until the estimator has seen the traffic. After the traffic the rates
 	// only decay, and running ipvsadm can take longer than an estimator period under TCG,
 	// so ipvsadm's rates must lie between two readings taken around it.
-	waitFor(t, "the rate estimator to report traffic", func() bool {
+	poll.Until(t, 30*time.Second, "the rate estimator to report traffic", func() (bool, string) {
 		s, err := c.GetService(k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.Stats.InPPS > 0 && s.Stats.InBPS > 0
+		return s.Stats.InPPS > 0 && s.Stats.InBPS > 0, fmt.Sprintf("%+v", s.Stats)
 	})
 	stable(t, c, k, func() string { return run(t, lb, "ipvsadm", "-Ln", "--rate", "--exact") },
 		func(a, b reading) bool { return true },
@@ -499,20 +500,6 @@ func TestKernelStats(t *testing.T) {
 			return between(svcRows[dk], rateRow(a.svc.Stats), rateRow(b.svc.Stats)) &&
 				between(destRows[dk][bk], rateRow(a.dst.Stats), rateRow(b.dst.Stats))
 		})
-}
-
-// waitFor polls cond until it holds, failing the test after 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
 }
 
 func statsRow(s Stats) [5]string {
@@ -562,26 +549,19 @@ func stable(t *testing.T, c *Client, k ServiceKey, ipvsadm func() string, settle
 		t.Fatalf("service %s with one destination not found", k)
 		return reading{}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	var got reading
+	poll.Until(t, 30*time.Second, "ipvsadm to agree with two settled readings", func() (bool, string) {
 		a := read()
 		out := ipvsadm()
 		b := read()
-		if settled(a, b) {
-			svcRows, destRows := parseListing(t, out)
-			if match(svcRows, destRows, a, b) {
-				return a
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("ipvsadm disagrees with the client:\n%s\nbefore %+v\nafter %+v", out, a, b)
-			}
-		} else if time.Now().After(deadline) {
-			t.Fatalf("values never settled: %+v / %+v", a, b)
+		if !settled(a, b) {
+			return false, fmt.Sprintf("values never settled: %+v / %+v", a, b)
 		}
-		<-tick.C
-	}
+		svcRows, destRows := parseListing(t, out)
+		got = a
+		return match(svcRows, destRows, a, b), fmt.Sprintf("ipvsadm disagrees with the client:\n%s\nbefore %+v\nafter %+v", out, a, b)
+	})
+	return got
 }
 
 // One client used from many goroutines; then Flush.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
 
 func fakeEnv(t *testing.T, f inet.Family) (*Fake, scenarioEnv) {
@@ -173,12 +174,22 @@ func TestCountersCarried(t *testing.T) {
 	}
 	payload := res.Payloads[TableNAT]
 	// The unchanged rules keep their counters, the new and changed ones start at zero.
-	if !strings.Contains(payload, "[7:420] -A KUBE-SERVICES ! -s 10.244.0.0/16 ") ||
-		!strings.Contains(payload, "\n-A KUBE-SERVICES -s 127.0.0.0/8 -m comment --comment \"local traffic\" -j RETURN\n") {
-		t.Fatalf("payload:\n%s", payload)
+	const wantPayload = "*nat\n" +
+		":KUBE-LOAD-BALANCER - [0:0]\n" +
+		":KUBE-SERVICES - [0:0]\n" +
+		"-D OUTPUT -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n" +
+		"-A KUBE-SERVICES -s 127.0.0.0/8 -m comment --comment \"local traffic\" -j RETURN\n" +
+		"[7:420] -A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment \"Kubernetes service cluster ip + port for masquerade purpose\" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ\n" +
+		"-A KUBE-SERVICES -m comment --comment \"Kubernetes service external ip + port for masquerade and filter purpose\" -m set --match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ\n" +
+		"[7:420] -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT\n" +
+		"[7:420] -A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT\n" +
+		"[7:420] -A KUBE-SERVICES -m set --match-set KUBE-LOAD-BALANCER dst,dst -j ACCEPT\n" +
+		"-X KUBE-LOAD-BALANCER\n" +
+		"COMMIT\n"
+	if payload != wantPayload {
+		t.Fatalf("payload:\n%s\nwant:\n%s", payload, wantPayload)
 	}
 	out, _ := fk.kernel.save(ctx)
-	if !strings.Contains(string(out), "[7:420] -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT\n") {
-		t.Fatalf("counters lost:\n%s", out)
-	}
+	// The kernel keeps the counters of the rules the payload kept.
+	golden.Check(t, "ipv4-counters-carried.golden", string(out))
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 type call struct {
@@ -117,13 +119,9 @@ func (h *harness) none() {
 // stepTo advances the fake clock once the runner is waiting on a timer.
 func (h *harness) stepTo(d time.Duration) {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !h.clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			h.t.Fatal("runner never waited on the clock")
-		}
-		time.Sleep(time.Millisecond) // polling for the runner goroutine to park, not synchronising on time
-	}
+	poll.Until(h.t, 5*time.Second, "the runner waiting on the clock", func() (bool, string) {
+		return h.clk.HasWaiters(), "the runner never waited on the clock"
+	})
 	h.clk.SetTime(h.start.Add(d))
 }
 

@@ -58,8 +58,13 @@ func TestRun(t *testing.T) {
 
 	// ipvsadm's order (200.x before 10.x: the comparator quirk), one service without header.
 	out, err := run(t, "-Ln", env)
-	if err != nil || !strings.Contains(out, "TCP  200.0.0.1:80 rr\nTCP  10.0.0.1:80 rr\n") {
-		t.Errorf("-Ln: %v\n%s", err, out)
+	const wantLn = "IP Virtual Server version 1.2.1 (size=4096)\n" +
+		"Prot LocalAddress:Port Scheduler Flags\n" +
+		"  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n" +
+		"TCP  200.0.0.1:80 rr\n" +
+		"TCP  10.0.0.1:80 rr\n"
+	if err != nil || out != wantLn {
+		t.Errorf("-Ln: %v\n%s\nwant:\n%s", err, out, wantLn)
 	}
 	out, err = run(t, "-Ln -t 10.0.0.1:80", env)
 	if err != nil || strings.HasPrefix(out, "IP Virtual Server") || !strings.HasSuffix(out, "TCP  10.0.0.1:80 rr\n") {
@@ -87,8 +92,13 @@ func TestRun(t *testing.T) {
 		}
 		return Owners{r.entries[0].Service.ServiceKey: {{Namespace: "ns", Name: "web", Port: "http"}}}, nil
 	}
-	if out, err := run(t, "-Ln --services --metrics-address 127.0.0.1:1", env); err != nil || !strings.Contains(out, "TCP  10.0.0.1:80 rr  # ns/web:http\n") {
-		t.Errorf("--services: %v\n%s", err, out)
+	const wantServices = "IP Virtual Server version 1.2.1 (size=4096)\n" +
+		"Prot LocalAddress:Port Scheduler Flags\n" +
+		"  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n" +
+		"TCP  200.0.0.1:80 rr\n" +
+		"TCP  10.0.0.1:80 rr  # ns/web:http\n"
+	if out, err := run(t, "-Ln --services --metrics-address 127.0.0.1:1", env); err != nil || out != wantServices {
+		t.Errorf("--services: %v\n%s\nwant:\n%s", err, out, wantServices)
 	}
 	env.Owners = func(string) (Owners, error) { return nil, errors.New("connection refused") }
 	if _, err := run(t, "-Ln --services", env); err == nil || !strings.Contains(err.Error(), "--services: connection refused") {

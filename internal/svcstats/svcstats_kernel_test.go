@@ -21,6 +21,7 @@ import (
 	"github.com/kipvs/kipvs/internal/netnsutil"
 	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Two Services share the VIP 10.0.0.100 on ports 80 and 443, their real servers in a
@@ -108,23 +109,14 @@ func TestKernelTrafficMatchesIpvsadm(t *testing.T) {
 	// connections still exchange packets: compare once the collector reads the same
 	// twice in a row (and ipvsadm agrees), the counted connections complete.
 	var got, want, prev map[string][]uint64
-	deadline := time.Now().Add(60 * time.Second)
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	poll.Until(t, 60*time.Second, fmt.Sprintf("the collector and ipvsadm to agree on %d and %d connections", nWeb, nAPI), func() (bool, string) {
 		prev = got
 		got = fromCollector(t, reg)
 		want = fromIpvsadm(t, lb)
-		if slices.Equal(got["web"], prev["web"]) && slices.Equal(got["api"], prev["api"]) &&
-			len(got["web"]) > 0 && got["web"][0] == nWeb && len(got["api"]) > 0 && got["api"][0] == nAPI && equalMaps(got, want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the collector and ipvsadm do not agree (or the counts are not %d and %d connections):\ncollector %v\nipvsadm   %v\n%s",
-				nWeb, nAPI, got, want, lb.MustRun(t, "ipvsadm", "-Ln", "--stats", "--exact"))
-		}
-		<-tick.C
-	}
+		return slices.Equal(got["web"], prev["web"]) && slices.Equal(got["api"], prev["api"]) &&
+				len(got["web"]) > 0 && got["web"][0] == nWeb && len(got["api"]) > 0 && got["api"][0] == nAPI && equalMaps(got, want),
+			fmt.Sprintf("\ncollector %v\nipvsadm   %v", got, want)
+	})
 	t.Logf("collector (conns, inpkts, outpkts, inbytes, outbytes, active, inactive): %v", got)
 	t.Log(lb.MustRun(t, "ipvsadm", "-Ln", "--stats", "--exact"))
 	if got["api"][5] != 1 || got["web"][5] != 1 {

@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // fakeAPI wraps a fake clientset and records which resources are being watched, so tests
@@ -54,15 +56,15 @@ func (f *fakeAPI) serveServiceCIDRs() {
 
 func (f *fakeAPI) waitWatching(t *testing.T, resources ...string) {
 	t.Helper()
-	waitFor(t, "watches on "+strings.Join(resources, ","), func() bool {
+	poll.Until(t, 10*time.Second, "watches on "+strings.Join(resources, ","), func() (bool, string) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, r := range resources {
 			if !f.watching[r] {
-				return false
+				return false, fmt.Sprintf("watching %v", f.watching)
 			}
 		}
-		return true
+		return true, ""
 	})
 }
 
@@ -492,7 +494,7 @@ func TestAPISourceServiceCIDRDiscoveryRetried(t *testing.T) {
 			}
 			// Backoff: 1 s before the first retry (which fails), 2 s before the second.
 			for _, d := range []time.Duration{time.Second, 2 * time.Second} {
-				waitFor(t, "a discovery retry timer", clk.HasWaiters)
+				poll.Until(t, 10*time.Second, "a discovery retry timer", clockWaiting(clk))
 				clk.Step(d - time.Millisecond)
 				if !clk.HasWaiters() {
 					t.Fatalf("retried before %v", d)
@@ -500,10 +502,10 @@ func TestAPISourceServiceCIDRDiscoveryRetried(t *testing.T) {
 				clk.Step(time.Millisecond)
 			}
 			if !served {
-				waitFor(t, "the discovery that answers", func() bool {
+				poll.Until(t, 10*time.Second, "the discovery that answers", func() (bool, string) {
 					mu.Lock()
 					defer mu.Unlock()
-					return calls == 3
+					return calls == 3, fmt.Sprintf("%d discovery calls", calls)
 				})
 				if got := src.ServiceCIDRs(); !reflect.DeepEqual(got, fallback) {
 					t.Fatalf("ServiceCIDRs() = %+v, want %+v", got, fallback)

@@ -13,6 +13,8 @@ import (
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // startFileSource starts a FileSource on path with a fake clock; the source is stopped (and
@@ -290,7 +292,7 @@ func TestFileSourcePollLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-src.Changed() // the sync signal
-	waitFor(t, "poll ticker", clk.HasWaiters)
+	poll.Until(t, 10*time.Second, "poll ticker", clockWaiting(clk))
 
 	// A tick with the file unchanged: a poll happens, nothing changes.
 	clk.Step(time.Second)
@@ -330,16 +332,9 @@ func recv(t *testing.T, what string, c <-chan struct{}) {
 	}
 }
 
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+// clockWaiting is a poll condition: a goroutine waits on clk.
+func clockWaiting(clk *clocktesting.FakeClock) func() (bool, string) {
+	return func() (bool, string) { return clk.HasWaiters(), "nothing waits on the clock" }
 }
 
 // TestFileSourceRacyReRead covers a rewrite that leaves the metadata unchanged (two writes
