@@ -26,6 +26,7 @@ import (
 	"github.com/kipvs/kipvs/e2e/harness"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // benchService is one loaded Service as the VM sees it: its virtual server and its slice
@@ -230,7 +231,7 @@ func (r *runner) run(proxy string) {
 	r.rec.FirstSyncResolutionSeconds = hi.Sub(lo).Seconds()
 	r.rec.FirstSyncCPUSeconds = TicksToSeconds(cpu.Total(), r.hz)
 	r.rec.FirstSyncCPUSecondsSelf = TicksToSeconds(cpu.User+cpu.System, r.hz)
-	if _, err := harness.PollErr(r.cfg.FirstSyncLimit, proxy+"'s first sync reported", func() (bool, string) {
+	if _, err := poll.Wait(r.cfg.FirstSyncLimit, proxy+"'s first sync reported", func() (bool, string) {
 		r.alive()
 		return r.noteReported(start), "no sync reported yet"
 	}); err != nil {
@@ -526,7 +527,7 @@ func (r *runner) checkTable() {
 // waitSynced waits (up to ChangeLimit) until the proxy's metrics say no change is pending;
 // a proxy that does not get there is logged, not failed.
 func (r *runner) waitSynced(when string) {
-	if _, err := harness.PollErr(r.cfg.ChangeLimit, r.proc.Name+" synced "+when, func() (bool, string) {
+	if _, err := poll.Wait(r.cfg.ChangeLimit, r.proc.Name+" synced "+when, func() (bool, string) {
 		r.alive()
 		m, err := harness.FetchMetrics()
 		if err != nil {
@@ -553,7 +554,7 @@ func (r *runner) histogram() Histogram {
 // a change, which may be after the change was seen in IPVS) and returns the observations.
 func (r *runner) waitProgrammed(before Histogram) Histogram {
 	var h Histogram
-	if _, err := harness.PollErr(r.cfg.ChangeLimit, r.proc.Name+"'s network programming observations", func() (bool, string) {
+	if _, err := poll.Wait(r.cfg.ChangeLimit, r.proc.Name+"'s network programming observations", func() (bool, string) {
 		r.alive()
 		h = r.histogram().Sub(before)
 		return h.Count() >= float64(r.rec.ChangeLatency.Count), fmt.Sprintf("%v of %d changes observed", h.Count(), r.rec.ChangeLatency.Count)

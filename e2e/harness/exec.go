@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // Run runs a command in the node's namespace and returns its stdout; stderr is in the error.
@@ -39,19 +37,4 @@ func MustRun(t testing.TB, name string, args ...string) string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// Poll is poll.Until.
-//
-// New code calls poll.Until (internal/testutil/poll); this stays while e2e/bench calls it.
-func Poll(t testing.TB, limit time.Duration, what string, cond func() (done bool, detail string)) time.Duration {
-	t.Helper()
-	return poll.Until(t, limit, what, cond)
-}
-
-// PollErr is poll.Wait.
-//
-// New code calls poll.Wait (internal/testutil/poll); this stays while e2e/bench calls it.
-func PollErr(limit time.Duration, what string, cond func() (done bool, detail string)) (time.Duration, error) {
-	return poll.Wait(limit, what, cond)
 }

@@ -79,7 +79,7 @@ func newFakeNode() *fakeNode {
 	}
 }
 
-func (n *fakeNode) deps(src watch.Source, reg *prometheus.Registry, ready chan struct{}) Deps {
+func (n *fakeNode) deps(src watch.Source, reg *prometheus.Registry) Deps {
 	return Deps{
 		Source: src, IPVS: n.ipvs,
 		Kernel: func(inet.Family) (reconcile.Kernel, error) {
@@ -90,7 +90,6 @@ func (n *fakeNode) deps(src watch.Source, reg *prometheus.Registry, ready chan s
 		KernelRelease: "6.1.0-56-amd64",
 		NumCPU:        4,
 		Registry:      reg,
-		firstSynced:   ready,
 	}
 }
 
@@ -229,7 +228,7 @@ func TestDaemonFileSourceEndToEnd(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
-	d := newDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), reg, nil))
+	d := newDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), reg))
 	if err := d.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +280,7 @@ func runUntilSynced(t *testing.T, cfg config.Config, node *fakeNode, log *zap.Lo
 	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deps := node.deps(startFileSource(t, t.Context(), path, log), reg, nil)
+	deps := node.deps(startFileSource(t, t.Context(), path, log), reg)
 	deps.Events = ev
 	cfg.Kipvs.SourceFile = path
 	if err := startDaemon(t, cfg, log, deps).stop(); err != nil {
@@ -346,7 +345,7 @@ func TestPrepareSchedulerProbe(t *testing.T) {
 	node := newFakeNode()
 	cfg := testConfig(t)
 	cfg.IPVS.Scheduler = "nosuch"
-	d, err := New(cfg, "node-a", zaptest.NewLogger(t), node.deps(nil, prometheus.NewRegistry(), nil))
+	d, err := New(cfg, "node-a", zaptest.NewLogger(t), node.deps(nil, prometheus.NewRegistry()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +435,7 @@ endpoints:
 		return nil
 	})
 	ev := &recordedEvents{}
-	deps := node.deps(startFileSource(t, t.Context(), path, log), prometheus.NewRegistry(), nil)
+	deps := node.deps(startFileSource(t, t.Context(), path, log), prometheus.NewRegistry())
 	deps.Events = ev
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
@@ -493,7 +492,7 @@ func TestDaemonFamilies(t *testing.T) {
 			node := newFakeNode()
 			nf6 := netfilter.NewFake(inet.IPv6)
 			reg := prometheus.NewRegistry()
-			deps := node.deps(startFileSource(t, t.Context(), path, log), reg, nil)
+			deps := node.deps(startFileSource(t, t.Context(), path, log), reg)
 			deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
 				nf := node.nf
 				if f == inet.IPv6 {

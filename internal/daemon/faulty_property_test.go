@@ -636,7 +636,7 @@ func faultyStartDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful t
 // faultyNewDaemon is an unprepared daemon; see faultyStartDaemon.
 func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful time.Duration, requested *bool) *Daemon {
 	t.Helper()
-	deps := n.deps(src, prometheus.NewRegistry(), nil)
+	deps := n.deps(src, prometheus.NewRegistry())
 	deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
 		nf := n.nf
 		if f == inet.IPv6 {

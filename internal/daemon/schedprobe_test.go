@@ -35,7 +35,7 @@ func TestUnavailableSchedulerProbedAgain(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
-	d := startDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), reg, nil))
+	d := startDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), reg))
 	const fallback = "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n"
 	if dump, _ := node.ipvs.Dump(); dump != fallback {
 		t.Fatalf("with ip_vs_mh missing:\n%s\nwant:\n%s", dump, fallback)

@@ -118,7 +118,7 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 	svcs, slices := stallObjects(false)
 	src.Set(svcs, slices, nil, false)
 	reg := prometheus.NewRegistry()
-	deps := node.deps(src, reg, nil)
+	deps := node.deps(src, reg)
 	deps.Clock = clk
 	deps.IPVS = slow
 	deps.Kernel = func(inet.Family) (reconcile.Kernel, error) {
@@ -186,7 +186,7 @@ func runUntilSyncedOn(t *testing.T, node *fakeNode, svcs []*v1.Service, slices [
 	t.Helper()
 	src := newMemSource("node-a")
 	src.Set(svcs, slices, nil, false)
-	if err := startDaemon(t, testConfig(t), zaptest.NewLogger(t), node.deps(src, prometheus.NewRegistry(), nil)).stop(); err != nil {
+	if err := startDaemon(t, testConfig(t), zaptest.NewLogger(t), node.deps(src, prometheus.NewRegistry())).stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 }

@@ -31,7 +31,7 @@ func TestDaemonState(t *testing.T) {
 	node := newFakeNode()
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
-	d := newDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), prometheus.NewRegistry(), nil))
+	d := newDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), prometheus.NewRegistry()))
 	if err := d.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func testTrafficMetrics(t *testing.T, endpoints bool) {
 	cfg := testConfig(t)
 	cfg.Kipvs.SourceFile = path
 	cfg.Kipvs.EndpointMetrics = endpoints
-	d := newDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), prometheus.NewRegistry(), nil))
+	d := newDaemon(t, cfg, log, node.deps(startFileSource(t, t.Context(), path, log), prometheus.NewRegistry()))
 	if err := d.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
