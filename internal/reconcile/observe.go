@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/proxy"
@@ -23,22 +22,13 @@ import (
 // address on a port in a node-port set. Everything else (another load balancer's virtual
 // servers, excludeCIDRs) is foreign and never touched. The rule works on state upstream
 // kube-proxy left behind too, since the names are the same.
-func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []ipset.Set, error) {
+func (r *Reconciler) observe(d *proxy.Desired, po *proxy.Options) (*state, []dataplane.SetSpec, error) {
 	obs := newState()
-	var missing []ipset.Set
-	for _, spec := range proxy.Sets(r.opts.Family) {
-		info, err := r.kernel.IPSet.List(spec.Name)
-		if kerr.IsNotFound(err) {
-			missing = append(missing, toIPSet(spec))
-			continue
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("list ipset %s: %w", spec.Name, err)
-		}
-		for _, e := range info.Entries {
-			obs.members[proxy.Member{Set: spec.Name, Entry: e.String()}] = struct{}{}
-		}
+	members, missing, err := r.kernel.Filter.Members()
+	if err != nil {
+		return nil, nil, err
 	}
+	obs.members = members
 
 	addrs, err := r.kernel.Dummy.Addresses()
 	if err != nil && !kerr.IsNotFound(err) {
@@ -110,11 +100,10 @@ func owns(f inet.Family, exclude []netip.Prefix, d *proxy.Desired, obs *state, k
 
 // vipMembers are the members of the VIP sets that make virtual server k kipvs's.
 func vipMembers(f inet.Family, k proxy.VSKey) []proxy.Member {
-	ipPort := k.Address.String() + "," + k.Protocol.String() + ":" + strconv.Itoa(int(k.Port))
-	bases := []string{proxy.SetClusterIP, proxy.SetExternalIP, proxy.SetExternalIPLocal, proxy.SetLoadBalancer}
-	out := make([]proxy.Member, 0, len(bases))
-	for _, base := range bases {
-		out = append(out, proxy.Member{Set: proxy.SetName(f, base), Entry: ipPort})
+	sets := []proxy.Set{proxy.SetClusterIP, proxy.SetExternalIP, proxy.SetExternalIPLocal, proxy.SetLoadBalancer}
+	out := make([]proxy.Member, 0, len(sets))
+	for _, s := range sets {
+		out = append(out, proxy.Member{Set: s, Addr: k.Address, Proto: k.Protocol, Port: k.Port})
 	}
 	return out
 }
@@ -124,12 +113,11 @@ func vipMembers(f inet.Family, k proxy.VSKey) []proxy.Member {
 func nodePortMember(f inet.Family, k proxy.VSKey) proxy.Member {
 	switch k.Protocol {
 	case inet.TCP:
-		return proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortTCP), Entry: strconv.Itoa(int(k.Port))}
+		return proxy.Member{Set: proxy.SetNodePortTCP, Port: k.Port}
 	case inet.UDP:
-		return proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortUDP), Entry: strconv.Itoa(int(k.Port))}
+		return proxy.Member{Set: proxy.SetNodePortUDP, Port: k.Port}
 	default:
-		ipPort := k.Address.String() + "," + k.Protocol.String() + ":" + strconv.Itoa(int(k.Port))
-		return proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortSCTP), Entry: ipPort}
+		return proxy.Member{Set: proxy.SetNodePortSCTP, Addr: k.Address, Proto: k.Protocol, Port: k.Port}
 	}
 }
 

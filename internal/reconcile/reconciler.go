@@ -11,13 +11,12 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/metrics"
-	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -25,8 +24,7 @@ import (
 // (no stale-flow cleanup).
 type Kernel struct {
 	IPVS      ipvs.Interface
-	IPSet     ipset.Interface
-	Netfilter netfilter.Interface
+	Filter    dataplane.Filter // the sets and the filter rules (see internal/dataplane)
 	Dummy     dummyif.Interface
 	Conntrack conntrack.Interface
 }
@@ -49,11 +47,10 @@ type Options struct {
 type Reconciler struct {
 	kernel Kernel
 	opts   Options
-	specs  map[string]proxy.SetSpec
 	// applied is what kipvs believes the kernel holds; nil until a full sync succeeds and
 	// after any apply error.
 	applied *state
-	// rules is the last ruleset applied successfully (its Format text); "" when unknown.
+	// rules is the last ruleset applied successfully (its text); "" when unknown.
 	rules string
 	// draining maps real servers at weight 0 to when their drain started.
 	draining map[DrainKey]time.Time
@@ -71,7 +68,7 @@ func New(k Kernel, o Options) *Reconciler {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return &Reconciler{kernel: k, opts: o, specs: setSpecs(o.Family), draining: map[DrainKey]time.Time{},
+	return &Reconciler{kernel: k, opts: o, draining: map[DrainKey]time.Time{},
 		owned: map[proxy.VSKey]struct{}{}}
 }
 
@@ -110,25 +107,25 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 	for k := range obs.vs {
 		r.owned[k] = struct{}{}
 	}
-	observedRules, err := r.kernel.Netfilter.Observe(ctx)
+	observedRules, err := r.kernel.Filter.ObserveRules(ctx)
 	if err != nil {
 		r.applied = nil
-		return res, fmt.Errorf("observe %s iptables rules: %w", r.family(), err)
+		return res, err
 	}
 	if r.applied != nil {
 		res.Drift = drift(r.applied, obs)
-		if r.rules != "" && netfilter.Format(observedRules) != r.rules {
+		if r.rules != "" && observedRules.String() != r.rules {
 			res.Drift["iptables_rules"]++
 		}
 	}
 	r.rebuildDraining(d, obs)
 
-	in := &diffInput{desired: d, observed: obs, specs: r.specs, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
+	in := &diffInput{desired: d, observed: obs, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
 	p := diffAll(in)
 	p.CreateSets = missingSets
-	rs := toRuleset(proxy.BuildRules(po, d))
-	if netfilter.Format(rs.Normalize()) != netfilter.Format(observedRules.Normalize()) {
-		p.Rules = &rs
+	rs := r.kernel.Filter.Rules(proxy.BuildFilter(po, d))
+	if rs.String() != observedRules.String() {
+		p.Rules = rs
 	}
 	res.Plan = p
 	if r.adopted && r.opts.Metrics != nil {
@@ -146,7 +143,7 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 		if ce := r.opts.Logger.Check(zap.DebugLevel, "adoption plan"); ce != nil {
 			var rules []string
 			if p.Rules != nil {
-				rules = netfilter.Diff(rs, observedRules)
+				rules = rs.Diff(observedRules)
 			}
 			ce.Write(zap.String("plan", p.String()), zap.Strings("rules", rules))
 		}
@@ -155,7 +152,7 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 	if err != nil {
 		return res, err
 	}
-	r.rules = netfilter.Format(rs.Normalize())
+	r.rules = rs.String()
 	r.adopted = true
 	return res, nil
 }
@@ -167,12 +164,12 @@ func (r *Reconciler) Sync(ctx context.Context, d *proxy.Desired, po *proxy.Optio
 	if r.applied == nil {
 		return res, errors.New("incremental sync without a successful full sync")
 	}
-	in := &diffInput{desired: d, observed: r.applied, specs: r.specs, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
+	in := &diffInput{desired: d, observed: r.applied, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
 	p := diffScoped(in, t)
-	rs := toRuleset(proxy.BuildRules(po, d))
-	text := netfilter.Format(rs.Normalize())
+	rs := r.kernel.Filter.Rules(proxy.BuildFilter(po, d))
+	text := rs.String()
 	if text != r.rules {
-		p.Rules = &rs
+		p.Rules = rs
 	}
 	res.Plan = p
 	if err := r.apply(ctx, p, r.applied); err != nil {
