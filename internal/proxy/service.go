@@ -169,7 +169,7 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 		// masqueraded, or the reply would bypass IPVS.
 		for _, e := range all {
 			if e.local {
-				b.member(Member{Set: SetLoopBack, Addr: e.addr, Proto: proto, Port: e.port, Source: e.addr})
+				b.member(Member{Set: SetLoopBack, Addr: e.addr, Proto: proto, Port: e.port, Source: HostSource(e.addr)})
 			}
 		}
 
@@ -322,7 +322,7 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto inet.Protocol, 
 	b.member(Member{Set: SetLoadBalancerFW, Addr: ip, Proto: proto, Port: port})
 	allowNode := false
 	for _, p := range cidrs {
-		b.member(Member{Set: SetLoadBalancerSourceNet, Addr: ip, Proto: proto, Port: port, SourceNet: p})
+		b.member(Member{Set: SetLoadBalancerSourceNet, Addr: ip, Proto: proto, Port: port, Source: p})
 		for _, a := range b.o.NodePortAddresses {
 			if p.Contains(a) {
 				allowNode = true
@@ -330,7 +330,7 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto inet.Protocol, 
 		}
 	}
 	if allowNode {
-		b.member(Member{Set: SetLoadBalancerSourceIP, Addr: ip, Proto: proto, Port: port, Source: ip})
+		b.member(Member{Set: SetLoadBalancerSourceIP, Addr: ip, Proto: proto, Port: port, Source: HostSource(ip)})
 	} else {
 		b.st.OutFilter = append(b.st.OutFilter, VSKey{Protocol: proto, Address: ip, Port: port})
 	}

@@ -62,22 +62,24 @@ func (s Set) String() string {
 // Member is one member of a set, as typed values. Which fields it uses depends on the set
 // (see the Set constants); the others are zero:
 //
-//	Addr                          SetIPVSIPs
-//	Port                          SetNodePort(Local)TCP, SetNodePort(Local)UDP, SetHealthCheckNodePort
-//	Addr, Proto, Port             the other VIP, ingress and SCTP node port sets
-//	Addr, Proto, Port, Source     SetLoopBack, SetLoadBalancerSourceIP
-//	Addr, Proto, Port, SourceNet  SetLoadBalancerSourceNet (masked)
+//	Addr                        SetIPVSIPs
+//	Port                        SetNodePort(Local)TCP, SetNodePort(Local)UDP, SetHealthCheckNodePort
+//	Addr, Proto, Port           the other VIP, ingress and SCTP node port sets
+//	Addr, Proto, Port, Source   SetLoopBack, SetLoadBalancerSourceIP (a single address, full
+//	                            length), SetLoadBalancerSourceNet (a range, masked)
 //
-// Addr and Port are matched as the packet's destination, Source and SourceNet as its source.
-// Member is comparable: equal members are the same kernel object.
+// Addr and Port are matched as the packet's destination, Source as its source. Member is
+// comparable: equal members are the same kernel object.
 type Member struct {
-	Set       Set
-	Proto     inet.Protocol
-	Port      uint16
-	Addr      netip.Addr
-	Source    netip.Addr
-	SourceNet netip.Prefix
+	Set    Set
+	Proto  inet.Protocol
+	Port   uint16
+	Addr   netip.Addr
+	Source netip.Prefix
 }
+
+// HostSource returns a as a Source of a single address.
+func HostSource(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
 // String renders the member for logs, plans and tests, in the notation kube-proxy's ipset
 // members are written in ("10.96.0.1,tcp:80", "30080"). Nothing parses it.
@@ -92,14 +94,11 @@ func (m Member) String() string {
 		b.WriteString(strconv.Itoa(int(m.Port)))
 	}
 	if m.Source.IsValid() {
-		b.WriteString("," + m.Source.String())
-	}
-	if m.SourceNet.IsValid() {
 		b.WriteString(",")
-		if m.SourceNet.IsSingleIP() {
-			b.WriteString(m.SourceNet.Addr().String())
+		if m.Source.IsSingleIP() {
+			b.WriteString(m.Source.Addr().String())
 		} else {
-			b.WriteString(m.SourceNet.String())
+			b.WriteString(m.Source.String())
 		}
 	}
 	return b.String()
@@ -119,13 +118,10 @@ func (m Member) Compare(o Member) int {
 	if c := cmp.Compare(m.Port, o.Port); c != 0 {
 		return c
 	}
-	if c := m.Source.Compare(o.Source); c != 0 {
+	if c := m.Source.Addr().Compare(o.Source.Addr()); c != 0 {
 		return c
 	}
-	if c := m.SourceNet.Addr().Compare(o.SourceNet.Addr()); c != 0 {
-		return c
-	}
-	return cmp.Compare(m.SourceNet.Bits(), o.SourceNet.Bits())
+	return cmp.Compare(m.Source.Bits(), o.Source.Bits())
 }
 
 // allowsEverySource reports whether the source ranges of one family hold a range of length 0

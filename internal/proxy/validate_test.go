@@ -393,7 +393,7 @@ func kernelSafe(st *ServiceState, f inet.Family) []string {
 		}
 	}
 	for _, m := range st.Members {
-		for _, a := range []netip.Addr{m.Addr, m.Source, m.SourceNet.Addr()} {
+		for _, a := range []netip.Addr{m.Addr, m.Source.Addr()} {
 			if a.IsValid() && (!f.Matches(a) || a.Is4In6()) {
 				bad = append(bad, "address of the wrong family: "+m.Set.String()+" "+m.String())
 			}

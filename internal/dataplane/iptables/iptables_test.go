@@ -117,13 +117,13 @@ func membersOfEverySet(f inet.Family) []proxy.Member {
 	lbSrc := func(s proxy.Set) proxy.Member { return ipPort(s, lbIP, inet.TCP, 443) }
 	withNet := func(n netip.Prefix) proxy.Member {
 		m := lbSrc(proxy.SetLoadBalancerSourceNet)
-		m.SourceNet = n
+		m.Source = n
 		return m
 	}
 	srcIP := lbSrc(proxy.SetLoadBalancerSourceIP)
-	srcIP.Source = lbIP
+	srcIP.Source = proxy.HostSource(lbIP)
 	loop := ipPort(proxy.SetLoopBack, ep, inet.UDP, 5353)
-	loop.Source = ep
+	loop.Source = proxy.HostSource(ep)
 	return []proxy.Member{
 		ipPort(proxy.SetClusterIP, vip, inet.TCP, 80),
 		ipPort(proxy.SetClusterIP, vip, inet.UDP, 53),
@@ -149,42 +149,48 @@ func membersOfEverySet(f inet.Family) []proxy.Member {
 }
 
 // Members written through the dataplane read back as the same typed members from the
-// kernel's listing (the fake's, which the ipset kernel tests hold to the kernel's), so a
-// full sync finds nothing to change; and every set of the family exists once created.
+// kernel's listing (the fake's here; iptables_kernel_test.go runs the same on the kernel), so
+// a full sync finds nothing to change; and every set of the family exists once created.
 func TestMembersRoundTrip(t *testing.T) {
 	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
-		t.Run(f.String(), func(t *testing.T) {
-			sets := ipset.NewFake()
-			p := New(f, sets, netfilter.NewFake(f))
-			got, missing, err := p.Members()
-			if err != nil || len(got) != 0 || len(missing) != len(proxy.AllSets()) {
-				t.Fatalf("fresh node: members %v, missing %d sets, err %v", got, len(missing), err)
-			}
-			for _, s := range missing {
-				if err := p.CreateSet(s); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want := membersOfEverySet(f)
-			n, failed, err := p.AddMembers(want)
-			if err != nil || len(failed) > 0 || n != len(want) {
-				t.Fatalf("add: %d of %d added, failed sets %v, err %v", n, len(want), failed, err)
-			}
-			got, missing, err = p.Members()
-			if err != nil || len(missing) > 0 {
-				t.Fatalf("read back: missing %v, err %v", missing, err)
-			}
-			if !maps.Equal(got, setOf(want)) {
-				t.Errorf("read back:\n%v\nwant:\n%v", slices.SortedFunc(maps.Keys(got), proxy.Member.Compare), want)
-			}
-			n, failed, err = p.DeleteMembers(want)
-			if err != nil || len(failed) > 0 || n != len(want) {
-				t.Fatalf("delete: %d of %d deleted, failed sets %v, err %v", n, len(want), failed, err)
-			}
-			if got, _, _ := p.Members(); len(got) != 0 {
-				t.Errorf("left after delete: %v", got)
-			}
-		})
+		t.Run(f.String(), func(t *testing.T) { roundTrip(t, New(f, ipset.NewFake(), netfilter.NewFake(f)), f, nil) })
+	}
+}
+
+// roundTrip creates every set of family f through p, adds a member of every shape, reads
+// them back, and deletes them; afterAdd (if not nil) runs while they are in.
+func roundTrip(t *testing.T, p *Filter, f inet.Family, afterAdd func()) {
+	t.Helper()
+	got, missing, err := p.Members()
+	if err != nil || len(got) != 0 || len(missing) != len(proxy.AllSets()) {
+		t.Fatalf("fresh node: members %v, missing %d sets, err %v", got, len(missing), err)
+	}
+	for _, s := range missing {
+		if err := p.CreateSet(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := membersOfEverySet(f)
+	n, failed, err := p.AddMembers(want)
+	if err != nil || len(failed) > 0 || n != len(want) {
+		t.Fatalf("add: %d of %d added, failed sets %v, err %v", n, len(want), failed, err)
+	}
+	got, missing, err = p.Members()
+	if err != nil || len(missing) > 0 {
+		t.Fatalf("read back: missing %v, err %v", missing, err)
+	}
+	if !maps.Equal(got, setOf(want)) {
+		t.Errorf("read back:\n%v\nwant:\n%v", slices.SortedFunc(maps.Keys(got), proxy.Member.Compare), want)
+	}
+	if afterAdd != nil {
+		afterAdd()
+	}
+	n, failed, err = p.DeleteMembers(want)
+	if err != nil || len(failed) > 0 || n != len(want) {
+		t.Fatalf("delete: %d of %d deleted, failed sets %v, err %v", n, len(want), failed, err)
+	}
+	if got, _, _ := p.Members(); len(got) != 0 {
+		t.Errorf("left after delete: %v", got)
 	}
 }
 

@@ -88,17 +88,29 @@ func IPSet(f inet.Family, s proxy.Set) ipset.Set {
 	return set
 }
 
-// Entry renders a member as the adapter's entry of its set.
+// Entry renders a member as the adapter's entry of its set: the source is the second
+// address of a hash:ip,port,ip set, the net of a hash:ip,port,net set.
 func Entry(m proxy.Member) ipset.Entry {
-	return ipset.Entry{IP: m.Addr, Protocol: m.Proto, Port: m.Port, IP2: m.Source, Net: m.SourceNet}
+	e := ipset.Entry{IP: m.Addr, Protocol: m.Proto, Port: m.Port}
+	if m.Source.IsValid() {
+		if setType(m.Set) == ipset.HashIPPortIP {
+			e.IP2 = m.Source.Addr()
+		} else {
+			e.Net = m.Source
+		}
+	}
+	return e
 }
 
 // MemberOf reads an entry listed in set s back as a member (Entry's inverse; the comment is
 // not part of a member).
 func MemberOf(s proxy.Set, e ipset.Entry) proxy.Member {
-	m := proxy.Member{Set: s, Addr: e.IP, Proto: e.Protocol, Port: e.Port, Source: e.IP2, SourceNet: e.Net}
-	if m.SourceNet.IsValid() {
-		m.SourceNet = m.SourceNet.Masked()
+	m := proxy.Member{Set: s, Addr: e.IP, Proto: e.Protocol, Port: e.Port}
+	switch {
+	case e.IP2.IsValid():
+		m.Source = proxy.HostSource(e.IP2)
+	case e.Net.IsValid():
+		m.Source = e.Net.Masked()
 	}
 	return m
 }
