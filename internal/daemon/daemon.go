@@ -28,7 +28,6 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/metrics"
-	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/runner"
@@ -253,21 +252,12 @@ func (d *Daemon) Prepare(ctx context.Context) error {
 	return nil
 }
 
-// checkSetMatch makes sure iptables can use ipsets (the xt_set kernel module and the
-// iptables set extension): it creates kipvs's KUBE-IPVS-IPS set of each family and asks
-// iptables-restore to build, not commit, a rule matching it.
+// checkSetMatch makes sure each family's packet-filter dataplane can run (for iptables: the
+// ipset modules, the xt_set kernel module and the iptables set extension).
 func (d *Daemon) checkSetMatch(ctx context.Context) error {
 	for _, f := range d.families {
-		for _, spec := range proxy.Sets(f.ipFamily) {
-			if spec.Base != proxy.SetIPVSIPs {
-				continue
-			}
-			if err := f.kernel.IPSet.Create(reconcile.IPSetOf(spec)); err != nil {
-				return fmt.Errorf("create ipset %s (is the ip_set kernel module available? modprobe ip_set ip_set_hash_ip): %w", spec.Name, err)
-			}
-			if err := f.kernel.Netfilter.Check(ctx, netfilter.TableFilter, "-m set --match-set "+spec.Name+" dst -j RETURN"); err != nil {
-				return fmt.Errorf("iptables cannot match ipsets: load the xt_set kernel module (modprobe xt_set) and use an iptables package with the set extension (libxt_set): %w", err)
-			}
+		if err := f.kernel.Filter.Check(ctx); err != nil {
+			return err
 		}
 	}
 	return nil

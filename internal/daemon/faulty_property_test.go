@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/inet"
@@ -642,7 +643,7 @@ func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful tim
 		if f == inet.IPv6 {
 			nf = n.nf6
 		}
-		return reconcile.Kernel{IPVS: n.ipvs, IPSet: n.ipset, Netfilter: nf, Dummy: n.dummy, Conntrack: n.ct}, nil
+		return reconcile.Kernel{IPVS: n.ipvs, Filter: iptables.New(f, n.ipset, nf), Dummy: n.dummy, Conntrack: n.ct}, nil
 	}
 	if n.dualStack {
 		deps.HostAddrs = func() ([]netip.Addr, error) { return []netip.Addr{faultyNodeIP, faultyNodeIP6}, nil }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
@@ -126,7 +127,8 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 			if err != nil {
 				return reconcile.Kernel{}, err
 			}
-			k := reconcile.Kernel{IPVS: v, IPSet: sets, Netfilter: h, Dummy: dummy, ReadIPVS: readIPVS, ReadIPSet: readSets}
+			k := reconcile.Kernel{IPVS: v, Filter: iptables.New(f, sets, h), Dummy: dummy,
+				ReadIPVS: readIPVS, ReadFilter: iptables.New(f, readSets, h)}
 			if ct != nil {
 				k.Conntrack = ct
 			}

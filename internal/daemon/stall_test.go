@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/reconcile"
@@ -121,8 +122,8 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 	deps := node.deps(src, reg)
 	deps.Clock = clk
 	deps.IPVS = slow
-	deps.Kernel = func(inet.Family) (reconcile.Kernel, error) {
-		return reconcile.Kernel{IPVS: slow, IPSet: node.ipset, Netfilter: node.nf, Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
+	deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
+		return reconcile.Kernel{IPVS: slow, Filter: iptables.New(f, node.ipset, node.nf), Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
 	}
 	cfg := testConfig(t)
 	cfg.IPVS.SyncPeriod = 30 * time.Second

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
@@ -56,16 +57,18 @@ func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.Dra
 	for _, a := range d.Addresses() {
 		fs.Addresses = append(fs.Addresses, a.String())
 	}
-	bySet := map[string][]string{}
+	bySet := map[proxy.Set][]string{}
 	for _, m := range d.Members() {
-		bySet[m.Set] = append(bySet[m.Set], m.Entry)
+		bySet[m.Set] = append(bySet[m.Set], iptables.Entry(m).String())
 	}
-	for _, spec := range proxy.Sets(d.Family()) {
-		members := bySet[spec.Name]
+	for _, s := range proxy.AllSets() {
+		members := bySet[s]
 		if members == nil {
 			members = []string{}
 		}
-		fs.Sets = append(fs.Sets, server.SetState{Name: spec.Name, Type: string(spec.Type), Members: members})
+		slices.Sort(members) // by their text
+		set := iptables.IPSet(d.Family(), s)
+		fs.Sets = append(fs.Sets, server.SetState{Name: set.Name, Type: string(set.Type), Members: members})
 	}
 	for _, v := range d.VirtualServers() {
 		fs.VirtualServers = append(fs.VirtualServers, server.VirtualServer{
@@ -74,7 +77,7 @@ func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.Dra
 			Destinations: len(v.Destinations),
 		})
 	}
-	fs.Rules = netfilter.Format(reconcile.DesiredRuleset(po, d).Normalize())
+	fs.Rules = netfilter.Format(iptables.Ruleset(proxy.BuildFilter(po, d)).Normalize())
 	keys := slices.SortedFunc(maps.Keys(draining), func(a, b reconcile.DrainKey) int {
 		if c := a.VS.Compare(b.VS); c != 0 {
 			return c

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/daemon"
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
@@ -225,7 +226,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 			proxy.BuildService(proxy.ServiceInput{Service: s, Slices: []*discoveryv1.EndpointSlice{es}}, opts), nil)
 	}
 	dummy := dummyif.NewFake(ipvsmode.DummyName)
-	rec := reconcile.New(reconcile.Kernel{IPVS: f.ipvs, IPSet: f.ipset, Netfilter: f.nf, Dummy: dummy},
+	rec := reconcile.New(reconcile.Kernel{IPVS: f.ipvs, Filter: iptables.New(inet.IPv4, f.ipset, f.nf), Dummy: dummy},
 		reconcile.Options{Family: inet.IPv4, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(epoch())})
 	if _, err := rec.FullSync(context.Background(), desired, opts); err != nil {
 		t.Fatalf("full sync of the fixture: %v", err)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
@@ -53,7 +54,8 @@ func (c *checkup) requiredModules() []module {
 	}
 	mods = append(mods, module{name: "ip_set", why: "the KUBE-* ipsets", severity: Fail})
 	seen := map[string]bool{}
-	for _, s := range proxy.Sets(inet.IPv4) {
+	for _, set := range proxy.AllSets() {
+		s := iptables.IPSet(inet.IPv4, set)
 		name := "ip_set_" + strings.NewReplacer(":", "_", ",", "").Replace(string(s.Type))
 		if !seen[name] {
 			seen[name] = true

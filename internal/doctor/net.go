@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/proxy"
@@ -165,7 +166,7 @@ func (c *checkup) checkLocalDetector() {
 			c.add(check, OK, "masqueradeAll (--masquerade-all): all traffic to cluster IPs is masqueraded, pod traffic included", "")
 			continue
 		}
-		set := proxy.SetName(f, proxy.SetClusterIP)
+		set := iptables.SetName(f, proxy.SetClusterIP)
 		if p, ok := c.cfg.ClusterCIDR(ipv6); ok && c.cfg.DetectLocalMode == config.LocalModeClusterCIDR && c.overlapsServiceCIDR(p) {
 			c.add(check, Warn, fmt.Sprintf("clusterCIDR %s overlaps the Service CIDR, so kipvs does not use it to tell pod traffic apart: it masquerades traffic to cluster IPs "+
 				"only when the packet's source is the cluster IP itself (nat KUBE-SERVICES -m set --match-set %s src,dst -j KUBE-MARK-MASQ), which is how the node's own connections look", p, set),

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"net/netip"
 	"testing"
 
@@ -9,19 +8,16 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/netfilter"
 )
 
-// ruleVariant is one node's rules for one family.
+// ruleVariant is one node's state for one family.
 type ruleVariant struct {
 	node    string // variants with the same node name make up one dual-stack node
 	opts    *Options
 	desired *Desired
 }
 
-func (v ruleVariant) name() string { return v.node + "/" + v.opts.Family.String() }
-
-// ruleVariants is a corpus of nodes that together render every rule BuildRules can produce,
+// ruleVariants is a corpus of nodes that together render every rule a dataplane can produce,
 // in both families: every build case and the services of corpusServices (SCTP node ports and
 // load balancers, TCP and UDP, ETP Local, external IPs, health check node ports,
 // loadBalancerSourceRanges with /32, /128, /0 and ranges covering a node address, dual-stack
@@ -131,84 +127,11 @@ func corpusServices(f inet.Family) []ServiceInput {
 	}
 }
 
-// toRuleset converts Rules to the netfilter adapter's Ruleset, as reconcile does.
-func toRuleset(r *Rules) netfilter.Ruleset {
-	rs := netfilter.Ruleset{}
-	for _, t := range r.Tables {
-		var tr netfilter.TableRules
-		for _, c := range t.Chains {
-			tr.Chains = append(tr.Chains, netfilter.Chain{Name: c.Name, Rules: append([]string(nil), c.Rules...)})
-		}
-		for _, j := range t.Jumps {
-			tr.Jumps = append(tr.Jumps, netfilter.Jump{Chain: j.From, Rule: j.Rule()})
-		}
-		rs[netfilter.Table(t.Table)] = tr
-	}
-	return rs
-}
-
-func nfFamily(f inet.Family) inet.Family {
-	if f == inet.IPv6 {
-		return inet.IPv6
-	}
-	return inet.IPv4
-}
-
-// Every rule BuildRules renders, for every variant of the corpus, is in the form
-// iptables-save prints (netfilter.Canonical, which Apply's validation runs).
-func TestRulesAreCanonical(t *testing.T) {
-	for _, v := range ruleVariants() {
-		t.Run(v.name(), func(t *testing.T) {
-			r := BuildRules(v.opts, v.desired)
-			n := 0
-			for _, tr := range r.Tables {
-				for _, j := range tr.Jumps {
-					n++
-					if err := netfilter.Canonical(nfFamily(v.opts.Family), j.Rule()); err != nil {
-						t.Errorf("table %s jump from %s: %v", tr.Table, j.From, err)
-					}
-				}
-				for _, c := range tr.Chains {
-					for _, rule := range c.Rules {
-						n++
-						if err := netfilter.Canonical(nfFamily(v.opts.Family), rule); err != nil {
-							t.Errorf("table %s chain %s: %v", tr.Table, c.Name, err)
-						}
-					}
-				}
-			}
-			if n == 0 {
-				t.Fatal("no rules rendered")
-			}
-		})
-	}
-}
-
-// The whole rendered ruleset of every variant is accepted by the netfilter fake (validation,
-// restore, read-back check), and applying it again writes nothing. The kernel test
-// (TestRenderedRulesLoadKernel) does the same against iptables-nft and iptables-legacy.
-func TestRenderedRulesApplyToFake(t *testing.T) {
-	ctx := context.Background()
-	for _, v := range ruleVariants() {
-		t.Run(v.name(), func(t *testing.T) {
-			rs := toRuleset(BuildRules(v.opts, v.desired))
-			nf := netfilter.NewFake(nfFamily(v.opts.Family))
-			if _, err := nf.Apply(ctx, rs); err != nil {
-				t.Fatalf("apply: %v", err)
-			}
-			res, err := nf.Apply(ctx, rs)
-			if err != nil || res.Changed() {
-				t.Fatalf("second apply: changed %v (%v), err %v", res.Changed(), res.Restored, err)
-			}
-		})
-	}
-}
-
 // The corpus really contains what the kernel test claims to cover: in each family, every
 // set has members in some variant, so every set-conditional rule is rendered.
 func TestCorpusCoverage(t *testing.T) {
 	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
-		seen := map[string]bool{}
+		seen := map[Set]bool{}
 		for _, v := range ruleVariants() {
 			if v.opts.Family != f {
 				continue
@@ -217,9 +140,9 @@ func TestCorpusCoverage(t *testing.T) {
 				seen[m.Set] = true
 			}
 		}
-		for _, s := range Sets(f) {
-			if !seen[s.Name] {
-				t.Errorf("%s: no variant has a member of %s", f, s.Name)
+		for _, s := range AllSets() {
+			if !seen[s] {
+				t.Errorf("%s: no variant has a member of %s", f, s)
 			}
 		}
 	}

@@ -24,7 +24,7 @@ type Desired struct {
 	services map[types.NamespacedName]*ServiceState
 	vs       map[VSKey][]*VirtualServer // claimants, sorted by owner
 	members  map[Member]int
-	setSize  map[string]int
+	setSize  [numSets]int
 	addrs    map[netip.Addr]int
 	out      map[VSKey]int
 }
@@ -36,7 +36,6 @@ func NewDesired(f inet.Family) *Desired {
 		services: map[types.NamespacedName]*ServiceState{},
 		vs:       map[VSKey][]*VirtualServer{},
 		members:  map[Member]int{},
-		setSize:  map[string]int{},
 		addrs:    map[netip.Addr]int{},
 		out:      map[VSKey]int{},
 	}
@@ -117,7 +116,7 @@ func (d *Desired) Update(name types.NamespacedName, st *ServiceState, t *Touched
 	}
 
 	// Members and addresses: both lists are sorted and unique.
-	for _, m := range minus(oldM, newM, compareMember) {
+	for _, m := range minus(oldM, newM, Member.Compare) {
 		if d.members[m]--; d.members[m] == 0 {
 			delete(d.members, m)
 			d.setSize[m.Set]--
@@ -126,7 +125,7 @@ func (d *Desired) Update(name types.NamespacedName, st *ServiceState, t *Touched
 			}
 		}
 	}
-	for _, m := range minus(newM, oldM, compareMember) {
+	for _, m := range minus(newM, oldM, Member.Compare) {
 		if d.members[m]++; d.members[m] == 1 {
 			d.setSize[m.Set]++
 			if t != nil {
@@ -198,13 +197,6 @@ func compareOwner(a, b *VirtualServer) int {
 	return cmp.Compare(a.Owner.String(), b.Owner.String())
 }
 
-func compareMember(a, b Member) int {
-	if c := cmp.Compare(a.Set, b.Set); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Entry, b.Entry)
-}
-
 // minus returns the elements of sorted a that are not in sorted b.
 func minus[T any](a, b []T, cmpFn func(T, T) int) []T {
 	var out []T
@@ -229,14 +221,11 @@ func (d *Desired) VirtualServer(k VSKey) *VirtualServer {
 	return nil
 }
 
-// HasMember reports whether an ipset member is desired.
+// HasMember reports whether a set member is desired.
 func (d *Desired) HasMember(m Member) bool { return d.members[m] > 0 }
 
 // HasAddress reports whether a VIP should be bound on kube-ipvs0.
 func (d *Desired) HasAddress(a netip.Addr) bool { return d.addrs[a] > 0 }
-
-// SetSize is the number of desired members of a set.
-func (d *Desired) SetSize(set string) int { return d.setSize[set] }
 
 // Service returns the current contribution of a Service, or nil.
 func (d *Desired) Service(name types.NamespacedName) *ServiceState { return d.services[name] }
@@ -254,10 +243,10 @@ func (d *Desired) VirtualServers() []*VirtualServer {
 	return out
 }
 
-// Members returns every desired ipset member, sorted by set then entry.
+// Members returns every desired set member, sorted (Member.Compare).
 func (d *Desired) Members() []Member {
 	out := slices.Collect(maps.Keys(d.members))
-	slices.SortFunc(out, compareMember)
+	slices.SortFunc(out, Member.Compare)
 	return out
 }
 
@@ -310,7 +299,7 @@ func (d *Desired) Dump() string {
 		b.WriteString(FormatVirtualServer(v))
 	}
 	for _, m := range d.Members() {
-		fmt.Fprintf(&b, "member %s %s\n", m.Set, m.Entry)
+		fmt.Fprintf(&b, "member %s %s\n", m.Set, m)
 	}
 	for _, a := range d.Addresses() {
 		fmt.Fprintf(&b, "bind %s\n", a)

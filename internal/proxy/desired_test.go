@@ -34,7 +34,7 @@ func TestDesiredSharedAddressRefcount(t *testing.T) {
 
 	touched := NewTouched()
 	d.Update(nn("a"), nil, touched)
-	if !d.HasAddress(vip) || !d.HasMember(Member{SetIPVSIPs, "203.0.113.9"}) {
+	if !d.HasAddress(vip) || !d.HasMember(Member{Set: SetIPVSIPs, Addr: vip}) {
 		t.Fatal("shared VIP unbound while b still uses it")
 	}
 	if _, ok := touched.Addresses[vip]; ok {
@@ -45,7 +45,7 @@ func TestDesiredSharedAddressRefcount(t *testing.T) {
 	}
 	touched = NewTouched()
 	d.Update(nn("b"), nil, touched)
-	if d.HasAddress(vip) || d.HasMember(Member{SetIPVSIPs, "203.0.113.9"}) {
+	if d.HasAddress(vip) || d.HasMember(Member{Set: SetIPVSIPs, Addr: vip}) {
 		t.Fatal("VIP still desired after both services are gone")
 	}
 	if _, ok := touched.Addresses[vip]; !ok {

@@ -98,7 +98,7 @@ func TestContributesNothingChecksEveryField(t *testing.T) {
 	full := ServiceState{
 		Name:                nn("web"),
 		VirtualServers:      []*VirtualServer{&vs},
-		Members:             []Member{{Set: SetClusterIP, Entry: "10.96.0.10,tcp:80"}},
+		Members:             []Member{{Set: SetClusterIP, Addr: netip.MustParseAddr("10.96.0.10"), Proto: inet.TCP, Port: 80}},
 		Addresses:           []netip.Addr{netip.MustParseAddr("10.96.0.10")},
 		Problems:            []Problem{{Service: nn("web"), Field: "spec", Reason: "R", Message: "m"}},
 		HealthCheckNodePort: 32000,

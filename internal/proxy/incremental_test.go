@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
@@ -310,7 +311,7 @@ func newProxier(t *testing.T, fam inet.Family) *proxier {
 	p := &proxier{t: t, fam: fam, ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(nff), dummy: dummyif.NewFake("kube-ipvs0")}
 	// No graceful period: a removed real server goes at once rather than draining at weight 0
 	// (graceful termination has its own tests), so the kernels compare.
-	p.rec = reconcile.New(reconcile.Kernel{IPVS: p.ipvs, IPSet: p.ipset, Netfilter: p.nf, Dummy: p.dummy, Conntrack: conntrack.NewFake()},
+	p.rec = reconcile.New(reconcile.Kernel{IPVS: p.ipvs, Filter: iptables.New(fam, p.ipset, p.nf), Dummy: p.dummy, Conntrack: conntrack.NewFake()},
 		reconcile.Options{Family: fam, Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))})
 	return p
 }
@@ -430,7 +431,7 @@ func untouched(before, after view, t *proxy.Touched) []string {
 	}
 	for m := range keys(before.members, after.members) {
 		if _, ok := t.Members[m]; !ok && before.members[m] != after.members[m] {
-			out = append(out, fmt.Sprintf("member %s %s", m.Set, m.Entry))
+			out = append(out, fmt.Sprintf("member %s %s", m.Set, m))
 		}
 	}
 	for a := range keys(before.addrs, after.addrs) {

@@ -58,8 +58,8 @@ type Options struct {
 	MasqueradeAll bool
 	// MasqueradeBit is the fwmark bit marking packets for SNAT (default 14 -> 0x4000).
 	MasqueradeBit int
-	// MasqueradeRandomFully adds --random-fully to KUBE-POSTROUTING's MASQUERADE rule, as
-	// upstream does whenever the node's iptables supports it (1.6.2 and later).
+	// MasqueradeRandomFully fully randomizes the source ports of SNAT (KUBE-POSTROUTING's
+	// MASQUERADE rule), as upstream does whenever the node's tools support it.
 	MasqueradeRandomFully bool
 	LocalDetector         LocalDetector
 	// StrictARP only affects sysctls; it is here so a change triggers a rebuild.

@@ -1,6 +1,6 @@
 //go:build kernel
 
-package proxy
+package proxy_test
 
 import (
 	"context"
@@ -10,8 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
 
@@ -24,13 +27,13 @@ import (
 // any of that failed, kipvs would either fail every sync or "repair" drift forever.
 func TestRenderedRulesLoadKernel(t *testing.T) {
 	ctx := context.Background()
-	nodes := map[string][]ruleVariant{}
+	nodes := map[string][]proxy.NamedFilter{}
 	var order []string
-	for _, v := range ruleVariants() {
-		if nodes[v.node] == nil {
-			order = append(order, v.node)
+	for _, v := range proxy.RuleVariants() {
+		if nodes[v.Node] == nil {
+			order = append(order, v.Node)
 		}
-		nodes[v.node] = append(nodes[v.node], v)
+		nodes[v.Node] = append(nodes[v.Node], v)
 	}
 	for _, mode := range []netfilter.Mode{netfilter.ModeNFT, netfilter.ModeLegacy} {
 		for _, node := range order {
@@ -39,8 +42,9 @@ func TestRenderedRulesLoadKernel(t *testing.T) {
 				dir := t.TempDir()
 				var sets strings.Builder
 				for _, v := range nodes[node] {
-					for _, s := range Sets(v.opts.Family) {
-						if s.Type == BitmapPort {
+					for _, set := range proxy.AllSets() {
+						s := iptables.IPSet(v.Filter.Family, set)
+						if s.Type == ipset.BitmapPort {
 							fmt.Fprintf(&sets, "create %s %s range 0-65535\n", s.Name, s.Type)
 							continue
 						}
@@ -59,19 +63,19 @@ func TestRenderedRulesLoadKernel(t *testing.T) {
 				t.Cleanup(func() { _, _ = ns.Run("ipset", "destroy") })
 
 				for _, v := range nodes[node] {
-					f := nfFamily(v.opts.Family)
+					f := nfFamily(v.Filter.Family)
 					tool := "iptables-" + string(mode)
 					if f == inet.IPv6 {
 						tool = "ip6tables-" + string(mode)
 					}
-					rs := toRuleset(BuildRules(v.opts, v.desired))
+					rs := iptables.Ruleset(v.Filter)
 					payload := netfilter.Format(rs)
 					file := filepath.Join(dir, "rules-"+f.String())
 					if err := os.WriteFile(file, []byte(payload), 0o600); err != nil {
 						t.Fatal(err)
 					}
 					if out, err := ns.Run(tool+"-restore", file); err != nil {
-						t.Errorf("%s: the kernel rejects the rendered rules: %v\n%s\n--- payload ---\n%s", v.name(), err, out, payload)
+						t.Errorf("%s: the kernel rejects the rendered rules: %v\n%s\n--- payload ---\n%s", v.Name, err, out, payload)
 						continue
 					}
 					// The raw read-back, for failure messages only (each run is slow in the VM).
@@ -89,32 +93,32 @@ func TestRenderedRulesLoadKernel(t *testing.T) {
 					}
 					obs, err := h.Observe(ctx)
 					if err != nil {
-						t.Errorf("%s: parse the read-back: %v\n--- %s-save ---\n%s", v.name(), err, tool, saved())
+						t.Errorf("%s: parse the read-back: %v\n--- %s-save ---\n%s", v.Name, err, tool, saved())
 						continue
 					}
 					if d := netfilter.Diff(rs, obs); d != nil {
 						t.Errorf("%s: the read-back differs from the rendered rules:\n%s\n--- %s-save ---\n%s",
-							v.name(), strings.Join(d, "\n"), tool, saved())
+							v.Name, strings.Join(d, "\n"), tool, saved())
 					}
 					for table, tr := range obs {
 						for _, j := range tr.Jumps {
 							if err := netfilter.Canonical(f, j.Rule); err != nil {
-								t.Errorf("%s: read-back jump in %s %s: %v", v.name(), table, j.Chain, err)
+								t.Errorf("%s: read-back jump in %s %s: %v", v.Name, table, j.Chain, err)
 							}
 						}
 						for _, c := range tr.Chains {
 							for _, r := range c.Rules {
 								if err := netfilter.Canonical(f, r); err != nil {
-									t.Errorf("%s: read-back rule in %s %s: %v", v.name(), table, c.Name, err)
+									t.Errorf("%s: read-back rule in %s %s: %v", v.Name, table, c.Name, err)
 								}
 							}
 						}
 					}
 					res, err := h.Apply(ctx, rs)
 					if err != nil {
-						t.Errorf("%s: apply over the loaded rules: %v", v.name(), err)
+						t.Errorf("%s: apply over the loaded rules: %v", v.Name, err)
 					} else if res.Changed() {
-						t.Errorf("%s: apply over the loaded rules wrote tables %v:\n%v", v.name(), res.Restored, res.Payloads)
+						t.Errorf("%s: apply over the loaded rules wrote tables %v:\n%v", v.Name, res.Restored, res.Payloads)
 					}
 				}
 			})

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -164,27 +163,27 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 			st.VirtualServers = append(st.VirtualServers, v)
 		}
 		port := uint16(sp.Port) // validated: 1..65535
-		ipPort := func(ip netip.Addr) string { return ip.String() + "," + proto.String() + ":" + strconv.Itoa(int(port)) }
+		ipPort := func(set Set, ip netip.Addr) Member { return Member{Set: set, Addr: ip, Proto: proto, Port: port} }
 
 		// Hairpin: a local endpoint reaching its own service through a VIP must be
 		// masqueraded, or the reply would bypass IPVS.
 		for _, e := range all {
 			if e.local {
-				b.member(SetLoopBack, e.addr.String()+","+proto.String()+":"+strconv.Itoa(int(e.port))+","+e.addr.String())
+				b.member(Member{Set: SetLoopBack, Addr: e.addr, Proto: proto, Port: e.port, Source: HostSource(e.addr)})
 			}
 		}
 
 		for _, ip := range clusterIPs {
-			b.member(SetClusterIP, ipPort(ip))
+			b.member(ipPort(SetClusterIP, ip))
 			b.bind(ip)
 			vs(kindClusterIP, ip, port, clusterEps)
 		}
 
 		for _, ip := range externalIPs {
 			if externalLocal {
-				b.member(SetExternalIPLocal, ipPort(ip))
+				b.member(ipPort(SetExternalIPLocal, ip))
 			} else {
-				b.member(SetExternalIP, ipPort(ip))
+				b.member(ipPort(SetExternalIP, ip))
 			}
 			b.bind(ip)
 			vs(kindExternalIP, ip, port, externalEps)
@@ -192,9 +191,9 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 
 		for _, lb := range lbIPs {
 			ip := lb.addr
-			b.member(SetLoadBalancer, ipPort(ip))
+			b.member(ipPort(SetLoadBalancer, ip))
 			if externalLocal {
-				b.member(SetLoadBalancerLocal, ipPort(ip))
+				b.member(ipPort(SetLoadBalancerLocal, ip))
 			}
 			b.sourceRanges(i, ip, proto, port)
 			if !lb.local {
@@ -208,16 +207,15 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 			set, localSet := nodePortSets(proto)
 			if proto == inet.SCTP {
 				for _, ip := range o.NodePortAddresses {
-					e := ip.String() + ",sctp:" + strconv.Itoa(int(np))
-					b.member(set, e)
+					b.member(Member{Set: set, Addr: ip, Proto: inet.SCTP, Port: np})
 					if externalLocal {
-						b.member(localSet, e)
+						b.member(Member{Set: localSet, Addr: ip, Proto: inet.SCTP, Port: np})
 					}
 				}
 			} else {
-				b.member(set, strconv.Itoa(int(np)))
+				b.member(Member{Set: set, Port: np})
 				if externalLocal {
-					b.member(localSet, strconv.Itoa(int(np)))
+					b.member(Member{Set: localSet, Port: np})
 				}
 			}
 			for _, ip := range o.NodePortAddresses {
@@ -228,10 +226,10 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 
 	if externalPolicyLocal(svc) && svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort != 0 { // validated: 1..65535
 		st.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
-		b.member(SetHealthCheckNodePort, strconv.Itoa(int(svc.Spec.HealthCheckNodePort)))
+		b.member(Member{Set: SetHealthCheckNodePort, Port: st.HealthCheckNodePort})
 	}
 	for a := range b.addrs {
-		b.member(SetIPVSIPs, a.String())
+		b.member(Member{Set: SetIPVSIPs, Addr: a})
 	}
 	b.finish()
 	return st
@@ -249,9 +247,7 @@ func (b *builder) problem(field, reason, msg string) {
 	b.st.Problems = append(b.st.Problems, Problem{Service: b.st.Name, Field: field, Reason: reason, Message: msg})
 }
 
-func (b *builder) member(base, entry string) {
-	b.members[Member{Set: SetName(b.o.Family, base), Entry: entry}] = struct{}{}
-}
+func (b *builder) member(m Member) { b.members[m] = struct{}{} }
 
 func (b *builder) bind(a netip.Addr) { b.addrs[a] = struct{}{} }
 
@@ -301,7 +297,6 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto inet.Protocol, 
 	if len(b.svc.Spec.LoadBalancerSourceRanges) == 0 {
 		return
 	}
-	ipPort := ip.String() + "," + proto.String() + ":" + strconv.Itoa(int(port))
 	var cidrs []netip.Prefix
 	for j, s := range b.svc.Spec.LoadBalancerSourceRanges {
 		for _, part := range splitComma(s) {
@@ -324,10 +319,10 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto inet.Protocol, 
 		return
 	}
 	// With ranges of the other family only, nothing of this family may reach the LB IP.
-	b.member(SetLoadBalancerFW, ipPort)
+	b.member(Member{Set: SetLoadBalancerFW, Addr: ip, Proto: proto, Port: port})
 	allowNode := false
 	for _, p := range cidrs {
-		b.member(SetLoadBalancerSourceNet, ipPort+","+netEntry(p))
+		b.member(Member{Set: SetLoadBalancerSourceNet, Addr: ip, Proto: proto, Port: port, Source: p})
 		for _, a := range b.o.NodePortAddresses {
 			if p.Contains(a) {
 				allowNode = true
@@ -335,7 +330,7 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto inet.Protocol, 
 		}
 	}
 	if allowNode {
-		b.member(SetLoadBalancerSourceIP, ipPort+","+ip.String())
+		b.member(Member{Set: SetLoadBalancerSourceIP, Addr: ip, Proto: proto, Port: port, Source: HostSource(ip)})
 	} else {
 		b.st.OutFilter = append(b.st.OutFilter, VSKey{Protocol: proto, Address: ip, Port: port})
 	}
@@ -358,20 +353,7 @@ func (b *builder) finish() {
 	for m := range b.members {
 		st.Members = append(st.Members, m)
 	}
-	slices.SortFunc(st.Members, func(x, y Member) int {
-		if x.Set != y.Set {
-			if x.Set < y.Set {
-				return -1
-			}
-			return 1
-		}
-		if x.Entry < y.Entry {
-			return -1
-		} else if x.Entry > y.Entry {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(st.Members, Member.Compare)
 	st.Addresses = make([]netip.Addr, 0, len(b.addrs))
 	for a := range b.addrs {
 		st.Addresses = append(st.Addresses, a)
@@ -410,7 +392,7 @@ func protocolOf(p v1.Protocol) (inet.Protocol, bool) {
 	return 0, false
 }
 
-func nodePortSets(p inet.Protocol) (set, local string) {
+func nodePortSets(p inet.Protocol) (set, local Set) {
 	switch p {
 	case inet.UDP:
 		return SetNodePortUDP, SetNodePortLocalUDP

@@ -310,7 +310,7 @@ func formatState(st *ServiceState) string {
 		b.WriteString(FormatVirtualServer(v))
 	}
 	for _, m := range st.Members {
-		fmt.Fprintf(&b, "member %s %s\n", m.Set, m.Entry)
+		fmt.Fprintf(&b, "member %s %s\n", m.Set, m)
 	}
 	for _, a := range st.Addresses {
 		fmt.Fprintf(&b, "bind %s\n", a)
@@ -367,9 +367,9 @@ func TestBuildServiceSemantics(t *testing.T) {
 		}
 		return []string{"<no " + kind.String() + " virtual server>"}
 	}
-	has := func(st *ServiceState, set, entry string) bool {
+	has := func(st *ServiceState, set Set, entry string) bool {
 		for _, m := range st.Members {
-			if m.Set == set && m.Entry == entry {
+			if m.Set == set && m.String() == entry {
 				return true
 			}
 		}
@@ -468,23 +468,6 @@ func TestBuildServiceSemantics(t *testing.T) {
 	}
 	if got := strings.Join(dests(build("topology-hints-for-my-zone"), kindClusterIP), " "); got != "10.244.1.5:8080 10.244.1.7:8080" {
 		t.Errorf("zone hints = %s", got)
-	}
-}
-
-func TestSetNames(t *testing.T) {
-	for _, s := range Sets(inet.IPv6) {
-		if len(s.Name) > maxSetNameLen {
-			t.Errorf("%s is %d characters", s.Name, len(s.Name))
-		}
-		if !strings.HasPrefix(s.Name, "KUBE-6-") {
-			t.Errorf("IPv6 set %s lacks the KUBE-6- prefix", s.Name)
-		}
-	}
-	if got := SetName(inet.IPv6, SetLoadBalancerSourceNet); got != "KUBE-6-LOAD-BALANCER-SOURCE-CID" {
-		t.Errorf("truncated name = %s", got)
-	}
-	if got := SetName(inet.IPv4, SetLoadBalancerSourceNet); got != "KUBE-LOAD-BALANCER-SOURCE-CIDR" {
-		t.Errorf("v4 name = %s", got)
 	}
 }
 

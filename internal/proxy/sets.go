@@ -1,119 +1,134 @@
 package proxy
 
 import (
+	"cmp"
 	"net/netip"
+	"strconv"
+	"strings"
 
 	"github.com/kipvs/kipvs/internal/inet"
 )
 
-// SetType is an ipset type name as the kernel and the ipset tool spell it.
-type SetType string
+// Set is one of the sets of addresses and ports the packet filter matches traffic against
+// (kube-proxy's IPVS mode keeps them as ipsets; the dataplane, internal/dataplane, decides
+// how a backend names, types and creates them). Which fields of a Member a set uses is
+// listed on Member.
+//
+// The constants are declared in the order of kube-proxy's names for the sets (String), so
+// members sort as those names do.
+type Set uint8
 
 const (
-	HashIP        SetType = "hash:ip"
-	HashIPPort    SetType = "hash:ip,port"
-	HashIPPortIP  SetType = "hash:ip,port,ip"
-	HashIPPortNet SetType = "hash:ip,port,net"
-	HashNet       SetType = "hash:net"
-	BitmapPort    SetType = "bitmap:port"
+	SetClusterIP             Set = iota // cluster IP, protocol, port: masquerade, and the VIP is kipvs's
+	SetExternalIP                       // external IP, protocol, port (externalTrafficPolicy Cluster)
+	SetExternalIPLocal                  // external IP, protocol, port (externalTrafficPolicy Local)
+	SetHealthCheckNodePort              // port: a health check node port to accept
+	SetIPVSIPs                          // address: every address bound on kube-ipvs0
+	SetLoadBalancer                     // LoadBalancer ingress IP, protocol, port
+	SetLoadBalancerFW                   // LoadBalancer ingress IP, protocol, port that has source ranges
+	SetLoadBalancerLocal                // LoadBalancer ingress IP, protocol, port (externalTrafficPolicy Local)
+	SetLoadBalancerSourceNet            // LoadBalancer ingress IP, protocol, port, allowed source range
+	SetLoadBalancerSourceIP             // LoadBalancer ingress IP, protocol, port, the ingress IP as source (the node itself)
+	SetLoopBack                         // endpoint, protocol, port, the endpoint as source (hairpin)
+	SetNodePortLocalSCTP                // node address, SCTP, node port (externalTrafficPolicy Local)
+	SetNodePortLocalTCP                 // TCP node port (externalTrafficPolicy Local)
+	SetNodePortLocalUDP                 // UDP node port (externalTrafficPolicy Local)
+	SetNodePortSCTP                     // node address, SCTP, node port
+	SetNodePortTCP                      // TCP node port
+	SetNodePortUDP                      // UDP node port
+	numSets
 )
 
-// Base names of the ipsets, as upstream kube-proxy names them for IPv4. IPv6 names carry the
-// prefix KUBE-6- instead of KUBE- (see SetName).
-const (
-	SetLoopBack              = "KUBE-LOOP-BACK"
-	SetClusterIP             = "KUBE-CLUSTER-IP"
-	SetExternalIP            = "KUBE-EXTERNAL-IP"
-	SetExternalIPLocal       = "KUBE-EXTERNAL-IP-LOCAL"
-	SetLoadBalancer          = "KUBE-LOAD-BALANCER"
-	SetLoadBalancerLocal     = "KUBE-LOAD-BALANCER-LOCAL"
-	SetLoadBalancerFW        = "KUBE-LOAD-BALANCER-FW"
-	SetLoadBalancerSourceIP  = "KUBE-LOAD-BALANCER-SOURCE-IP"
-	SetLoadBalancerSourceNet = "KUBE-LOAD-BALANCER-SOURCE-CIDR"
-	SetNodePortTCP           = "KUBE-NODE-PORT-TCP"
-	SetNodePortLocalTCP      = "KUBE-NODE-PORT-LOCAL-TCP"
-	SetNodePortUDP           = "KUBE-NODE-PORT-UDP"
-	SetNodePortLocalUDP      = "KUBE-NODE-PORT-LOCAL-UDP"
-	SetNodePortSCTP          = "KUBE-NODE-PORT-SCTP-HASH"
-	SetNodePortLocalSCTP     = "KUBE-NODE-PORT-LOCAL-SCTP-HASH"
-	SetHealthCheckNodePort   = "KUBE-HEALTH-CHECK-NODE-PORT"
-	SetIPVSIPs               = "KUBE-IPVS-IPS"
-)
-
-// SetSpec declares one ipset kipvs owns.
-type SetSpec struct {
-	Name    string // family-specific name
-	Base    string // IPv4 name, as in the constants above
-	Type    SetType
-	Family  inet.Family
-	Comment string
+// AllSets returns every set, in the order upstream kube-proxy creates them.
+func AllSets() []Set {
+	return []Set{SetLoopBack, SetClusterIP, SetExternalIP, SetExternalIPLocal, SetLoadBalancer, SetLoadBalancerLocal,
+		SetLoadBalancerFW, SetLoadBalancerSourceIP, SetLoadBalancerSourceNet, SetNodePortTCP, SetNodePortLocalTCP,
+		SetNodePortUDP, SetNodePortLocalUDP, SetNodePortSCTP, SetNodePortLocalSCTP, SetHealthCheckNodePort, SetIPVSIPs}
 }
 
-var setTable = []struct {
-	base, comment string
-	typ           SetType
-}{
-	{SetLoopBack, "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose", HashIPPortIP},
-	{SetClusterIP, "Kubernetes service cluster ip + port for masquerade purpose", HashIPPort},
-	{SetExternalIP, "Kubernetes service external ip + port for masquerade and filter purpose", HashIPPort},
-	{SetExternalIPLocal, "Kubernetes service external ip + port with externalTrafficPolicy=local", HashIPPort},
-	{SetLoadBalancer, "Kubernetes service lb portal", HashIPPort},
-	{SetLoadBalancerLocal, "Kubernetes service load balancer ip + port with externalTrafficPolicy=local", HashIPPort},
-	{SetLoadBalancerFW, "Kubernetes service load balancer ip + port for load balancer with sourceRange", HashIPPort},
-	{SetLoadBalancerSourceIP, "Kubernetes service load balancer ip + port + source IP for packet filter purpose", HashIPPortIP},
-	{SetLoadBalancerSourceNet, "Kubernetes service load balancer ip + port + source cidr for packet filter purpose", HashIPPortNet},
-	{SetNodePortTCP, "Kubernetes nodeport TCP port for masquerade purpose", BitmapPort},
-	{SetNodePortLocalTCP, "Kubernetes nodeport TCP port with externalTrafficPolicy=local", BitmapPort},
-	{SetNodePortUDP, "Kubernetes nodeport UDP port for masquerade purpose", BitmapPort},
-	{SetNodePortLocalUDP, "Kubernetes nodeport UDP port with externalTrafficPolicy=local", BitmapPort},
-	{SetNodePortSCTP, "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'", HashIPPort},
-	{SetNodePortLocalSCTP, "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'", HashIPPort},
-	{SetHealthCheckNodePort, "Kubernetes health check node port", BitmapPort},
-	{SetIPVSIPs, "IPVS service ip", HashIP},
+// String is the set's name as upstream kube-proxy names its IPv4 ipset.
+func (s Set) String() string {
+	if s >= numSets {
+		return "set-" + strconv.Itoa(int(s))
+	}
+	return [...]string{
+		"KUBE-CLUSTER-IP", "KUBE-EXTERNAL-IP", "KUBE-EXTERNAL-IP-LOCAL", "KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-IPVS-IPS",
+		"KUBE-LOAD-BALANCER", "KUBE-LOAD-BALANCER-FW", "KUBE-LOAD-BALANCER-LOCAL", "KUBE-LOAD-BALANCER-SOURCE-CIDR",
+		"KUBE-LOAD-BALANCER-SOURCE-IP", "KUBE-LOOP-BACK", "KUBE-NODE-PORT-LOCAL-SCTP-HASH", "KUBE-NODE-PORT-LOCAL-TCP",
+		"KUBE-NODE-PORT-LOCAL-UDP", "KUBE-NODE-PORT-SCTP-HASH", "KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-UDP",
+	}[s]
 }
 
-// maxSetNameLen is the longest ipset name the kernel accepts (IPSET_MAXNAMELEN - 1).
-const maxSetNameLen = 31
-
-// SetName returns the family-specific name of a base (IPv4) set name: IPv6 sets are named
-// KUBE-6-... and truncated to 31 characters, as upstream does.
-func SetName(f inet.Family, base string) string {
-	if f != inet.IPv6 {
-		return base
-	}
-	name := "KUBE-6-" + base[len("KUBE-"):]
-	if len(name) > maxSetNameLen {
-		name = name[:maxSetNameLen]
-	}
-	return name
+// Member is one member of a set, as typed values. Which fields it uses depends on the set
+// (see the Set constants); the others are zero:
+//
+//	Addr                        SetIPVSIPs
+//	Port                        SetNodePort(Local)TCP, SetNodePort(Local)UDP, SetHealthCheckNodePort
+//	Addr, Proto, Port           the other VIP, ingress and SCTP node port sets
+//	Addr, Proto, Port, Source   SetLoopBack, SetLoadBalancerSourceIP (a single address, full
+//	                            length), SetLoadBalancerSourceNet (a range, masked)
+//
+// Addr and Port are matched as the packet's destination, Source as its source. Member is
+// comparable: equal members are the same kernel object.
+type Member struct {
+	Set    Set
+	Proto  inet.Protocol
+	Port   uint16
+	Addr   netip.Addr
+	Source netip.Prefix
 }
 
-// Sets returns every ipset kipvs owns for a family, in a fixed order. All of them exist
-// while kipvs runs, empty or not (like upstream); rules reference only the non-empty ones.
-func Sets(f inet.Family) []SetSpec {
-	out := make([]SetSpec, 0, len(setTable))
-	for _, s := range setTable {
-		out = append(out, SetSpec{Name: SetName(f, s.base), Base: s.base, Type: s.typ, Family: f, Comment: s.comment})
+// HostSource returns a as a Source of a single address.
+func HostSource(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+
+// String renders the member for logs, plans and tests, in the notation kube-proxy's ipset
+// members are written in ("10.96.0.1,tcp:80", "30080"). Nothing parses it.
+func (m Member) String() string {
+	var b strings.Builder
+	if m.Addr.IsValid() {
+		b.WriteString(m.Addr.String())
 	}
-	return out
+	if m.Proto != 0 {
+		b.WriteString("," + m.Proto.String() + ":" + strconv.Itoa(int(m.Port)))
+	} else if !m.Addr.IsValid() {
+		b.WriteString(strconv.Itoa(int(m.Port)))
+	}
+	if m.Source.IsValid() {
+		b.WriteString(",")
+		if m.Source.IsSingleIP() {
+			b.WriteString(m.Source.Addr().String())
+		} else {
+			b.WriteString(m.Source.String())
+		}
+	}
+	return b.String()
 }
 
-// netEntry renders a net as the last part of a hash:ip,port,net member, in the form the
-// kernel lists it back (and ipset.Entry.String prints it): a host net (/32, /128) as its bare
-// address. Desired members are compared with listed ones as text, so "…,198.51.100.7/32"
-// would never match the listed "…,198.51.100.7" and every full sync would delete and re-add it.
-func netEntry(p netip.Prefix) string {
-	if p.IsSingleIP() {
-		return p.Addr().String()
+// Compare orders members by set, then address, protocol, port and source.
+func (m Member) Compare(o Member) int {
+	if c := cmp.Compare(m.Set, o.Set); c != 0 {
+		return c
 	}
-	return p.String()
+	if c := m.Addr.Compare(o.Addr); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(m.Proto, o.Proto); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(m.Port, o.Port); c != 0 {
+		return c
+	}
+	if c := m.Source.Addr().Compare(o.Source.Addr()); c != 0 {
+		return c
+	}
+	return cmp.Compare(m.Source.Bits(), o.Source.Bits())
 }
 
 // allowsEverySource reports whether the source ranges of one family hold a range of length 0
 // (0.0.0.0/0 or ::/0). Such a range means "allow every source": the LoadBalancer address then
 // gets no source filtering in that family at all (no KUBE-LOAD-BALANCER-FW member, no
 // -SOURCE-CIDR or -SOURCE-IP members, no KUBE-IPVS-OUT-FILTER rule), as upstream's iptables
-// and nftables modes behave. A hash:ip,port,net set cannot hold a /0 (the kernel takes prefix
+// and nftables modes behave. An ipset of nets cannot hold a /0 (the kernel takes prefix
 // lengths from 1), so upstream's IPVS mode fails to add that member and ends up dropping
 // every source instead; kipvs does not copy that.
 func allowsEverySource(ranges []netip.Prefix) bool {

@@ -26,7 +26,7 @@ func TestSourceRangeMembers(t *testing.T) {
 		want   []string
 	}{
 		{
-			// A host range is written as the kernel lists it back, so a resync matches.
+			// A host range is a full-length net, shown as its bare address (as ipset lists it).
 			name:   "ipv4-host-range-is-a-bare-address",
 			ranges: []string{"198.51.100.7/32", "192.0.2.0/24"},
 			want: []string{
@@ -41,9 +41,9 @@ func TestSourceRangeMembers(t *testing.T) {
 			opts:   v6,
 			ranges: []string{"2001:db8::7/128", "2001:db8:1::/48", "198.51.100.0/24"},
 			want: []string{
-				"member KUBE-6-LOAD-BALANCER-FW 2001:db8::90,tcp:80",
-				"member KUBE-6-LOAD-BALANCER-SOURCE-CID 2001:db8::90,tcp:80,2001:db8:1::/48",
-				"member KUBE-6-LOAD-BALANCER-SOURCE-CID 2001:db8::90,tcp:80,2001:db8::7",
+				"member KUBE-LOAD-BALANCER-FW 2001:db8::90,tcp:80",
+				"member KUBE-LOAD-BALANCER-SOURCE-CIDR 2001:db8::90,tcp:80,2001:db8::7",
+				"member KUBE-LOAD-BALANCER-SOURCE-CIDR 2001:db8::90,tcp:80,2001:db8:1::/48",
 				"out-filter tcp/[2001:db8::90]:80",
 			},
 		},

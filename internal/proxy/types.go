@@ -1,7 +1,9 @@
-// Package proxy turns Services and EndpointSlices into the kernel state kipvs wants: IPVS
-// virtual servers with their real servers, ipset members, the VIPs bound on kube-ipvs0 and
-// the iptables rules. It is pure: no kernel access, no clocks, no I/O. The reconciler diffs
-// its output against the kernel and applies the difference.
+// Package proxy turns Services and EndpointSlices into the state kipvs wants, as typed values:
+// IPVS virtual servers with their real servers, the members of the sets the packet filter
+// matches (Member), the VIPs bound on kube-ipvs0, and the facts the filter rules depend on
+// (Filter). It is pure: no kernel access, no clocks, no I/O, and no dataplane syntax (a
+// dataplane, internal/dataplane, renders sets and rules for one backend). The reconciler
+// diffs its output against the kernel and applies the difference.
 //
 // The unit of work is one Service: BuildService computes a Service's contribution, and
 // Desired aggregates contributions with reference counts (two Services may share a VIP or a
@@ -121,10 +123,4 @@ func (v *VirtualServer) Equal(o *VirtualServer) bool {
 		}
 	}
 	return true
-}
-
-// Member is one ipset member in ipset's own notation ("10.96.0.1,tcp:80", "30080", ...).
-type Member struct {
-	Set   string
-	Entry string
 }

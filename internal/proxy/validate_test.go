@@ -374,7 +374,7 @@ func testUnusable(a netip.Addr) bool {
 }
 
 // kernelSafe lists what in st the kernel would refuse or that must never be programmed.
-func kernelSafe(st *ServiceState) []string {
+func kernelSafe(st *ServiceState, f inet.Family) []string {
 	var bad []string
 	if st == nil {
 		return nil
@@ -393,14 +393,16 @@ func kernelSafe(st *ServiceState) []string {
 		}
 	}
 	for _, m := range st.Members {
-		for _, part := range strings.Split(m.Entry, ",") {
-			isPort := strings.HasPrefix(part, "tcp:") || strings.HasPrefix(part, "udp:") || strings.HasPrefix(part, "sctp:")
-			if !isPort && strings.Contains(part, ":") != strings.HasPrefix(m.Set, "KUBE-6-") && strings.ContainsAny(part, ".:") {
-				bad = append(bad, "address of the wrong family: "+m.Set+" "+m.Entry)
+		for _, a := range []netip.Addr{m.Addr, m.Source.Addr()} {
+			if a.IsValid() && (!f.Matches(a) || a.Is4In6()) {
+				bad = append(bad, "address of the wrong family: "+m.Set.String()+" "+m.String())
+			}
+			if a.Zone() != "" {
+				bad = append(bad, "member "+m.Set.String()+" "+m.String())
 			}
 		}
-		if strings.Contains(m.Entry, "%") || strings.Contains(m.Entry, ":0,") || strings.HasSuffix(m.Entry, ":0") || m.Entry == "0" {
-			bad = append(bad, "member "+m.Set+" "+m.Entry)
+		if m.Set != SetIPVSIPs && m.Port == 0 {
+			bad = append(bad, "member "+m.Set.String()+" "+m.String())
 		}
 	}
 	for _, a := range st.Addresses {
@@ -408,7 +410,7 @@ func kernelSafe(st *ServiceState) []string {
 			bad = append(bad, "bind "+a.String())
 		}
 	}
-	if st.HealthCheckNodePort == 0 && slices.ContainsFunc(st.Members, func(m Member) bool { return strings.Contains(m.Set, "HEALTH-CHECK") }) {
+	if st.HealthCheckNodePort == 0 && slices.ContainsFunc(st.Members, func(m Member) bool { return m.Set == SetHealthCheckNodePort }) {
 		bad = append(bad, "health check member without a port")
 	}
 	return bad
@@ -424,7 +426,7 @@ func TestBuildServiceBadInput(t *testing.T) {
 				tc.opts(o)
 			}
 			st := BuildService(ServiceInput{Service: tc.svc, Slices: tc.slices}, o)
-			if bad := kernelSafe(st); len(bad) > 0 {
+			if bad := kernelSafe(st, o.Family); len(bad) > 0 {
 				t.Errorf("state the kernel cannot take:\n%s", strings.Join(bad, "\n"))
 			}
 			if tc.problems != nil {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
@@ -37,7 +38,7 @@ func TestAdoptionPlanLogged(t *testing.T) {
 			}
 			e := newEnv(t, func(o *Options) { o.Logger = zap.New(core) })
 			e.ipvs, e.ipset, e.nf, e.dummy, e.ct = prev.ipvs, prev.ipset, prev.nf, prev.dummy, prev.ct
-			e.rec = New(Kernel{IPVS: e.ipvs, IPSet: e.ipset, Netfilter: e.nf, Dummy: e.dummy, Conntrack: e.ct}, e.rec.opts)
+			e.rec = New(Kernel{IPVS: e.ipvs, Filter: iptables.New(e.rec.opts.Family, e.ipset, e.nf), Dummy: e.dummy, Conntrack: e.ct}, e.rec.opts)
 			e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5", "10.244.2.6"))
 
 			res := e.full()

@@ -9,9 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -30,8 +28,8 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 		}
 	}
 	for _, s := range p.CreateSets {
-		if err := r.kernel.IPSet.Create(s); err != nil {
-			fail(fmt.Errorf("create ipset %s: %w", s.Name, err))
+		if err := r.kernel.Filter.CreateSet(s); err != nil {
+			fail(err)
 		} else {
 			r.count("ipset", "add", 1)
 		}
@@ -48,7 +46,7 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 			r.count("address", "add", 1)
 		}
 	}
-	failedSets := map[string]bool{}
+	failedSets := map[proxy.Set]bool{}
 	fail(r.applyMembers(p.AddMembers, true, failedSets))
 	ops, unclaimed := claimedOps(r.opts.Family, p, base, failedAddrs, failedSets)
 	fail(r.applyIPVS(ops, nil))
@@ -56,21 +54,17 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 		fail(fmt.Errorf("virtual servers %v not created: neither their address nor a set member that marks them kipvs's could be added", unclaimed))
 	}
 	if p.Rules != nil {
-		if _, err := r.kernel.Netfilter.Apply(ctx, *p.Rules); err != nil {
+		if err := r.kernel.Filter.ApplyRules(ctx, p.Rules); err != nil {
 			if r.opts.Metrics != nil {
 				r.opts.Metrics.IPTablesRestoreFailuresTotal.WithLabelValues(r.family()).Inc()
 			}
-			fail(fmt.Errorf("apply %s iptables rules: %w", r.family(), err))
+			fail(err)
 		} else {
 			r.count("iptables_ruleset", "update", 1)
 			if r.opts.Metrics != nil {
-				for table, tr := range *p.Rules {
-					n := len(tr.Jumps)
-					for _, c := range tr.Chains {
-						n += len(c.Rules)
-					}
-					r.opts.Metrics.IPTablesRulesTotal.WithLabelValues(string(table), r.family()).Set(float64(n))
-					r.opts.Metrics.IPTablesRulesLastSync.WithLabelValues(string(table), r.family()).Set(float64(n))
+				for table, n := range p.Rules.Counts() {
+					r.opts.Metrics.IPTablesRulesTotal.WithLabelValues(table, r.family()).Set(float64(n))
+					r.opts.Metrics.IPTablesRulesLastSync.WithLabelValues(table, r.family()).Set(float64(n))
 				}
 			}
 		}
@@ -203,7 +197,7 @@ func (r *Reconciler) applyIPVS(ops []ipvs.Op, failedDelete func(proxy.VSKey)) er
 // servers) none of whose vouchers (see vouchers) is in the kernel: each one this plan tried
 // to add failed, and base did not hold one already. Those keys are returned; the next sync
 // retries them. A set whose add failed counts as holding none of the members added.
-func claimedOps(f inet.Family, p *Plan, base *state, failedAddrs map[netip.Addr]bool, failedSets map[string]bool) ([]ipvs.Op, []proxy.VSKey) {
+func claimedOps(f inet.Family, p *Plan, base *state, failedAddrs map[netip.Addr]bool, failedSets map[proxy.Set]bool) ([]ipvs.Op, []proxy.VSKey) {
 	if len(failedAddrs) == 0 && len(failedSets) == 0 {
 		return p.IPVS, nil
 	}
@@ -258,45 +252,24 @@ func claimedOps(f inet.Family, p *Plan, base *state, failedAddrs map[netip.Addr]
 	return out, skipped
 }
 
-// applyMembers adds or deletes ms, one batch per set; the name of each set whose batch
-// failed goes into failedSets (if not nil).
-func (r *Reconciler) applyMembers(ms []proxy.Member, add bool, failedSets map[string]bool) error {
+// applyMembers adds or deletes ms, one batch per set; each set whose batch failed goes into
+// failedSets (if not nil).
+func (r *Reconciler) applyMembers(ms []proxy.Member, add bool, failedSets map[proxy.Set]bool) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	bySet := map[string][]ipset.Entry{}
-	var order []string
-	var errs []error
-	for _, m := range ms {
-		e, err := parseMember(r.specs, m)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if _, ok := bySet[m.Set]; !ok {
-			order = append(order, m.Set)
-		}
-		bySet[m.Set] = append(bySet[m.Set], e)
+	update, verb := r.kernel.Filter.AddMembers, "add"
+	if !add {
+		update, verb = r.kernel.Filter.DeleteMembers, "delete"
 	}
-	for _, set := range order {
-		var err error
-		verb := "add"
-		if add {
-			err = r.kernel.IPSet.Add(set, bySet[set]...)
-		} else {
-			verb = "delete"
-			err = r.kernel.IPSet.Del(set, bySet[set]...)
+	n, failed, err := update(ms)
+	for _, s := range failed {
+		if failedSets != nil {
+			failedSets[s] = true
 		}
-		if err != nil {
-			if failedSets != nil {
-				failedSets[set] = true
-			}
-			errs = append(errs, fmt.Errorf("%s %d members of ipset %s: %w", verb, len(bySet[set]), set, err))
-			continue
-		}
-		r.count("ipset_member", verb, len(bySet[set]))
 	}
-	return errors.Join(errs...)
+	r.count("ipset_member", verb, n)
+	return err
 }
 
 func (r *Reconciler) count(kind, op string, n int) {
@@ -344,26 +317,4 @@ func applyToModel(s *state, p *Plan) {
 	for _, m := range p.DelMembers {
 		delete(s.members, m)
 	}
-}
-
-// DesiredRuleset is the iptables ruleset a sync applies for d under po (kipvs's chains and
-// the jumps into them), for comparing the kernel's chains with what kipvs wants.
-func DesiredRuleset(po *proxy.Options, d *proxy.Desired) netfilter.Ruleset {
-	return toRuleset(proxy.BuildRules(po, d))
-}
-
-// toRuleset converts the proxy's rules to the netfilter adapter's declarative form.
-func toRuleset(r *proxy.Rules) netfilter.Ruleset {
-	rs := netfilter.Ruleset{}
-	for _, t := range r.Tables {
-		var tr netfilter.TableRules
-		for _, c := range t.Chains {
-			tr.Chains = append(tr.Chains, netfilter.Chain{Name: c.Name, Rules: append([]string(nil), c.Rules...)})
-		}
-		for _, j := range t.Jumps {
-			tr.Jumps = append(tr.Jumps, netfilter.Jump{Chain: j.From, Rule: j.Rule()})
-		}
-		rs[netfilter.Table(t.Table)] = tr
-	}
-	return rs
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
@@ -100,19 +101,25 @@ func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list ipsets: %w", err)
 	}
-	own := map[string]bool{}
+	type ownSet struct {
+		family inet.Family
+		set    proxy.Set
+	}
+	own := map[string]ownSet{}
+	members := map[inet.Family]map[proxy.Member]struct{}{}
 	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
-		for _, s := range proxy.Sets(f) {
-			own[s.Name] = true
+		members[f] = map[proxy.Member]struct{}{}
+		for _, s := range proxy.AllSets() {
+			own[iptables.SetName(f, s)] = ownSet{f, s}
 		}
 	}
-	members := map[proxy.Member]struct{}{}
 	for _, n := range names {
-		if !own[n] && !strings.HasPrefix(n, ipset.TempPrefix) {
+		o, ok := own[n]
+		if !ok && !strings.HasPrefix(n, ipset.TempPrefix) {
 			continue
 		}
 		p.Sets = append(p.Sets, n)
-		if !own[n] {
+		if !ok {
 			continue
 		}
 		info, err := in.IPSet.List(n)
@@ -120,7 +127,7 @@ func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 			return nil, fmt.Errorf("list ipset %s: %w", n, err)
 		}
 		for _, e := range info.Entries {
-			members[proxy.Member{Set: n, Entry: e.String()}] = struct{}{}
+			members[o.family][iptables.MemberOf(o.set, e)] = struct{}{}
 		}
 	}
 	var table []ipvs.Entry
@@ -130,7 +137,7 @@ func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 		}
 	}
 	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
-		obs := &state{members: members, addrs: map[netip.Addr]struct{}{}}
+		obs := &state{members: members[f], addrs: map[netip.Addr]struct{}{}}
 		for _, a := range addrs {
 			obs.addrs[a.Addr().Unmap()] = struct{}{}
 		}

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -35,7 +36,7 @@ func deletesService(addr string) func(ipvs.Op) bool {
 
 // restart replaces the reconciler by a new one over the same kernel, as a kipvs restart does.
 func (e *env) restart() {
-	e.rec = New(Kernel{IPVS: e.ipvs, IPSet: e.ipset, Netfilter: e.nf, Dummy: e.dummy, Conntrack: e.ct},
+	e.rec = New(Kernel{IPVS: e.ipvs, Filter: iptables.New(e.rec.opts.Family, e.ipset, e.nf), Dummy: e.dummy, Conntrack: e.ct},
 		Options{Family: inet.IPv4, GracefulPeriod: 30 * time.Second, Clock: e.clk})
 }
 

@@ -7,6 +7,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
@@ -43,7 +44,7 @@ func TestLinkLocalLeftoverVIPRemoved(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rec := New(Kernel{IPVS: ipvs.NewFake(), IPSet: ipset.NewFake(), Netfilter: netfilter.NewFake(tc.nf), Dummy: dummy},
+			rec := New(Kernel{IPVS: ipvs.NewFake(), Filter: iptables.New(tc.family, ipset.NewFake(), netfilter.NewFake(tc.nf)), Dummy: dummy},
 				Options{Family: tc.family, Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))})
 			opts := &proxy.Options{Family: tc.family, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14}
 			d := proxy.NewDesired(tc.family)

@@ -3,11 +3,10 @@ package reconcile
 import (
 	"net/netip"
 	"slices"
-	"strconv"
 
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
@@ -22,18 +21,10 @@ import (
 // address on a port in a node-port set. Everything else (another load balancer's virtual
 // servers, excludeCIDRs) is foreign and never touched. The rule works on state upstream
 // kube-proxy left behind too, since the names are the same.
-func (r *Reconciler) observe(rd *Read, j *journal, d *proxy.Desired, po *proxy.Options) (*state, []ipset.Set) {
+func (r *Reconciler) observe(rd *Read, j *journal, d *proxy.Desired, po *proxy.Options) (*state, []dataplane.SetSpec) {
 	obs := newState()
-	var missing []ipset.Set
-	for _, spec := range proxy.Sets(r.opts.Family) {
-		info := rd.sets[spec.Name]
-		if info == nil {
-			missing = append(missing, toIPSet(spec))
-			continue
-		}
-		for _, e := range info.Entries {
-			obs.members[proxy.Member{Set: spec.Name, Entry: e.String()}] = struct{}{}
-		}
+	if rd.members != nil {
+		obs.members = rd.members // the Read is used once
 	}
 	for _, p := range rd.addrs {
 		if a := p.Addr().Unmap(); r.opts.Family.Matches(a) && !dummyif.KernelLinkLocal(p) {
@@ -67,7 +58,7 @@ func (r *Reconciler) observe(rd *Read, j *journal, d *proxy.Desired, po *proxy.O
 	if r.applied != nil {
 		j.overlayVirtualServers(obs, r.applied)
 	}
-	return obs, missing
+	return obs, rd.missing
 }
 
 // owns applies the ownership rule of observe to one virtual server of family f. remembered
@@ -103,11 +94,10 @@ func owns(f inet.Family, exclude []netip.Prefix, d *proxy.Desired, obs *state, k
 
 // vipMembers are the members of the VIP sets that make virtual server k kipvs's.
 func vipMembers(f inet.Family, k proxy.VSKey) []proxy.Member {
-	ipPort := k.Address.String() + "," + k.Protocol.String() + ":" + strconv.Itoa(int(k.Port))
-	bases := []string{proxy.SetClusterIP, proxy.SetExternalIP, proxy.SetExternalIPLocal, proxy.SetLoadBalancer}
-	out := make([]proxy.Member, 0, len(bases))
-	for _, base := range bases {
-		out = append(out, proxy.Member{Set: proxy.SetName(f, base), Entry: ipPort})
+	sets := []proxy.Set{proxy.SetClusterIP, proxy.SetExternalIP, proxy.SetExternalIPLocal, proxy.SetLoadBalancer}
+	out := make([]proxy.Member, 0, len(sets))
+	for _, s := range sets {
+		out = append(out, proxy.Member{Set: s, Addr: k.Address, Proto: k.Protocol, Port: k.Port})
 	}
 	return out
 }
@@ -117,12 +107,11 @@ func vipMembers(f inet.Family, k proxy.VSKey) []proxy.Member {
 func nodePortMember(f inet.Family, k proxy.VSKey) proxy.Member {
 	switch k.Protocol {
 	case inet.TCP:
-		return proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortTCP), Entry: strconv.Itoa(int(k.Port))}
+		return proxy.Member{Set: proxy.SetNodePortTCP, Port: k.Port}
 	case inet.UDP:
-		return proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortUDP), Entry: strconv.Itoa(int(k.Port))}
+		return proxy.Member{Set: proxy.SetNodePortUDP, Port: k.Port}
 	default:
-		ipPort := k.Address.String() + "," + k.Protocol.String() + ":" + strconv.Itoa(int(k.Port))
-		return proxy.Member{Set: proxy.SetName(f, proxy.SetNodePortSCTP), Entry: ipPort}
+		return proxy.Member{Set: proxy.SetNodePortSCTP, Addr: k.Address, Proto: k.Protocol, Port: k.Port}
 	}
 }
 

@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -22,7 +21,7 @@ import (
 // set members that mark it as kipvs's go only after it is gone: when its delete fails they
 // stay (see apply), so the next sync still knows it as kipvs's and retries.
 type Plan struct {
-	CreateSets []ipset.Set
+	CreateSets []dataplane.SetSpec
 	// AddAddrs and AddMembers are applied before IPVS: a virtual server is created only
 	// with what makes it kipvs's already in place.
 	AddAddrs   []netip.Addr
@@ -31,7 +30,7 @@ type Plan struct {
 	// destination adds and updates, including drains (weight 0).
 	IPVS []ipvs.Op
 	// Rules is the ruleset to apply, or nil when it is unchanged.
-	Rules *netfilter.Ruleset
+	Rules dataplane.Rules
 	// IPVSDelete holds destination deletes, then service deletes.
 	IPVSDelete []ipvs.Op
 	DelMembers []proxy.Member
@@ -73,7 +72,7 @@ func (p *Plan) String() string {
 		fmt.Fprintf(&b, "bind %s\n", a)
 	}
 	for _, m := range p.AddMembers {
-		fmt.Fprintf(&b, "add member %s %s\n", m.Set, m.Entry)
+		fmt.Fprintf(&b, "add member %s %s\n", m.Set, m)
 	}
 	for _, op := range p.IPVS {
 		b.WriteString(formatOp(op))
@@ -85,7 +84,7 @@ func (p *Plan) String() string {
 		b.WriteString(formatOp(op))
 	}
 	for _, m := range p.DelMembers {
-		fmt.Fprintf(&b, "del member %s %s\n", m.Set, m.Entry)
+		fmt.Fprintf(&b, "del member %s %s\n", m.Set, m)
 	}
 	for _, a := range p.DelAddrs {
 		fmt.Fprintf(&b, "unbind %s\n", a)
@@ -131,7 +130,6 @@ func describeService(s ipvs.Service) string {
 type diffInput struct {
 	desired  *proxy.Desired
 	observed *state
-	specs    map[string]proxy.SetSpec
 	exclude  []netip.Prefix
 	// graceful is how long removed TCP/SCTP real servers drain; 0 deletes them at once.
 	graceful time.Duration
@@ -164,7 +162,7 @@ func diffAll(in *diffInput) *Plan {
 			members = append(members, m)
 		}
 	}
-	slices.SortFunc(members, compareMember)
+	slices.SortFunc(members, proxy.Member.Compare)
 	addrs := in.desired.Addresses()
 	for a := range in.observed.addrs {
 		if !in.desired.HasAddress(a) {
@@ -177,7 +175,7 @@ func diffAll(in *diffInput) *Plan {
 
 // diffScoped compares only the objects named in t.
 func diffScoped(in *diffInput, t *proxy.Touched) *Plan {
-	return diffKeys(in, sortedKeys(t.VirtualServers, proxy.VSKey.Compare), sortedKeys(t.Members, compareMember),
+	return diffKeys(in, sortedKeys(t.VirtualServers, proxy.VSKey.Compare), sortedKeys(t.Members, proxy.Member.Compare),
 		sortedKeys(t.Addresses, netip.Addr.Compare))
 }
 
@@ -219,13 +217,6 @@ func deleteRank(op ipvs.Op) int {
 		return 0
 	}
 	return 1
-}
-
-func compareMember(a, b proxy.Member) int {
-	if a.Set != b.Set {
-		return strings.Compare(a.Set, b.Set)
-	}
-	return strings.Compare(a.Entry, b.Entry)
 }
 
 // diffVS plans one virtual server and its real servers.

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
-	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -33,8 +32,9 @@ type Read struct {
 	addrsErr error // NotFound: no dummy link yet
 
 	// This family's.
-	sets  map[string]*ipset.SetInfo // nil value: the set does not exist
-	rules netfilter.Ruleset
+	members map[proxy.Member]struct{}
+	missing []dataplane.SetSpec // the sets that do not exist
+	rules   dataplane.Rules
 	// err is the failure to read this family's part (the sync of this family fails, not
 	// the others').
 	err  error
@@ -94,7 +94,7 @@ func (r *Reconciler) BeginRead() *Read {
 // one family's part fails only that family's FullSyncFrom. It reads only through the kernel adapters, which are
 // safe for concurrent use, and touches no reconciler state, so it may run while the
 // reconcilers sync. The IPVS table and the sets are read over the Kernel's ReadIPVS and
-// ReadIPSet when set: clients of their own, so a long dump holds no socket an incremental
+// ReadFilter when set: clients of their own, so a long dump holds no socket an incremental
 // sync needs.
 func ReadKernel(ctx context.Context, reads ...*Read) error {
 	if len(reads) == 0 {
@@ -120,21 +120,14 @@ func ReadKernel(ctx context.Context, reads ...*Read) error {
 // readFamily reads the family's sets and rules.
 func (rd *Read) readFamily(ctx context.Context) error {
 	r := rd.rec
-	rd.sets = map[string]*ipset.SetInfo{}
-	for _, spec := range proxy.Sets(r.opts.Family) {
-		info, err := r.kernel.ipsetReader().List(spec.Name)
-		if kerr.IsNotFound(err) {
-			rd.sets[spec.Name] = nil
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("list ipset %s: %w", spec.Name, err)
-		}
-		rd.sets[spec.Name] = info
-	}
-	rules, err := r.kernel.Netfilter.Observe(ctx)
+	members, missing, err := r.kernel.filterReader().Members()
 	if err != nil {
-		return fmt.Errorf("observe %s iptables rules: %w", r.family(), err)
+		return err
+	}
+	rd.members, rd.missing = members, missing
+	rules, err := r.kernel.Filter.ObserveRules(ctx)
+	if err != nil {
+		return fmt.Errorf("observe %s filter rules: %w", r.family(), err)
 	}
 	rd.rules = rules
 	return nil
@@ -187,9 +180,9 @@ func (k Kernel) ipvsReader() ipvs.Interface {
 	return k.IPVS
 }
 
-func (k Kernel) ipsetReader() ipset.Interface {
-	if k.ReadIPSet != nil {
-		return k.ReadIPSet
+func (k Kernel) filterReader() dataplane.Filter {
+	if k.ReadFilter != nil {
+		return k.ReadFilter
 	}
-	return k.IPSet
+	return k.Filter
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,7 +70,7 @@ func newEnv(t testing.TB, mod ...func(*Options)) *env {
 	for _, m := range mod {
 		m(&o)
 	}
-	e.rec = New(Kernel{IPVS: e.ipvs, IPSet: e.ipset, Netfilter: e.nf, Dummy: e.dummy, Conntrack: e.ct}, o)
+	e.rec = New(Kernel{IPVS: e.ipvs, Filter: iptables.New(o.Family, e.ipset, e.nf), Dummy: e.dummy, Conntrack: e.ct}, o)
 	return e
 }
 
@@ -452,7 +453,7 @@ func TestDrainStateRebuiltAfterRestart(t *testing.T) {
 	_ = e.ipvs.SetDestinationConns(k, netip.MustParseAddrPort("10.244.2.6:8080"), 1, 0, 0)
 	e.sync(e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5")))
 
-	restarted := New(Kernel{IPVS: e.ipvs, IPSet: e.ipset, Netfilter: e.nf, Dummy: e.dummy, Conntrack: e.ct},
+	restarted := New(Kernel{IPVS: e.ipvs, Filter: iptables.New(e.rec.opts.Family, e.ipset, e.nf), Dummy: e.dummy, Conntrack: e.ct},
 		Options{Family: inet.IPv4, GracefulPeriod: 30 * time.Second, Clock: e.clk})
 	res, err := restarted.FullSync(e.ctx, e.desired, e.opts)
 	if err != nil {

@@ -11,13 +11,12 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/metrics"
-	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -25,15 +24,14 @@ import (
 // (no stale-flow cleanup).
 type Kernel struct {
 	IPVS      ipvs.Interface
-	IPSet     ipset.Interface
-	Netfilter netfilter.Interface
+	Filter    dataplane.Filter // the sets and the filter rules (see internal/dataplane)
 	Dummy     dummyif.Interface
 	Conntrack conntrack.Interface
-	// ReadIPVS and ReadIPSet, if set, are what a full sync reads the IPVS table and the
+	// ReadIPVS and ReadFilter, if set, are what a full sync reads the IPVS table and the
 	// sets through (ReadKernel): clients of their own, so the long dumps of a full sync's
-	// read never hold a socket an incremental sync is waiting for. nil: IPVS and IPSet.
-	ReadIPVS  ipvs.Interface
-	ReadIPSet ipset.Interface
+	// read never hold a socket an incremental sync is waiting for. nil: IPVS and Filter.
+	ReadIPVS   ipvs.Interface
+	ReadFilter dataplane.Filter
 }
 
 // Options configure a Reconciler.
@@ -54,11 +52,10 @@ type Options struct {
 type Reconciler struct {
 	kernel Kernel
 	opts   Options
-	specs  map[string]proxy.SetSpec
 	// applied is what kipvs believes the kernel holds; nil until a full sync succeeds and
 	// after any apply error.
 	applied *state
-	// rules is the last ruleset applied successfully (its Format text); "" when unknown.
+	// rules is the last ruleset applied successfully (its text); "" when unknown.
 	rules string
 	// draining maps real servers at weight 0 to when their drain started.
 	draining map[DrainKey]time.Time
@@ -78,7 +75,7 @@ func New(k Kernel, o Options) *Reconciler {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return &Reconciler{kernel: k, opts: o, specs: setSpecs(o.Family), draining: map[DrainKey]time.Time{},
+	return &Reconciler{kernel: k, opts: o, draining: map[DrainKey]time.Time{},
 		owned: map[proxy.VSKey]struct{}{}}
 }
 
@@ -145,23 +142,23 @@ func (r *Reconciler) FullSyncFrom(ctx context.Context, d *proxy.Desired, po *pro
 		res.Drift = drift(r.applied, obs)
 		// Rules an incremental sync rewrote during the read are compared with what it
 		// wrote, not with the copy.
-		if r.rules != "" && !j.rules && netfilter.Format(observedRules) != r.rules {
+		if r.rules != "" && !j.rules && observedRules.String() != r.rules {
 			res.Drift["iptables_rules"]++
 		}
 	}
 	r.rebuildDraining(d, obs)
 
-	in := &diffInput{desired: d, observed: obs, specs: r.specs, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
+	in := &diffInput{desired: d, observed: obs, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
 	p := diffAll(in)
 	p.CreateSets = missingSets
-	rs := toRuleset(proxy.BuildRules(po, d))
-	want := netfilter.Format(rs.Normalize())
+	rs := r.kernel.Filter.Rules(proxy.BuildFilter(po, d))
+	want := rs.String()
 	if j.rules {
 		if want != r.rules {
-			p.Rules = &rs
+			p.Rules = rs
 		}
-	} else if want != netfilter.Format(observedRules.Normalize()) {
-		p.Rules = &rs
+	} else if want != observedRules.String() {
+		p.Rules = rs
 	}
 	res.Plan = p
 	if r.adopted && r.opts.Metrics != nil {
@@ -179,7 +176,7 @@ func (r *Reconciler) FullSyncFrom(ctx context.Context, d *proxy.Desired, po *pro
 		if ce := r.opts.Logger.Check(zap.DebugLevel, "adoption plan"); ce != nil {
 			var rules []string
 			if p.Rules != nil {
-				rules = netfilter.Diff(rs, observedRules)
+				rules = rs.Diff(observedRules)
 			}
 			ce.Write(zap.String("plan", p.String()), zap.Strings("rules", rules))
 		}
@@ -199,12 +196,12 @@ func (r *Reconciler) Sync(ctx context.Context, d *proxy.Desired, po *proxy.Optio
 	if r.applied == nil {
 		return res, errors.New("incremental sync without a successful full sync")
 	}
-	in := &diffInput{desired: d, observed: r.applied, specs: r.specs, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
+	in := &diffInput{desired: d, observed: r.applied, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
 	p := diffScoped(in, t)
-	rs := toRuleset(proxy.BuildRules(po, d))
-	text := netfilter.Format(rs.Normalize())
+	rs := r.kernel.Filter.Rules(proxy.BuildFilter(po, d))
+	text := rs.String()
 	if text != r.rules {
-		p.Rules = &rs
+		p.Rules = rs
 	}
 	res.Plan = p
 	if err := r.apply(ctx, p, r.applied); err != nil {

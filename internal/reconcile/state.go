@@ -6,13 +6,11 @@
 package reconcile
 
 import (
-	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
 
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/proxy"
@@ -88,39 +86,6 @@ func settingsOf(s ipvs.Service) ipvs.Service {
 	s.Flags &^= ipvs.FlagHashed
 	s.ServiceKey, s.Stats = ipvs.ServiceKey{}, ipvs.Stats{}
 	return s
-}
-
-// setSpecs indexes the family's set declarations by name.
-func setSpecs(f inet.Family) map[string]proxy.SetSpec {
-	out := map[string]proxy.SetSpec{}
-	for _, s := range proxy.Sets(f) {
-		out[s.Name] = s
-	}
-	return out
-}
-
-// IPSetOf is the adapter's declaration of one of kipvs's sets.
-func IPSetOf(s proxy.SetSpec) ipset.Set { return toIPSet(s) }
-
-func toIPSet(s proxy.SetSpec) ipset.Set {
-	set := ipset.Set{Name: s.Name, Type: ipset.Type(s.Type)}
-	if s.Type != proxy.BitmapPort {
-		set.Family = s.Family
-	}
-	return set
-}
-
-// parseMember converts a proxy member to the adapter's entry.
-func parseMember(specs map[string]proxy.SetSpec, m proxy.Member) (ipset.Entry, error) {
-	spec, ok := specs[m.Set]
-	if !ok {
-		return ipset.Entry{}, fmt.Errorf("member %q of unknown set %s", m.Entry, m.Set)
-	}
-	e, err := ipset.ParseEntry(ipset.Type(spec.Type), m.Entry)
-	if err != nil {
-		return ipset.Entry{}, fmt.Errorf("set %s member %q: %w", m.Set, m.Entry, err)
-	}
-	return e, nil
 }
 
 // clone returns a deep copy.

@@ -1,0 +1,61 @@
+// Package dataplane is the seam between the reconciler and a packet-filter backend. Package
+// proxy states what the filter must do as typed values: the members of the sets traffic is
+// matched against (proxy.Member) and the facts the rules depend on (proxy.Filter). A Filter
+// renders them into one backend's objects and reads them back; the reconciler (package
+// reconcile) decides what changes and in which order, and never sees the backend's syntax.
+//
+// internal/dataplane/iptables is the backend kipvs runs: ipsets and iptables rules named as
+// upstream kube-proxy's IPVS mode names them, so the two can replace each other on a node.
+// docs/development.md sketches a native nftables backend behind the same interface.
+package dataplane
+
+import (
+	"context"
+
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// Filter makes the packet-filter state of one family what a proxy.Desired asks for. Its
+// methods are the steps the reconciler interleaves with the IPVS changes: sets exist before
+// their members, members that mark a virtual server as kipvs's go in before it and out after
+// it, and the rules change in between. A Filter is used by one reconciler at a time.
+type Filter interface {
+	// Check makes sure the node can run this dataplane (kernel modules, tools, rule
+	// extensions), changing nothing that a sync would not; the daemon calls it at start-up.
+	Check(ctx context.Context) error
+	// Members reads the members of every set that exists and lists the sets that do not.
+	Members() (members map[proxy.Member]struct{}, missing []SetSpec, err error)
+	// CreateSet creates a set Members reported missing.
+	CreateSet(s SetSpec) error
+	// AddMembers adds ms and DeleteMembers deletes them, one batch per set. Both return how
+	// many members changed and the sets whose batch failed; a failed batch does not stop the
+	// others.
+	AddMembers(ms []proxy.Member) (int, []proxy.Set, error)
+	DeleteMembers(ms []proxy.Member) (int, []proxy.Set, error)
+	// Rules renders the rules f asks for.
+	Rules(f *proxy.Filter) Rules
+	// ObserveRules reads the rules the dataplane owns as they are in the kernel.
+	ObserveRules(ctx context.Context) (Rules, error)
+	// ApplyRules makes the owned rules r (from Rules), leaving foreign ones alone.
+	ApplyRules(ctx context.Context, r Rules) error
+}
+
+// SetSpec is a set as a backend declares it, for plans and logs.
+type SetSpec struct {
+	Set  proxy.Set
+	Name string // the backend's name for it in this family
+	Type string // the backend's type for it
+}
+
+// Rules is a backend's ruleset, opaque to the reconciler: it compares two by their text and
+// hands one back to the Filter that rendered it.
+type Rules interface {
+	// String is the canonical text: two rulesets are the same rules exactly when their texts
+	// are equal.
+	String() string
+	// Counts is the number of rules per table, for the rules metrics.
+	Counts() map[string]int
+	// Diff describes every difference from observed (a ruleset the same backend read back),
+	// one line each, in a stable order; nil when they match.
+	Diff(observed Rules) []string
+}

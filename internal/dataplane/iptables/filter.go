@@ -1,0 +1,171 @@
+// Package iptables is kipvs's packet-filter dataplane (see internal/dataplane): the sets are
+// ipsets and the rules iptables rules, named, typed and written as upstream kube-proxy's IPVS
+// mode does, through the ipset and netfilter adapters.
+package iptables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kipvs/kipvs/internal/dataplane"
+	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// Filter is the dataplane.Filter of one family over an ipset and a netfilter adapter.
+type Filter struct {
+	family inet.Family
+	sets   ipset.Interface
+	rules  netfilter.Interface
+}
+
+var _ dataplane.Filter = (*Filter)(nil)
+
+// New returns the dataplane of family f over sets and rules (a handle of family f).
+func New(f inet.Family, sets ipset.Interface, rules netfilter.Interface) *Filter {
+	return &Filter{family: f, sets: sets, rules: rules}
+}
+
+// Check creates kipvs's KUBE-IPVS-IPS set and asks iptables-restore to build, not commit, a
+// rule matching it, so a missing ip_set or xt_set module (or an iptables without the set
+// extension) stops the start instead of every sync.
+func (p *Filter) Check(ctx context.Context) error {
+	s := IPSet(p.family, proxy.SetIPVSIPs)
+	if err := p.sets.Create(s); err != nil {
+		return fmt.Errorf("create ipset %s (is the ip_set kernel module available? modprobe ip_set ip_set_hash_ip): %w", s.Name, err)
+	}
+	if err := p.rules.Check(ctx, netfilter.TableFilter, "-m set --match-set "+s.Name+" dst -j RETURN"); err != nil {
+		return fmt.Errorf("iptables cannot match ipsets: load the xt_set kernel module (modprobe xt_set) and use an iptables package with the set extension (libxt_set): %w", err)
+	}
+	return nil
+}
+
+// Members lists every set of the family.
+func (p *Filter) Members() (map[proxy.Member]struct{}, []dataplane.SetSpec, error) {
+	members := map[proxy.Member]struct{}{}
+	var missing []dataplane.SetSpec
+	for _, s := range proxy.AllSets() {
+		name := SetName(p.family, s)
+		info, err := p.sets.List(name)
+		if kerr.IsNotFound(err) {
+			missing = append(missing, spec(p.family, s))
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("list ipset %s: %w", name, err)
+		}
+		for _, e := range info.Entries {
+			members[MemberOf(s, e)] = struct{}{}
+		}
+	}
+	return members, missing, nil
+}
+
+func spec(f inet.Family, s proxy.Set) dataplane.SetSpec {
+	set := IPSet(f, s)
+	return dataplane.SetSpec{Set: s, Name: set.Name, Type: string(set.Type)}
+}
+
+// CreateSet creates the ipset of s.Set.
+func (p *Filter) CreateSet(s dataplane.SetSpec) error {
+	set := IPSet(p.family, s.Set)
+	if err := p.sets.Create(set); err != nil {
+		return fmt.Errorf("create ipset %s: %w", set.Name, err)
+	}
+	return nil
+}
+
+// AddMembers adds ms, one ipset batch per set, in the order the sets first appear.
+func (p *Filter) AddMembers(ms []proxy.Member) (int, []proxy.Set, error) {
+	return p.update(ms, "add", p.sets.Add)
+}
+
+// DeleteMembers deletes ms, one ipset batch per set, in the order the sets first appear.
+func (p *Filter) DeleteMembers(ms []proxy.Member) (int, []proxy.Set, error) {
+	return p.update(ms, "delete", p.sets.Del)
+}
+
+func (p *Filter) update(ms []proxy.Member, verb string, op func(string, ...ipset.Entry) error) (int, []proxy.Set, error) {
+	bySet := map[proxy.Set][]ipset.Entry{}
+	var order []proxy.Set
+	for _, m := range ms {
+		if _, ok := bySet[m.Set]; !ok {
+			order = append(order, m.Set)
+		}
+		bySet[m.Set] = append(bySet[m.Set], Entry(m))
+	}
+	n := 0
+	var failed []proxy.Set
+	var errs []error
+	for _, s := range order {
+		name := SetName(p.family, s)
+		if err := op(name, bySet[s]...); err != nil {
+			failed = append(failed, s)
+			errs = append(errs, fmt.Errorf("%s %d members of ipset %s: %w", verb, len(bySet[s]), name, err))
+			continue
+		}
+		n += len(bySet[s])
+	}
+	return n, failed, errors.Join(errs...)
+}
+
+// rules is a rendered or observed iptables ruleset.
+type rules struct {
+	rs   netfilter.Ruleset
+	text string // netfilter.Format of the normalized ruleset
+}
+
+func newRules(rs netfilter.Ruleset) *rules {
+	return &rules{rs: rs, text: netfilter.Format(rs.Normalize())}
+}
+
+func (r *rules) String() string { return r.text }
+
+func (r *rules) Counts() map[string]int {
+	out := map[string]int{}
+	for table, tr := range r.rs {
+		n := len(tr.Jumps)
+		for _, c := range tr.Chains {
+			n += len(c.Rules)
+		}
+		out[string(table)] = n
+	}
+	return out
+}
+
+func (r *rules) Diff(observed dataplane.Rules) []string {
+	o, ok := observed.(*rules)
+	if !ok {
+		return []string{fmt.Sprintf("observed rules of another dataplane (%T)", observed)}
+	}
+	return netfilter.Diff(r.rs, o.rs)
+}
+
+// Rules renders f (Ruleset).
+func (p *Filter) Rules(f *proxy.Filter) dataplane.Rules { return newRules(Ruleset(f)) }
+
+// ObserveRules reads kipvs's chains and jumps back.
+func (p *Filter) ObserveRules(ctx context.Context) (dataplane.Rules, error) {
+	rs, err := p.rules.Observe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("observe %s iptables rules: %w", p.family, err)
+	}
+	return newRules(rs), nil
+}
+
+// ApplyRules writes the difference between r (from Rules) and the kernel with
+// iptables-restore.
+func (p *Filter) ApplyRules(ctx context.Context, r dataplane.Rules) error {
+	want, ok := r.(*rules)
+	if !ok {
+		return fmt.Errorf("apply rules of another dataplane (%T): %w", r, kerr.ErrInvalid)
+	}
+	if _, err := p.rules.Apply(ctx, want.rs); err != nil {
+		return fmt.Errorf("apply %s iptables rules: %w", p.family, err)
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package iptables
+
+import (
+	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// maxSetNameLen is the longest ipset name the kernel accepts (IPSET_MAXNAMELEN - 1).
+const maxSetNameLen = ipset.MaxNameLen
+
+// SetName returns the ipset name of set s in family f, as upstream names it: the set's name
+// (proxy.Set.String) for IPv4; for IPv6 KUBE-6-... truncated to 31 characters.
+func SetName(f inet.Family, s proxy.Set) string {
+	base := s.String()
+	if f != inet.IPv6 {
+		return base
+	}
+	name := "KUBE-6-" + base[len("KUBE-"):]
+	if len(name) > maxSetNameLen {
+		name = name[:maxSetNameLen]
+	}
+	return name
+}
+
+// setType is the ipset type upstream gives set s.
+func setType(s proxy.Set) ipset.Type {
+	switch s {
+	case proxy.SetLoopBack, proxy.SetLoadBalancerSourceIP:
+		return ipset.HashIPPortIP
+	case proxy.SetLoadBalancerSourceNet:
+		return ipset.HashIPPortNet
+	case proxy.SetNodePortTCP, proxy.SetNodePortLocalTCP, proxy.SetNodePortUDP, proxy.SetNodePortLocalUDP, proxy.SetHealthCheckNodePort:
+		return ipset.BitmapPort
+	case proxy.SetIPVSIPs:
+		return ipset.HashIP
+	}
+	return ipset.HashIPPort
+}
+
+// comment is upstream's comment for set s: the text of the iptables rules matching it.
+func comment(s proxy.Set) string {
+	switch s {
+	case proxy.SetLoopBack:
+		return "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"
+	case proxy.SetClusterIP:
+		return "Kubernetes service cluster ip + port for masquerade purpose"
+	case proxy.SetExternalIP:
+		return "Kubernetes service external ip + port for masquerade and filter purpose"
+	case proxy.SetExternalIPLocal:
+		return "Kubernetes service external ip + port with externalTrafficPolicy=local"
+	case proxy.SetLoadBalancer:
+		return "Kubernetes service lb portal"
+	case proxy.SetLoadBalancerLocal:
+		return "Kubernetes service load balancer ip + port with externalTrafficPolicy=local"
+	case proxy.SetLoadBalancerFW:
+		return "Kubernetes service load balancer ip + port for load balancer with sourceRange"
+	case proxy.SetLoadBalancerSourceIP:
+		return "Kubernetes service load balancer ip + port + source IP for packet filter purpose"
+	case proxy.SetLoadBalancerSourceNet:
+		return "Kubernetes service load balancer ip + port + source cidr for packet filter purpose"
+	case proxy.SetNodePortTCP:
+		return "Kubernetes nodeport TCP port for masquerade purpose"
+	case proxy.SetNodePortLocalTCP:
+		return "Kubernetes nodeport TCP port with externalTrafficPolicy=local"
+	case proxy.SetNodePortUDP:
+		return "Kubernetes nodeport UDP port for masquerade purpose"
+	case proxy.SetNodePortLocalUDP:
+		return "Kubernetes nodeport UDP port with externalTrafficPolicy=local"
+	case proxy.SetNodePortSCTP:
+		return "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'"
+	case proxy.SetNodePortLocalSCTP:
+		return "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'"
+	case proxy.SetHealthCheckNodePort:
+		return "Kubernetes health check node port"
+	case proxy.SetIPVSIPs:
+		return "IPVS service ip"
+	}
+	return s.String()
+}
+
+// IPSet is the adapter's declaration of set s in family f, as upstream creates it.
+func IPSet(f inet.Family, s proxy.Set) ipset.Set {
+	set := ipset.Set{Name: SetName(f, s), Type: setType(s)}
+	if set.Type != ipset.BitmapPort {
+		set.Family = f
+	}
+	return set
+}
+
+// Entry renders a member as the adapter's entry of its set: the source is the second
+// address of a hash:ip,port,ip set, the net of a hash:ip,port,net set.
+func Entry(m proxy.Member) ipset.Entry {
+	e := ipset.Entry{IP: m.Addr, Protocol: m.Proto, Port: m.Port}
+	if m.Source.IsValid() {
+		if setType(m.Set) == ipset.HashIPPortIP {
+			e.IP2 = m.Source.Addr()
+		} else {
+			e.Net = m.Source
+		}
+	}
+	return e
+}
+
+// MemberOf reads an entry listed in set s back as a member (Entry's inverse; the comment is
+// not part of a member).
+func MemberOf(s proxy.Set, e ipset.Entry) proxy.Member {
+	m := proxy.Member{Set: s, Addr: e.IP, Proto: e.Protocol, Port: e.Port}
+	switch {
+	case e.IP2.IsValid():
+		m.Source = proxy.HostSource(e.IP2)
+	case e.Net.IsValid():
+		m.Source = e.Net.Masked()
+	}
+	return m
+}
