@@ -97,131 +97,19 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 		return st
 	}
 	sched, flags := b.scheduler()
-	externalIPs := b.externalIPs()
-	lbIPs := b.loadBalancerIPs()
+	vips := serviceVIPs{cluster: clusterIPs, external: b.externalIPs(), lb: b.loadBalancerIPs()}
 	checked := b.checkSlices(in.Slices)
-	zone := o.NodeLabels[ZoneLabel]
-
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
-		proto, _ := protocolOf(sp.Protocol) // validated
-		owner := ServicePortName{NamespacedName: st.Name, Port: sp.Name}
-		apiProto := sp.Protocol
-		if apiProto == "" {
-			apiProto = v1.ProtocolTCP
-		}
-		all := endpointsFor(checked, sp.Name, apiProto, o.NodeName)
-		// KEP-1669: within the scope of each traffic policy, ready endpoints, else serving
-		// terminating ones. The scopes are chosen apart: a node whose only pod is
-		// terminating keeps draining to it under a Local policy even while other nodes
-		// have ready pods.
-		ready := usable(all)
-		local := usable(localOnly(all))
-
-		// Which real servers each kind of virtual server gets (see docs/traffic-policy.md).
-		// internalTrafficPolicy=Local: this node's endpoints only, no fallback (as the KEP
-		// and kube-proxy's iptables/nftables modes; kube-proxy's IPVS mode falls back).
-		// externalTrafficPolicy=Local: this node's endpoints only and no SNAT, so the
-		// client's source IP reaches the pod; when the node has none, fall back to the
-		// cluster's endpoints WITH SNAT, so pods on this node and stray external packets
-		// get an answer instead of a black hole (the health check already reports 503).
-		clusterEps := topologyFilter(ready, o.NodeName, zone)
-		if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal {
-			clusterEps = local
-		}
-		externalEps := topologyFilter(ready, o.NodeName, zone)
-		externalLocal := externalPolicyLocal(svc) && len(local) > 0
-		if externalLocal {
-			externalEps = local
-		}
-		// The health check counts ready local endpoints only: a node left with terminating
-		// ones answers 503 so the load balancer drains it, while it still serves them.
-		if n := readyCount(local); externalPolicyLocal(svc) && n > st.LocalEndpoints {
-			st.LocalEndpoints = n
-		}
-		if len(ready) > 0 && len(local) == 0 {
-			st.NoLocalInternal = st.NoLocalInternal || (svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal)
-			st.NoLocalExternal = st.NoLocalExternal || externalPolicyLocal(svc)
-		}
-
-		vs := func(kind VSKind, addr netip.Addr, port uint16, eps []endpoint) {
-			v := &VirtualServer{
-				VSKey:        VSKey{Protocol: proto, Address: addr, Port: port},
-				Scheduler:    sched,
-				SchedFlags:   flags,
-				Destinations: toDestinations(eps),
-				Owner:        owner,
-				Kind:         kind,
-			}
-			if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
-				v.Persistent = true
-				v.Timeout = DefaultAffinityTimeout
-				if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-					v.Timeout = uint32(*c.ClientIP.TimeoutSeconds) // validated: 1..MaxAffinityTimeout
-				}
-			}
-			st.VirtualServers = append(st.VirtualServers, v)
-		}
-		port := uint16(sp.Port) // validated: 1..65535
-		ipPort := func(set Set, ip netip.Addr) Member { return Member{Set: set, Addr: ip, Proto: proto, Port: port} }
-
-		// Hairpin: a local endpoint reaching its own service through a VIP must be
-		// masqueraded, or the reply would bypass IPVS.
-		for _, e := range all {
-			if e.local {
-				b.member(Member{Set: SetLoopBack, Addr: e.addr, Proto: proto, Port: e.port, Source: HostSource(e.addr)})
-			}
-		}
-
-		for _, ip := range clusterIPs {
-			b.member(ipPort(SetClusterIP, ip))
-			b.bind(ip)
-			vs(kindClusterIP, ip, port, clusterEps)
-		}
-
-		for _, ip := range externalIPs {
-			if externalLocal {
-				b.member(ipPort(SetExternalIPLocal, ip))
-			} else {
-				b.member(ipPort(SetExternalIP, ip))
-			}
-			b.bind(ip)
-			vs(kindExternalIP, ip, port, externalEps)
-		}
-
-		for _, lb := range lbIPs {
-			ip := lb.addr
-			b.member(ipPort(SetLoadBalancer, ip))
-			if externalLocal {
-				b.member(ipPort(SetLoadBalancerLocal, ip))
-			}
-			b.sourceRanges(i, ip, proto, port)
-			if !lb.local {
-				b.bind(ip)
-			}
-			vs(kindLoadBalancer, ip, port, externalEps)
-		}
-
-		if sp.NodePort != 0 && (svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer) && len(o.NodePortAddresses) > 0 {
-			np := uint16(sp.NodePort) // validated: 1..65535
-			set, localSet := nodePortSets(proto)
-			if proto == inet.SCTP {
-				for _, ip := range o.NodePortAddresses {
-					b.member(Member{Set: set, Addr: ip, Proto: inet.SCTP, Port: np})
-					if externalLocal {
-						b.member(Member{Set: localSet, Addr: ip, Proto: inet.SCTP, Port: np})
-					}
-				}
-			} else {
-				b.member(Member{Set: set, Port: np})
-				if externalLocal {
-					b.member(Member{Set: localSet, Port: np})
-				}
-			}
-			for _, ip := range o.NodePortAddresses {
-				vs(kindNodePort, ip, np, externalEps)
-			}
-		}
+		proto, _ := protocolOf(sp.Protocol)                                        // validated
+		p := &servicePort{index: i, spec: sp, proto: proto, port: uint16(sp.Port), // validated: 1..65535
+			sched: sched, flags: flags, owner: ServicePortName{NamespacedName: st.Name, Port: sp.Name}}
+		b.portEndpoints(p, checked)
+		b.hairpin(p)
+		b.clusterIPServers(p, vips.cluster)
+		b.externalIPServers(p, vips.external)
+		b.loadBalancerServers(p, vips.lb)
+		b.nodePortServers(p)
 	}
 
 	if externalPolicyLocal(svc) && svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort != 0 { // validated: 1..65535
@@ -233,6 +121,167 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 	}
 	b.finish()
 	return st
+}
+
+// serviceVIPs are a Service's usable addresses of the family, by kind.
+type serviceVIPs struct {
+	cluster, external []netip.Addr
+	lb                []lbIP
+}
+
+// servicePort is one port of the Service being built, with the endpoints each kind of
+// virtual server of it gets.
+type servicePort struct {
+	index        int
+	spec         *v1.ServicePort
+	proto        inet.Protocol
+	port         uint16
+	sched        string
+	flags        []string
+	owner        ServicePortName
+	all          []endpoint // every endpoint of the port, for the hairpin members
+	clusterEps   []endpoint // what cluster IPs get
+	externalEps  []endpoint // what external IPs, load balancer IPs and node ports get
+	externalOnly bool       // externalTrafficPolicy Local with local endpoints: no SNAT
+}
+
+// portEndpoints chooses the real servers of each kind of virtual server of p (see
+// docs/traffic-policy.md) and counts the local endpoints for the health check.
+func (b *builder) portEndpoints(p *servicePort, checked []checkedSlice) {
+	svc, o, st := b.svc, b.o, b.st
+	apiProto := p.spec.Protocol
+	if apiProto == "" {
+		apiProto = v1.ProtocolTCP
+	}
+	p.all = endpointsFor(checked, p.spec.Name, apiProto, o.NodeName)
+	// KEP-1669: within the scope of each traffic policy, ready endpoints, else serving
+	// terminating ones. The scopes are chosen apart: a node whose only pod is terminating
+	// keeps draining to it under a Local policy even while other nodes have ready pods.
+	ready := usable(p.all)
+	local := usable(localOnly(p.all))
+	zone := o.NodeLabels[ZoneLabel]
+
+	// internalTrafficPolicy=Local: this node's endpoints only, no fallback (as the KEP and
+	// kube-proxy's iptables/nftables modes; kube-proxy's IPVS mode falls back).
+	// externalTrafficPolicy=Local: this node's endpoints only and no SNAT, so the client's
+	// source IP reaches the pod; when the node has none, fall back to the cluster's
+	// endpoints WITH SNAT, so pods on this node and stray external packets get an answer
+	// instead of a black hole (the health check already reports 503).
+	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
+	p.clusterEps = topologyFilter(ready, o.NodeName, zone)
+	if internalLocal {
+		p.clusterEps = local
+	}
+	p.externalEps = topologyFilter(ready, o.NodeName, zone)
+	p.externalOnly = externalPolicyLocal(svc) && len(local) > 0
+	if p.externalOnly {
+		p.externalEps = local
+	}
+	// The health check counts ready local endpoints only: a node left with terminating ones
+	// answers 503 so the load balancer drains it, while it still serves them.
+	if n := readyCount(local); externalPolicyLocal(svc) && n > st.LocalEndpoints {
+		st.LocalEndpoints = n
+	}
+	if len(ready) > 0 && len(local) == 0 {
+		st.NoLocalInternal = st.NoLocalInternal || internalLocal
+		st.NoLocalExternal = st.NoLocalExternal || externalPolicyLocal(svc)
+	}
+}
+
+// virtualServer adds one virtual server of p.
+func (b *builder) virtualServer(p *servicePort, kind VSKind, addr netip.Addr, port uint16, eps []endpoint) {
+	v := &VirtualServer{
+		VSKey:        VSKey{Protocol: p.proto, Address: addr, Port: port},
+		Scheduler:    p.sched,
+		SchedFlags:   p.flags,
+		Destinations: toDestinations(eps),
+		Owner:        p.owner,
+		Kind:         kind,
+	}
+	if b.svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
+		v.Persistent = true
+		v.Timeout = DefaultAffinityTimeout
+		if c := b.svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			v.Timeout = uint32(*c.ClientIP.TimeoutSeconds) // validated: 1..MaxAffinityTimeout
+		}
+	}
+	b.st.VirtualServers = append(b.st.VirtualServers, v)
+}
+
+// vipMember is the ip,proto:port member of set for a VIP of p.
+func (p *servicePort) vipMember(set Set, ip netip.Addr) Member {
+	return Member{Set: set, Addr: ip, Proto: p.proto, Port: p.port}
+}
+
+// hairpin: a local endpoint reaching its own Service through a VIP must be masqueraded, or
+// the reply would bypass IPVS.
+func (b *builder) hairpin(p *servicePort) {
+	for _, e := range p.all {
+		if e.local {
+			b.member(Member{Set: SetLoopBack, Addr: e.addr, Proto: p.proto, Port: e.port, Source: HostSource(e.addr)})
+		}
+	}
+}
+
+func (b *builder) clusterIPServers(p *servicePort, ips []netip.Addr) {
+	for _, ip := range ips {
+		b.member(p.vipMember(SetClusterIP, ip))
+		b.bind(ip)
+		b.virtualServer(p, kindClusterIP, ip, p.port, p.clusterEps)
+	}
+}
+
+func (b *builder) externalIPServers(p *servicePort, ips []netip.Addr) {
+	for _, ip := range ips {
+		if p.externalOnly {
+			b.member(p.vipMember(SetExternalIPLocal, ip))
+		} else {
+			b.member(p.vipMember(SetExternalIP, ip))
+		}
+		b.bind(ip)
+		b.virtualServer(p, kindExternalIP, ip, p.port, p.externalEps)
+	}
+}
+
+func (b *builder) loadBalancerServers(p *servicePort, lbs []lbIP) {
+	for _, lb := range lbs {
+		b.member(p.vipMember(SetLoadBalancer, lb.addr))
+		if p.externalOnly {
+			b.member(p.vipMember(SetLoadBalancerLocal, lb.addr))
+		}
+		b.sourceRanges(p.index, lb.addr, p.proto, p.port)
+		if !lb.local {
+			b.bind(lb.addr)
+		}
+		b.virtualServer(p, kindLoadBalancer, lb.addr, p.port, p.externalEps)
+	}
+}
+
+// nodePortServers adds p's node port on every node port address (NodePort and LoadBalancer
+// Services).
+func (b *builder) nodePortServers(p *servicePort) {
+	svc, o := b.svc, b.o
+	if p.spec.NodePort == 0 || (svc.Spec.Type != v1.ServiceTypeNodePort && svc.Spec.Type != v1.ServiceTypeLoadBalancer) || len(o.NodePortAddresses) == 0 {
+		return
+	}
+	np := uint16(p.spec.NodePort) // validated: 1..65535
+	set, localSet := nodePortSets(p.proto)
+	if p.proto == inet.SCTP {
+		for _, ip := range o.NodePortAddresses {
+			b.member(Member{Set: set, Addr: ip, Proto: inet.SCTP, Port: np})
+			if p.externalOnly {
+				b.member(Member{Set: localSet, Addr: ip, Proto: inet.SCTP, Port: np})
+			}
+		}
+	} else {
+		b.member(Member{Set: set, Port: np})
+		if p.externalOnly {
+			b.member(Member{Set: localSet, Port: np})
+		}
+	}
+	for _, ip := range o.NodePortAddresses {
+		b.virtualServer(p, kindNodePort, ip, np, p.externalEps)
+	}
 }
 
 type builder struct {
