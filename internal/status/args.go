@@ -153,179 +153,223 @@ var takesArg = map[string]bool{
 	"t": true, "u": true, "sctp-service": true, "f": true, "o": true, "metrics-address": true,
 }
 
+// argParser is the state of one Parse: the options so far, which option bits were given,
+// whether a command was, and the service filter still to resolve.
+type argParser struct {
+	o        Options
+	set      [numOpts]bool
+	haveCmd  bool
+	fwmark   bool
+	protocol inet.Protocol
+	svcArg   string
+}
+
 // Parse parses ipvsadm-style arguments (short options may be bundled as in -Ln, values
 // may follow as the next argument or be attached: -t10.0.0.1:80, --output=json). Unlike
 // ipvsadm, the command (-L or -S) may come anywhere and defaults to -L. Host and port
 // names in a service address are resolved with resolve (nil: numeric only).
 func Parse(args []string, resolve Resolver) (Options, error) {
-	o := Options{MetricsAddress: DefaultMetricsAddress}
-	var (
-		set      [numOpts]bool
-		haveCmd  bool
-		fwmark   bool
-		protocol inet.Protocol
-		svcArg   string
-	)
-	setOpt := func(b optBit) error {
-		if set[b] {
-			return usagef("multiple '%s' options specified", optNames[b])
-		}
-		set[b] = true
-		return nil
-	}
-	setCmd := func(c Command) error {
-		if haveCmd {
-			return usagef("multiple commands specified")
-		}
-		haveCmd, o.Command = true, c
-		return nil
-	}
-	handle := func(name, val string) error {
-		switch name {
-		case "L", "l":
-			return setCmd(List)
-		case "S":
-			return setCmd(Save)
-		case "h":
-			o.Help = true
-		case "n":
-			o.Numeric = true
-			return setOpt(optNumeric)
-		case "c":
-			o.Connections = true
-			return setOpt(optConnection)
-		case "timeout":
-			o.Timeout = true
-			return setOpt(optTimeout)
-		case "daemon":
-			return usagef("--daemon (the connection sync daemon) is not supported by kipvs status; use ipvsadm -L --daemon")
-		case "stats":
-			o.Stats = true
-			return setOpt(optStats)
-		case "rate":
-			o.Rate = true
-			return setOpt(optRate)
-		case "thresholds":
-			o.Thresholds = true
-			return setOpt(optThresholds)
-		case "persistent-conn":
-			o.PersistentConn = true
-			return setOpt(optPersistentConn)
-		case "nosort":
-			o.NoSort = true
-			return setOpt(optNoSort)
-		case "sort": // the default; accepted for compatibility
-		case "X":
-			o.Exact = true
-			return setOpt(optExact)
-		case "tun-info":
-			o.TunInfo = true
-			return setOpt(optTunInfo)
-		case "t", "u", "sctp-service":
-			if err := setOpt(optService); err != nil {
-				return err
-			}
-			protocol = map[string]inet.Protocol{"t": inet.TCP, "u": inet.UDP, "sctp-service": inet.SCTP}[name]
-			svcArg = val
-		case "f":
-			if err := setOpt(optService); err != nil {
-				return err
-			}
-			m, err := parseFWMark(val)
-			if err != nil {
-				return err
-			}
-			fwmark = true
-			o.Service = &ipvs.ServiceKey{Family: inet.IPv4, FWMark: m}
-		case "6":
-			if !fwmark {
-				return usagef("-6 used before -f")
-			}
-			o.Service.Family = inet.IPv6
-		case "o":
-			if val != "json" && val != "text" && val != "" {
-				return usagef("--output %q: must be \"json\" or \"text\"", val)
-			}
-			if val == "text" {
-				val = ""
-			}
-			o.Output = val
-			return setOpt(optOutput)
-		case "services":
-			o.Owners = true
-			return setOpt(optOwners)
-		case "metrics-address":
-			o.MetricsAddress = val
-			return setOpt(optMetricsAddress)
-		default:
-			if editOptions[name] {
-				return usagef("option %s changes IPVS: kipvs status only lists (use ipvsadm to edit)", optString(name))
-			}
-			return badOptionf("unknown option %s", optString(name))
-		}
-		return nil
-	}
-
+	p := &argParser{o: Options{MetricsAddress: DefaultMetricsAddress}}
 	for i := 0; i < len(args); i++ {
+		var err error
 		a := args[i]
 		switch {
 		case a == "--":
 			if i+1 < len(args) {
-				return o, usagef("unexpected argument %s", args[i+1])
+				return p.o, usagef("unexpected argument %s", args[i+1])
 			}
 		case strings.HasPrefix(a, "--"):
-			name, val, hasVal := strings.Cut(a[2:], "=")
-			if c, ok := longNames[name]; ok {
-				name = c
-			}
-			if takesArg[name] && !hasVal {
-				if i+1 >= len(args) {
-					return o, badOptionf("option %s needs a value", a)
-				}
-				i++
-				val = args[i]
-			} else if !takesArg[name] && hasVal {
-				return o, badOptionf("option --%s takes no value", name)
-			}
-			if err := handle(name, val); err != nil {
-				return o, err
-			}
+			i, err = p.long(args, i)
 		case strings.HasPrefix(a, "-") && len(a) > 1:
-			for j := 1; j < len(a); j++ {
-				name := a[j : j+1]
-				if takesArg[name] {
-					val := a[j+1:]
-					if val == "" {
-						if i+1 >= len(args) {
-							return o, badOptionf("option -%s needs a value", name)
-						}
-						i++
-						val = args[i]
-					}
-					if err := handle(name, val); err != nil {
-						return o, err
-					}
-					break
-				}
-				if err := handle(name, ""); err != nil {
-					return o, err
-				}
-			}
+			i, err = p.short(args, i)
 		default:
-			return o, usagef("unexpected argument %s", a)
+			err = usagef("unexpected argument %s", a)
 		}
-	}
-	if o.Help {
-		return o, nil
-	}
-	if svcArg != "" || (protocol != 0 && o.Service == nil) {
-		k, err := parseService(svcArg, protocol, resolve)
 		if err != nil {
-			return o, err
+			return p.o, err
 		}
-		o.Service = &k
 	}
-	return o, check(o.Command, set)
+	return p.finish(resolve)
+}
+
+// long handles the long option args[i] (--name or --name=value) and returns the index of
+// the last argument it used.
+func (p *argParser) long(args []string, i int) (int, error) {
+	a := args[i]
+	name, val, hasVal := strings.Cut(a[2:], "=")
+	if c, ok := longNames[name]; ok {
+		name = c
+	}
+	if takesArg[name] && !hasVal {
+		if i+1 >= len(args) {
+			return i, badOptionf("option %s needs a value", a)
+		}
+		i++
+		val = args[i]
+	} else if !takesArg[name] && hasVal {
+		return i, badOptionf("option --%s takes no value", name)
+	}
+	return i, p.handle(name, val)
+}
+
+// short handles the bundle of short options args[i] (-Ln, -t10.0.0.1:80, -t followed by
+// its value) and returns the index of the last argument it used.
+func (p *argParser) short(args []string, i int) (int, error) {
+	a := args[i]
+	for j := 1; j < len(a); j++ {
+		name := a[j : j+1]
+		if !takesArg[name] {
+			if err := p.handle(name, ""); err != nil {
+				return i, err
+			}
+			continue
+		}
+		val := a[j+1:]
+		if val == "" {
+			if i+1 >= len(args) {
+				return i, badOptionf("option -%s needs a value", name)
+			}
+			i++
+			val = args[i]
+		}
+		return i, p.handle(name, val)
+	}
+	return i, nil
+}
+
+// finish resolves the service filter and checks the option combination, once every
+// argument is handled.
+func (p *argParser) finish(resolve Resolver) (Options, error) {
+	if p.o.Help {
+		return p.o, nil
+	}
+	if p.svcArg != "" || (p.protocol != 0 && p.o.Service == nil) {
+		k, err := parseService(p.svcArg, p.protocol, resolve)
+		if err != nil {
+			return p.o, err
+		}
+		p.o.Service = &k
+	}
+	return p.o, check(p.o.Command, p.set)
+}
+
+func (p *argParser) setOpt(b optBit) error {
+	if p.set[b] {
+		return usagef("multiple '%s' options specified", optNames[b])
+	}
+	p.set[b] = true
+	return nil
+}
+
+func (p *argParser) setCmd(c Command) error {
+	if p.haveCmd {
+		return usagef("multiple commands specified")
+	}
+	p.haveCmd, p.o.Command = true, c
+	return nil
+}
+
+// handle applies one option, name in its canonical form (longNames), val its value when
+// it takes one.
+func (p *argParser) handle(name, val string) error {
+	if field, b, ok := p.flag(name); ok {
+		*field = true
+		return p.setOpt(b)
+	}
+	switch name {
+	case "L", "l":
+		return p.setCmd(List)
+	case "S":
+		return p.setCmd(Save)
+	case "h":
+		p.o.Help = true
+	case "daemon":
+		return usagef("--daemon (the connection sync daemon) is not supported by kipvs status; use ipvsadm -L --daemon")
+	case "sort": // the default; accepted for compatibility
+	case "t", "u", "sctp-service", "f", "6":
+		return p.service(name, val)
+	case "o":
+		return p.output(val)
+	case "metrics-address":
+		p.o.MetricsAddress = val
+		return p.setOpt(optMetricsAddress)
+	default:
+		if editOptions[name] {
+			return usagef("option %s changes IPVS: kipvs status only lists (use ipvsadm to edit)", optString(name))
+		}
+		return badOptionf("unknown option %s", optString(name))
+	}
+	return nil
+}
+
+// flag returns the Options field and the option bit of a flag that only switches
+// something on, and false when name is not one.
+func (p *argParser) flag(name string) (*bool, optBit, bool) {
+	o := &p.o
+	switch name {
+	case "n":
+		return &o.Numeric, optNumeric, true
+	case "c":
+		return &o.Connections, optConnection, true
+	case "timeout":
+		return &o.Timeout, optTimeout, true
+	case "stats":
+		return &o.Stats, optStats, true
+	case "rate":
+		return &o.Rate, optRate, true
+	case "thresholds":
+		return &o.Thresholds, optThresholds, true
+	case "persistent-conn":
+		return &o.PersistentConn, optPersistentConn, true
+	case "nosort":
+		return &o.NoSort, optNoSort, true
+	case "X":
+		return &o.Exact, optExact, true
+	case "tun-info":
+		return &o.TunInfo, optTunInfo, true
+	case "services":
+		return &o.Owners, optOwners, true
+	}
+	return nil, 0, false
+}
+
+// service handles the service filter options: -t, -u and --sctp-service (an address
+// resolved in finish), -f (a firewall mark) and -6 (the mark's family).
+func (p *argParser) service(name, val string) error {
+	if name == "6" {
+		if !p.fwmark {
+			return usagef("-6 used before -f")
+		}
+		p.o.Service.Family = inet.IPv6
+		return nil
+	}
+	if err := p.setOpt(optService); err != nil {
+		return err
+	}
+	if name != "f" {
+		p.protocol = map[string]inet.Protocol{"t": inet.TCP, "u": inet.UDP, "sctp-service": inet.SCTP}[name]
+		p.svcArg = val
+		return nil
+	}
+	m, err := parseFWMark(val)
+	if err != nil {
+		return err
+	}
+	p.fwmark = true
+	p.o.Service = &ipvs.ServiceKey{Family: inet.IPv4, FWMark: m}
+	return nil
+}
+
+// output handles -o/--output: "json", or "text" or "" for ipvsadm's text.
+func (p *argParser) output(val string) error {
+	if val != "json" && val != "text" && val != "" {
+		return usagef("--output %q: must be \"json\" or \"text\"", val)
+	}
+	if val == "text" {
+		val = ""
+	}
+	p.o.Output = val
+	return p.setOpt(optOutput)
 }
 
 func optString(name string) string {
