@@ -21,22 +21,56 @@ type setRule struct {
 // mode writes them. Rules are iptables arguments after "-A CHAIN" in the canonical form
 // iptables-save prints (netfilter.Canonical), so a read-back compares equal.
 func Ruleset(f *proxy.Filter) netfilter.Ruleset {
-	name := func(s proxy.Set) string { return SetName(f.Family, s) }
-	matchComment := func(s proxy.Set) string { return "-m comment --comment " + netfilter.Quote(comment(s)) }
-	mark := fmt.Sprintf("0x%x", f.MasqueradeMark)
-
-	rules := map[netfilter.Table]map[string][]string{netfilter.TableNAT: {}, netfilter.TableFilter: {}}
-	add := func(table netfilter.Table, chain, rule string) {
-		rules[table][chain] = append(rules[table][chain], rule)
+	b := &ruleBuilder{
+		f:     f,
+		mark:  fmt.Sprintf("0x%x", f.MasqueradeMark),
+		rules: map[netfilter.Table]map[string][]string{netfilter.TableNAT: {}, netfilter.TableFilter: {}},
 	}
-	nat, filter := netfilter.TableNAT, netfilter.TableFilter
+	b.loopbackReturn()
+	b.setRules()
+	b.clusterIPMasquerade()
+	b.externalIPs()
+	b.chainDefaults()
+	b.outFilter()
+	b.acceptServiceSets()
+	b.forwardAndHealthCheck()
+	b.ipvsFilter()
+	b.postrouting()
+	return netfilter.Ruleset{netfilter.TableNAT: b.natTable(), netfilter.TableFilter: b.filterTable()}
+}
 
+// ruleBuilder collects the rules of one Ruleset, per table and chain in the order added.
+type ruleBuilder struct {
+	f *proxy.Filter
+	// mark is the masquerade mark as iptables-save prints it.
+	mark  string
+	rules map[netfilter.Table]map[string][]string
+}
+
+func (b *ruleBuilder) add(table netfilter.Table, chain, rule string) {
+	b.rules[table][chain] = append(b.rules[table][chain], rule)
+}
+
+// name is the ipset name of s in the builder's family.
+func (b *ruleBuilder) name(s proxy.Set) string { return SetName(b.f.Family, s) }
+
+// matchSet is the comment and set match of s, without the set's match directions.
+func (b *ruleBuilder) matchSet(s proxy.Set) string {
+	return "-m comment --comment " + netfilter.Quote(comment(s)) + " -m set --match-set " + b.name(s)
+}
+
+// loopbackReturn leaves loopback sources alone: the first rule of the services chain.
+func (b *ruleBuilder) loopbackReturn() {
 	lo := "127.0.0.0/8"
-	if f.Family == inet.IPv6 {
+	if b.f.Family == inet.IPv6 {
 		lo = "::1/128"
 	}
-	add(nat, ipvsmode.ChainServices, "-s "+lo+" -j RETURN")
+	b.add(netfilter.TableNAT, ipvsmode.ChainServices, "-s "+lo+" -j RETURN")
+}
 
+// setRules adds the rules that exist only while their set has members.
+func (b *ruleBuilder) setRules() {
+	nat, filter := netfilter.TableNAT, netfilter.TableFilter
 	for _, r := range []setRule{
 		{proxy.SetLoopBack, nat, ipvsmode.ChainPostrouting, "MASQUERADE", "dst,dst,src", ""},
 		{proxy.SetLoadBalancer, nat, ipvsmode.ChainServices, ipvsmode.ChainLoadBalancer, "dst,dst", ""},
@@ -51,117 +85,161 @@ func Ruleset(f *proxy.Filter) netfilter.Ruleset {
 		{proxy.SetLoadBalancerSourceNet, filter, ipvsmode.ChainSourceRangesFirewall, "RETURN", "dst,dst,src", ""},
 		{proxy.SetLoadBalancerSourceIP, filter, ipvsmode.ChainSourceRangesFirewall, "RETURN", "dst,dst,src", ""},
 	} {
-		if !f.HasMembers(r.set) {
+		if !b.f.HasMembers(r.set) {
 			continue
 		}
 		rule := ""
 		if r.proto != "" {
 			rule = "-p " + r.proto + " "
 		}
-		rule += matchComment(r.set) + " -m set --match-set " + name(r.set) + " " + r.match + " -j " + r.to
-		add(r.table, r.from, rule)
+		rule += b.matchSet(r.set) + " " + r.match + " -j " + r.to
+		b.add(r.table, r.from, rule)
 	}
+}
 
-	if f.HasMembers(proxy.SetClusterIP) {
-		match := matchComment(proxy.SetClusterIP) + " -m set --match-set " + name(proxy.SetClusterIP)
-		det := f.LocalDetector
-		switch {
-		case f.MasqueradeAll:
-			add(nat, ipvsmode.ChainServices, match+" dst,dst -j "+ipvsmode.ChainMarkMasq)
-		case det.Active():
-			// Traffic to a VIP that does not come from a local pod is masqueraded, so
-			// replies come back through this node. Node-originated traffic picks the
-			// VIP itself as source (it is local on kube-ipvs0), which is not a pod
-			// address, so it is caught here too.
-			add(nat, ipvsmode.ChainServices, notLocal(det)+" "+match+" dst,dst -j "+ipvsmode.ChainMarkMasq)
-		default:
-			// No way to tell pod traffic apart: masquerade at least node-originated
-			// connections, whose source is the VIP itself (seed-001's failure).
-			add(nat, ipvsmode.ChainServices, match+" src,dst -j "+ipvsmode.ChainMarkMasq)
-		}
+// clusterIPMasquerade marks for masquerading the cluster IP traffic that needs it.
+func (b *ruleBuilder) clusterIPMasquerade() {
+	if !b.f.HasMembers(proxy.SetClusterIP) {
+		return
 	}
+	match := b.matchSet(proxy.SetClusterIP)
+	det := b.f.LocalDetector
+	switch {
+	case b.f.MasqueradeAll:
+		b.add(netfilter.TableNAT, ipvsmode.ChainServices, match+" dst,dst -j "+ipvsmode.ChainMarkMasq)
+	case det.Active():
+		// Traffic to a VIP that does not come from a local pod is masqueraded, so
+		// replies come back through this node. Node-originated traffic picks the
+		// VIP itself as source (it is local on kube-ipvs0), which is not a pod
+		// address, so it is caught here too.
+		b.add(netfilter.TableNAT, ipvsmode.ChainServices, notLocal(det)+" "+match+" dst,dst -j "+ipvsmode.ChainMarkMasq)
+	default:
+		// No way to tell pod traffic apart: masquerade at least node-originated
+		// connections, whose source is the VIP itself (seed-001's failure).
+		b.add(netfilter.TableNAT, ipvsmode.ChainServices, match+" src,dst -j "+ipvsmode.ChainMarkMasq)
+	}
+}
 
-	externalAccept := func(s proxy.Set) {
-		m := matchComment(s) + " -m set --match-set " + name(s) + " dst,dst"
-		add(nat, ipvsmode.ChainServices, m+" -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j ACCEPT")
-		add(nat, ipvsmode.ChainServices, m+" -m addrtype --dst-type LOCAL -j ACCEPT")
+// externalIPs marks external IP traffic for masquerading and accepts it when it comes
+// from outside or is for a local address.
+func (b *ruleBuilder) externalIPs() {
+	if b.f.HasMembers(proxy.SetExternalIP) {
+		b.add(netfilter.TableNAT, ipvsmode.ChainServices, b.matchSet(proxy.SetExternalIP)+" dst,dst -j "+ipvsmode.ChainMarkMasq)
+		b.externalAccept(proxy.SetExternalIP)
 	}
-	if f.HasMembers(proxy.SetExternalIP) {
-		add(nat, ipvsmode.ChainServices, matchComment(proxy.SetExternalIP)+" -m set --match-set "+name(proxy.SetExternalIP)+" dst,dst -j "+ipvsmode.ChainMarkMasq)
-		externalAccept(proxy.SetExternalIP)
+	if b.f.HasMembers(proxy.SetExternalIPLocal) {
+		b.externalAccept(proxy.SetExternalIPLocal)
 	}
-	if f.HasMembers(proxy.SetExternalIPLocal) {
-		externalAccept(proxy.SetExternalIPLocal)
-	}
-	add(nat, ipvsmode.ChainServices, "-m addrtype --dst-type LOCAL -j "+ipvsmode.ChainNodePort)
-	add(nat, ipvsmode.ChainLoadBalancer, "-j "+ipvsmode.ChainMarkMasq)
-	add(filter, ipvsmode.ChainSourceRangesFirewall, "-j DROP")
-	for _, k := range f.OutFilter {
+}
+
+func (b *ruleBuilder) externalAccept(s proxy.Set) {
+	m := b.matchSet(s) + " dst,dst"
+	b.add(netfilter.TableNAT, ipvsmode.ChainServices, m+" -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j ACCEPT")
+	b.add(netfilter.TableNAT, ipvsmode.ChainServices, m+" -m addrtype --dst-type LOCAL -j ACCEPT")
+}
+
+// chainDefaults adds the rules that are always there: the node port jump from the
+// services chain and the last rules of the load balancer and source ranges chains.
+func (b *ruleBuilder) chainDefaults() {
+	b.add(netfilter.TableNAT, ipvsmode.ChainServices, "-m addrtype --dst-type LOCAL -j "+ipvsmode.ChainNodePort)
+	b.add(netfilter.TableNAT, ipvsmode.ChainLoadBalancer, "-j "+ipvsmode.ChainMarkMasq)
+	b.add(netfilter.TableFilter, ipvsmode.ChainSourceRangesFirewall, "-j DROP")
+}
+
+// outFilter drops the node's own connections to the virtual servers of f.OutFilter.
+func (b *ruleBuilder) outFilter() {
+	for _, k := range b.f.OutFilter {
 		// iptables-save prints the source as a prefix, --vaddr as a bare address, and the
 		// ipvs match's options as --vproto --vaddr --vport.
-		add(filter, ipvsmode.ChainIPVSOutFilter, fmt.Sprintf("-s %s -m ipvs --vproto %d --vaddr %s --vport %d -j DROP",
-			hostCIDR(k.Address.String(), f.Family), k.Protocol, k.Address, k.Port))
+		b.add(netfilter.TableFilter, ipvsmode.ChainIPVSOutFilter, fmt.Sprintf("-s %s -m ipvs --vproto %d --vaddr %s --vport %d -j DROP",
+			hostCIDR(k.Address.String(), b.f.Family), k.Protocol, k.Address, k.Port))
 	}
+}
+
+// acceptServiceSets accepts cluster IP and load balancer traffic at the end of the
+// services chain.
+func (b *ruleBuilder) acceptServiceSets() {
 	for _, s := range []proxy.Set{proxy.SetClusterIP, proxy.SetLoadBalancer} {
-		if f.HasMembers(s) {
-			add(nat, ipvsmode.ChainServices, "-m set --match-set "+name(s)+" dst,dst -j ACCEPT")
+		if b.f.HasMembers(s) {
+			b.add(netfilter.TableNAT, ipvsmode.ChainServices, "-m set --match-set "+b.name(s)+" dst,dst -j ACCEPT")
 		}
 	}
+}
 
-	add(filter, ipvsmode.ChainForward, "-m comment --comment \"kubernetes forwarding rules\" -m mark --mark "+mark+"/"+mark+" -j ACCEPT")
-	add(filter, ipvsmode.ChainForward, "-m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
-	add(filter, ipvsmode.ChainNodePort, matchComment(proxy.SetHealthCheckNodePort)+" -m set --match-set "+name(proxy.SetHealthCheckNodePort)+" dst -j ACCEPT")
+// forwardAndHealthCheck fills the filter table's forward chain and accepts health check
+// node ports.
+func (b *ruleBuilder) forwardAndHealthCheck() {
+	b.add(netfilter.TableFilter, ipvsmode.ChainForward, "-m comment --comment \"kubernetes forwarding rules\" -m mark --mark "+b.mark+"/"+b.mark+" -j ACCEPT")
+	b.add(netfilter.TableFilter, ipvsmode.ChainForward, "-m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
+	b.add(netfilter.TableFilter, ipvsmode.ChainNodePort, b.matchSet(proxy.SetHealthCheckNodePort)+" dst -j ACCEPT")
+}
+
+// ipvsFilter rejects new connections to an address IPVS holds unless they are for one of
+// its services.
+func (b *ruleBuilder) ipvsFilter() {
 	for _, s := range []proxy.Set{proxy.SetLoadBalancer, proxy.SetClusterIP, proxy.SetExternalIP, proxy.SetExternalIPLocal} {
-		add(filter, ipvsmode.ChainIPVSFilter, "-m set --match-set "+name(s)+" dst,dst -j RETURN")
+		b.add(netfilter.TableFilter, ipvsmode.ChainIPVSFilter, "-m set --match-set "+b.name(s)+" dst,dst -j RETURN")
 	}
-	add(filter, ipvsmode.ChainIPVSFilter, "-m set --match-set "+name(proxy.SetHealthCheckNodePort)+" dst -j RETURN")
+	b.add(netfilter.TableFilter, ipvsmode.ChainIPVSFilter, "-m set --match-set "+b.name(proxy.SetHealthCheckNodePort)+" dst -j RETURN")
 	reject := "icmp-port-unreachable"
-	if f.Family == inet.IPv6 {
+	if b.f.Family == inet.IPv6 {
 		reject = "icmp6-port-unreachable"
 	}
-	add(filter, ipvsmode.ChainIPVSFilter, "-m conntrack --ctstate NEW -m set --match-set "+name(proxy.SetIPVSIPs)+" dst -j REJECT --reject-with "+reject)
+	b.add(netfilter.TableFilter, ipvsmode.ChainIPVSFilter, "-m conntrack --ctstate NEW -m set --match-set "+b.name(proxy.SetIPVSIPs)+" dst -j REJECT --reject-with "+reject)
+}
 
-	add(nat, ipvsmode.ChainPostrouting, "-m mark ! --mark "+mark+"/"+mark+" -j RETURN")
-	add(nat, ipvsmode.ChainPostrouting, "-j MARK --set-xmark "+mark+"/0x0")
+// postrouting masquerades marked traffic and fills the mark-for-masquerade chain.
+func (b *ruleBuilder) postrouting() {
+	b.add(netfilter.TableNAT, ipvsmode.ChainPostrouting, "-m mark ! --mark "+b.mark+"/"+b.mark+" -j RETURN")
+	b.add(netfilter.TableNAT, ipvsmode.ChainPostrouting, "-j MARK --set-xmark "+b.mark+"/0x0")
 	masq := "-m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE"
-	if f.MasqueradeRandomFully {
+	if b.f.MasqueradeRandomFully {
 		masq += " --random-fully" // iptables-save prints the target's option after it
 	}
-	add(nat, ipvsmode.ChainPostrouting, masq)
-	add(nat, ipvsmode.ChainMarkMasq, "-j MARK --set-xmark "+mark+"/"+mark)
+	b.add(netfilter.TableNAT, ipvsmode.ChainPostrouting, masq)
+	b.add(netfilter.TableNAT, ipvsmode.ChainMarkMasq, "-j MARK --set-xmark "+b.mark+"/"+b.mark)
+}
 
-	chains := func(table netfilter.Table, names ...string) []netfilter.Chain {
-		out := make([]netfilter.Chain, 0, len(names))
-		for _, n := range names {
-			out = append(out, netfilter.Chain{Name: n, Rules: rules[table][n]})
-		}
-		return out
+// chains returns the named chains of table with their rules, in the order named.
+func (b *ruleBuilder) chains(table netfilter.Table, names ...string) []netfilter.Chain {
+	out := make([]netfilter.Chain, 0, len(names))
+	for _, n := range names {
+		out = append(out, netfilter.Chain{Name: n, Rules: b.rules[table][n]})
 	}
-	jump := func(from, to, comment string) netfilter.Jump {
-		return netfilter.Jump{Chain: from, Rule: "-m comment --comment " + netfilter.Quote(comment) + " -j " + to}
-	}
-	return netfilter.Ruleset{
-		nat: {
-			Chains: chains(nat, ipvsmode.ChainServices, ipvsmode.ChainPostrouting, ipvsmode.ChainNodePort, ipvsmode.ChainLoadBalancer, ipvsmode.ChainMarkMasq),
-			Jumps: []netfilter.Jump{
-				jump("OUTPUT", ipvsmode.ChainServices, "kubernetes service portals"),
-				jump("PREROUTING", ipvsmode.ChainServices, "kubernetes service portals"),
-				jump("POSTROUTING", ipvsmode.ChainPostrouting, "kubernetes postrouting rules"),
-			},
+	return out
+}
+
+func jump(from, to, comment string) netfilter.Jump {
+	return netfilter.Jump{Chain: from, Rule: "-m comment --comment " + netfilter.Quote(comment) + " -j " + to}
+}
+
+// natTable is the nat table's chains and the jumps into them.
+func (b *ruleBuilder) natTable() netfilter.TableRules {
+	return netfilter.TableRules{
+		Chains: b.chains(netfilter.TableNAT, ipvsmode.ChainServices, ipvsmode.ChainPostrouting, ipvsmode.ChainNodePort,
+			ipvsmode.ChainLoadBalancer, ipvsmode.ChainMarkMasq),
+		Jumps: []netfilter.Jump{
+			jump("OUTPUT", ipvsmode.ChainServices, "kubernetes service portals"),
+			jump("PREROUTING", ipvsmode.ChainServices, "kubernetes service portals"),
+			jump("POSTROUTING", ipvsmode.ChainPostrouting, "kubernetes postrouting rules"),
 		},
-		filter: {
-			Chains: chains(filter, ipvsmode.ChainForward, ipvsmode.ChainNodePort, ipvsmode.ChainProxyFirewall, ipvsmode.ChainSourceRangesFirewall,
-				ipvsmode.ChainIPVSFilter, ipvsmode.ChainIPVSOutFilter),
-			// Final order within each built-in chain, as upstream's prepends leave it on a
-			// fresh node.
-			Jumps: []netfilter.Jump{
-				jump("INPUT", ipvsmode.ChainIPVSFilter, "kubernetes ipvs access filter"),
-				jump("INPUT", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"),
-				jump("INPUT", ipvsmode.ChainNodePort, "kubernetes health check rules"),
-				jump("FORWARD", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"),
-				jump("FORWARD", ipvsmode.ChainForward, "kubernetes forwarding rules"),
-				jump("OUTPUT", ipvsmode.ChainIPVSOutFilter, "kubernetes ipvs access filter"),
-			},
+	}
+}
+
+// filterTable is the filter table's chains and the jumps into them.
+func (b *ruleBuilder) filterTable() netfilter.TableRules {
+	return netfilter.TableRules{
+		Chains: b.chains(netfilter.TableFilter, ipvsmode.ChainForward, ipvsmode.ChainNodePort, ipvsmode.ChainProxyFirewall,
+			ipvsmode.ChainSourceRangesFirewall, ipvsmode.ChainIPVSFilter, ipvsmode.ChainIPVSOutFilter),
+		// Final order within each built-in chain, as upstream's prepends leave it on a
+		// fresh node.
+		Jumps: []netfilter.Jump{
+			jump("INPUT", ipvsmode.ChainIPVSFilter, "kubernetes ipvs access filter"),
+			jump("INPUT", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"),
+			jump("INPUT", ipvsmode.ChainNodePort, "kubernetes health check rules"),
+			jump("FORWARD", ipvsmode.ChainProxyFirewall, "kube-proxy firewall rules"),
+			jump("FORWARD", ipvsmode.ChainForward, "kubernetes forwarding rules"),
+			jump("OUTPUT", ipvsmode.ChainIPVSOutFilter, "kubernetes ipvs access filter"),
 		},
 	}
 }
