@@ -174,8 +174,12 @@ func diffAll(in *diffInput) *Plan {
 
 // diffScoped compares only the objects named in t.
 func diffScoped(in *diffInput, t *proxy.Touched) *Plan {
+	vsKeys := sortedKeys(t.VirtualServers, proxy.VSKey.Compare)
 	p := &Plan{}
-	for _, k := range sortedKeys(t.VirtualServers, proxy.VSKey.Compare) {
+	if n := addOps(in, vsKeys); n > 0 {
+		p.IPVS = make([]ipvs.Op, 0, n)
+	}
+	for _, k := range vsKeys {
 		diffVS(in, p, k)
 	}
 	for _, m := range sortedKeys(t.Members, compareMember) {
@@ -203,6 +207,23 @@ func diffScoped(in *diffInput, t *proxy.Touched) *Plan {
 		return deleteRank(a) - deleteRank(b)
 	})
 	return p
+}
+
+// addOps counts the ops that create the desired virtual servers of keys the kernel does
+// not have, with their real servers: on a first sync nearly the whole plan, which is then
+// allocated once instead of grown (an op is some 300 bytes; a plan for 10,000 Services x
+// 10 endpoints, 110,000 ops, grown by appending allocates five times its final size).
+func addOps(in *diffInput, keys []proxy.VSKey) int {
+	n := 0
+	for _, k := range keys {
+		if _, have := in.observed.vs[k]; have {
+			continue
+		}
+		if want := in.desired.VirtualServer(k); want != nil {
+			n += 1 + len(want.Destinations)
+		}
+	}
+	return n
 }
 
 func deleteRank(op ipvs.Op) int {
