@@ -56,6 +56,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl"
 	"github.com/kipvs/kipvs/internal/watch"
@@ -359,7 +360,8 @@ func apiSource(cfg *config.Config, rc *rest.Config, log *zap.Logger) (*watch.API
 	if err != nil {
 		return nil, err
 	}
-	return watch.NewAPISource(watch.APISourceOptions{Client: client, NodeName: nodeName, ResyncPeriod: cfg.ConfigSyncPeriod, Logger: log.Named("source")})
+	return watch.NewAPISource(watch.APISourceOptions{Client: client, NodeName: nodeName, ResyncPeriod: cfg.ConfigSyncPeriod,
+		ServiceAnnotations: proxy.ServiceAnnotations(), Logger: log.Named("source")})
 }
 
 func fakeDeps(src *watch.APISource) daemon.Deps {

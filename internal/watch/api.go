@@ -40,6 +40,9 @@ type APISourceOptions struct {
 	Clock clock.PassiveClock
 	// RetryClock times the retries of ServiceCIDR discovery after it failed. Default: real.
 	RetryClock clock.Clock
+	// ServiceAnnotations lists the Service annotations the consumer reads: the informer
+	// cache keeps only those (nil: all). See trimmer for what else the cache leaves out.
+	ServiceAnnotations []string
 }
 
 // APISource watches Services, EndpointSlices, this node's Node and, where the API serves
@@ -83,6 +86,10 @@ func NewAPISource(opts APISourceOptions) (*APISource, error) {
 		opts:  opts,
 		done:  make(chan struct{}),
 	}, nil
+}
+
+func (s *APISource) trimmer() trimmer {
+	return trimmer{serviceAnnotations: s.opts.ServiceAnnotations}
 }
 
 // Done is closed once every informer goroutine has exited after ctx was cancelled.
@@ -154,14 +161,15 @@ func (s *APISource) Start(ctx context.Context) error {
 	}
 
 	resync := s.opts.ResyncPeriod
-	svcFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync,
+	trim := informers.WithTransform(s.trimmer().transform)
+	svcFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync, trim,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = sel
 			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
 		}))
-	mainFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync,
+	mainFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync, trim,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync,
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync, trim,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.opts.NodeName).String()
 		}))
@@ -234,7 +242,7 @@ func (s *APISource) rediscoverServiceCIDRs(ctx context.Context, resync time.Dura
 		}
 		break
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync,
+	factory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync, informers.WithTransform(s.trimmer().transform),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
 	defer factory.Shutdown()
 	reg, err := factory.Networking().V1().ServiceCIDRs().Informer().AddEventHandler(s.serviceCIDRHandler())
