@@ -24,6 +24,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/svcstats"
 	"github.com/kipvs/kipvs/internal/sysctl"
@@ -175,6 +176,7 @@ func newSource(cfg *config.Config, nodeName string, log *zap.Logger) (watch.Sour
 	if err != nil {
 		return nil, nil, fmt.Errorf("API client: %w", err)
 	}
-	src, err := watch.NewAPISource(watch.APISourceOptions{Client: client, NodeName: nodeName, ResyncPeriod: cfg.ConfigSyncPeriod, Logger: log.Named("source")})
+	src, err := watch.NewAPISource(watch.APISourceOptions{Client: client, NodeName: nodeName, ResyncPeriod: cfg.ConfigSyncPeriod,
+		ServiceAnnotations: proxy.ServiceAnnotations(), Logger: log.Named("source")})
 	return src, client, err
 }

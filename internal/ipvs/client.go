@@ -318,42 +318,44 @@ func (cl *Client) Apply(ops []Op) error {
 		return nil
 	}
 	var failed []*OpError
-	norm := make([]Op, 0, len(ops))
-	idx := make([]int, 0, len(ops)) // position in ops of norm[i]
-	for i, o := range ops {
-		n, err := o.normalize()
-		if err != nil {
-			failed = append(failed, &OpError{Index: i, Op: o, Err: fmt.Errorf("ipvs: %s: %w", o, err)})
-			continue
-		}
-		norm = append(norm, n)
-		idx = append(idx, i)
-	}
 	err := cl.with(func(c *conn) error {
+		// Ops are normalized one chunk at a time: a first sync applies a hundred thousand
+		// ops, and a normalized copy of them all would double the plan's memory.
 		var buf []byte
-		for start := 0; start < len(norm); {
+		chunk := make([]Op, 0, min(len(ops), c.maxOps)) // the chunk's normalized ops
+		at := make([]int, 0, cap(chunk))                // their positions in ops
+		for i := 0; i < len(ops); {
 			seq0 := c.reserveSeq(c.maxOps)
-			buf = buf[:0]
-			last, end := 0, start // offset of the chunk's last message; end of the chunk
-			for end < len(norm) && end-start < c.maxOps {
-				cmd, attrs := opRequest(norm[end])
+			buf, chunk, at = buf[:0], chunk[:0], at[:0]
+			last := 0 // offset of the chunk's last message
+			for i < len(ops) && len(chunk) < c.maxOps {
+				n, err := ops[i].normalize()
+				if err != nil {
+					failed = append(failed, &OpError{Index: i, Op: ops[i], Err: fmt.Errorf("ipvs: %s: %w", ops[i], err)})
+					i++
+					continue
+				}
+				cmd, attrs := opRequest(n)
 				off := len(buf)
-				buf = c.appendMsg(buf, cmd, 0, seq0+uint32(end-start), attrs)
-				if len(buf) > c.maxBytes && end > start {
-					buf = buf[:off]
+				buf = c.appendMsg(buf, cmd, 0, seq0+uint32(len(chunk)), attrs)
+				if len(buf) > c.maxBytes && len(chunk) > 0 {
+					buf = buf[:off] // ops[i] starts the next chunk
 					break
 				}
 				last = off
-				end++
+				chunk = append(chunk, n)
+				at = append(at, i)
+				i++
+			}
+			if len(chunk) == 0 {
+				continue // the rest were invalid
 			}
 			setAck(buf, last)
-			for j, e := range c.batch(buf, seq0, end-start) {
+			for j, e := range c.batch(buf, seq0, len(chunk)) {
 				if e != nil {
-					i := idx[start+j]
-					failed = append(failed, &OpError{Index: i, Op: ops[i], Err: kerr.Errno("ipvs: "+norm[start+j].String(), e)})
+					failed = append(failed, &OpError{Index: at[j], Op: ops[at[j]], Err: kerr.Errno("ipvs: "+chunk[j].String(), e)})
 				}
 			}
-			start = end
 		}
 		return nil
 	})

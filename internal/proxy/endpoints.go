@@ -25,8 +25,11 @@ type endpoint struct {
 // endpoint can be in two slices briefly while the controller moves it); the first
 // occurrence wins, with slices in name order. Endpoints checkSlices skipped are left out.
 func endpointsFor(slicesIn []checkedSlice, portName string, proto v1.Protocol, nodeName string) []endpoint {
-	var out []endpoint
-	seen := map[netip.AddrPort]bool{}
+	n := 0
+	for _, s := range slicesIn {
+		n += len(s.Endpoints)
+	}
+	out := make([]endpoint, 0, n)
 	for _, s := range slicesIn {
 		var port int32 = -1
 		for _, p := range s.Ports {
@@ -51,11 +54,6 @@ func endpointsFor(slicesIn []checkedSlice, portName string, proto v1.Protocol, n
 			if !addr.IsValid() {
 				continue
 			}
-			key := netip.AddrPortFrom(addr, uint16(port))
-			if seen[key] {
-				continue
-			}
-			seen[key] = true
 			e := endpoint{addr: addr, port: uint16(port)}
 			// The API says: a nil ready condition means ready; nil serving means "as ready";
 			// nil terminating means not terminating.
@@ -77,31 +75,40 @@ func endpointsFor(slicesIn []checkedSlice, portName string, proto v1.Protocol, n
 			out = append(out, e)
 		}
 	}
-	slices.SortFunc(out, func(a, b endpoint) int {
-		if c := a.addr.Compare(b.addr); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.port, b.port)
-	})
-	return out
+	// Sorted by address and port; of equal ones (the same endpoint in two slices) the first
+	// in slice order is kept: the sort is stable.
+	slices.SortStableFunc(out, compareEndpoint)
+	return slices.CompactFunc(out, func(a, b endpoint) bool { return compareEndpoint(a, b) == 0 })
+}
+
+func compareEndpoint(a, b endpoint) int {
+	if c := a.addr.Compare(b.addr); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.port, b.port)
 }
 
 // usable picks the endpoints traffic may go to: the ready ones; when none is ready, the ones
 // still serving while terminating (KEP-1669), so connections drain instead of failing.
 func usable(eps []endpoint) []endpoint {
-	var ready, terminating []endpoint
+	if n := readyCount(eps); n > 0 {
+		return filter(eps, n, func(e endpoint) bool { return e.ready && !e.terminating })
+	}
+	return filter(eps, 0, func(e endpoint) bool { return e.serving && e.terminating })
+}
+
+// filter returns the endpoints keep accepts, in a new list with room for n.
+func filter(eps []endpoint, n int, keep func(endpoint) bool) []endpoint {
+	var out []endpoint
+	if n > 0 {
+		out = make([]endpoint, 0, n)
+	}
 	for _, e := range eps {
-		switch {
-		case e.ready && !e.terminating:
-			ready = append(ready, e)
-		case e.serving && e.terminating:
-			terminating = append(terminating, e)
+		if keep(e) {
+			out = append(out, e)
 		}
 	}
-	if len(ready) > 0 {
-		return ready
-	}
-	return terminating
+	return out
 }
 
 // readyCount counts the endpoints that are ready and not terminating.

@@ -71,6 +71,10 @@ const (
 	AnnotationSchedulerFlags = "kipvs.io/scheduler-flags"
 )
 
+// ServiceAnnotations lists every Service annotation BuildService reads (the watch layer
+// keeps only these in its cache).
+func ServiceAnnotations() []string { return []string{AnnotationScheduler, AnnotationSchedulerFlags} }
+
 // DefaultAffinityTimeout is sessionAffinityConfig.clientIP.timeoutSeconds when unset (3 h).
 const DefaultAffinityTimeout = 10800
 

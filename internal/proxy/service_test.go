@@ -64,6 +64,16 @@ func buildCases() []buildCase {
 			},
 		},
 		{
+			// The same endpoint in two slices with different conditions: the first slice's
+			// wins (not ready, so no real server), whichever sorts first by address.
+			name: "clusterip-dedup-first-slice-wins",
+			svc:  svc("default", "web", "10.96.0.14"),
+			slices: []*discoveryv1.EndpointSlice{
+				slice("web", "web-a", "http", 8080, tcp, "10.244.1.9", "10.244.1.6:notready"),
+				slice("web", "web-b", "http", 8080, tcp, "10.244.1.6", "10.244.1.5"),
+			},
+		},
+		{
 			name:   "no-endpoints",
 			svc:    svc("default", "empty", "10.96.0.11"),
 			slices: nil,

@@ -280,29 +280,9 @@ func (r *Reconciler) count(kind, op string, n int) {
 
 // applyToModel updates s as if p had been applied successfully.
 func applyToModel(s *state, p *Plan) {
-	for _, op := range append(append([]ipvs.Op{}, p.IPVS...), p.IPVSDelete...) {
-		k := fromIPVSKey(op.Service.ServiceKey)
-		switch op.Kind {
-		case ipvs.OpAddService:
-			svc := op.Service
-			if svc.Netmask == 0 {
-				svc.Netmask = ipvs.FullNetmask(svc.Family)
-			}
-			s.vs[k] = &vsState{svc: svc, dests: map[netip.AddrPort]destState{}}
-		case ipvs.OpUpdateService:
-			if vs, ok := s.vs[k]; ok {
-				vs.svc = op.Service
-			}
-		case ipvs.OpDeleteService:
-			delete(s.vs, k)
-		case ipvs.OpAddDestination, ipvs.OpUpdateDestination:
-			if vs, ok := s.vs[k]; ok {
-				vs.dests[op.Destination.AddrPort()] = destState{weight: op.Destination.Weight}
-			}
-		case ipvs.OpDeleteDestination:
-			if vs, ok := s.vs[k]; ok {
-				delete(vs.dests, op.Destination.AddrPort())
-			}
+	for _, ops := range [][]ipvs.Op{p.IPVS, p.IPVSDelete} {
+		for i := range ops {
+			applyOpToModel(s, &ops[i])
 		}
 	}
 	for _, a := range p.AddAddrs {
@@ -316,5 +296,32 @@ func applyToModel(s *state, p *Plan) {
 	}
 	for _, m := range p.DelMembers {
 		delete(s.members, m)
+	}
+}
+
+// applyOpToModel updates s as if op had been applied successfully.
+func applyOpToModel(s *state, op *ipvs.Op) {
+	k := fromIPVSKey(op.Service.ServiceKey)
+	switch op.Kind {
+	case ipvs.OpAddService:
+		svc := op.Service
+		if svc.Netmask == 0 {
+			svc.Netmask = ipvs.FullNetmask(svc.Family)
+		}
+		s.vs[k] = &vsState{svc: svc, dests: map[netip.AddrPort]destState{}}
+	case ipvs.OpUpdateService:
+		if vs, ok := s.vs[k]; ok {
+			vs.svc = op.Service
+		}
+	case ipvs.OpDeleteService:
+		delete(s.vs, k)
+	case ipvs.OpAddDestination, ipvs.OpUpdateDestination:
+		if vs, ok := s.vs[k]; ok {
+			vs.dests[op.Destination.AddrPort()] = destState{weight: op.Destination.Weight}
+		}
+	case ipvs.OpDeleteDestination:
+		if vs, ok := s.vs[k]; ok {
+			delete(vs.dests, op.Destination.AddrPort())
+		}
 	}
 }

@@ -182,6 +182,9 @@ func diffScoped(in *diffInput, t *proxy.Touched) *Plan {
 // diffKeys compares the objects named, each list sorted and without duplicates.
 func diffKeys(in *diffInput, vs []proxy.VSKey, members []proxy.Member, addrs []netip.Addr) *Plan {
 	p := &Plan{}
+	if n := addOps(in, vs); n > 0 {
+		p.IPVS = make([]ipvs.Op, 0, n)
+	}
 	for _, k := range vs {
 		diffVS(in, p, k)
 	}
@@ -210,6 +213,23 @@ func diffKeys(in *diffInput, vs []proxy.VSKey, members []proxy.Member, addrs []n
 		return deleteRank(a) - deleteRank(b)
 	})
 	return p
+}
+
+// addOps counts the ops that create the desired virtual servers of keys the kernel does
+// not have, with their real servers: on a first sync nearly the whole plan, which is then
+// allocated once instead of grown (an op is some 300 bytes; a plan for 10,000 Services x
+// 10 endpoints, 110,000 ops, grown by appending allocates five times its final size).
+func addOps(in *diffInput, keys []proxy.VSKey) int {
+	n := 0
+	for _, k := range keys {
+		if _, have := in.observed.vs[k]; have {
+			continue
+		}
+		if want := in.desired.VirtualServer(k); want != nil {
+			n += 1 + len(want.Destinations)
+		}
+	}
+	return n
 }
 
 func deleteRank(op ipvs.Op) int {

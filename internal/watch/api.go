@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -40,6 +42,9 @@ type APISourceOptions struct {
 	Clock clock.PassiveClock
 	// RetryClock times the retries of ServiceCIDR discovery after it failed. Default: real.
 	RetryClock clock.Clock
+	// ServiceAnnotations lists the Service annotations the consumer reads: the informer
+	// cache keeps only those (nil: all). See trimmer for what else the cache leaves out.
+	ServiceAnnotations []string
 }
 
 // APISource watches Services, EndpointSlices, this node's Node and, where the API serves
@@ -83,6 +88,10 @@ func NewAPISource(opts APISourceOptions) (*APISource, error) {
 		opts:  opts,
 		done:  make(chan struct{}),
 	}, nil
+}
+
+func (s *APISource) trimmer() trimmer {
+	return trimmer{serviceAnnotations: s.opts.ServiceAnnotations}
 }
 
 // Done is closed once every informer goroutine has exited after ctx was cancelled.
@@ -154,14 +163,23 @@ func (s *APISource) Start(ctx context.Context) error {
 	}
 
 	resync := s.opts.ResyncPeriod
-	svcFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = sel
-			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
-		}))
-	mainFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync,
+	trim := informers.WithTransform(s.trimmer().transform)
+	svcTweak := func(o *metav1.ListOptions) {
+		o.LabelSelector = sel
+		o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
+	}
+	mainTweak := func(o *metav1.ListOptions) { o.LabelSelector = sel }
+	svcFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync, trim, informers.WithTweakListOptions(svcTweak))
+	mainFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync, trim, informers.WithTweakListOptions(mainTweak))
+	// The Service and EndpointSlice informers have no namespace index (the factory's default):
+	// nothing looks objects up by namespace, and the index holds every key once more.
+	svcInformer := svcFactory.InformerFor(&v1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, svcTweak)
+	})
+	sliceInformer := mainFactory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, mainTweak)
+	})
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync, trim,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.opts.NodeName).String()
 		}))
@@ -177,8 +195,8 @@ func (s *APISource) Start(ctx context.Context) error {
 		return nil
 	}
 	errs := []error{
-		add(svcFactory.Core().V1().Services().Informer(), s.serviceHandler()),
-		add(mainFactory.Discovery().V1().EndpointSlices().Informer(), s.sliceHandler()),
+		add(svcInformer, s.serviceHandler()),
+		add(sliceInformer, s.sliceHandler()),
 		add(nodeFactory.Core().V1().Nodes().Informer(), s.nodeHandler()),
 	}
 	if served {
@@ -234,7 +252,7 @@ func (s *APISource) rediscoverServiceCIDRs(ctx context.Context, resync time.Dura
 		}
 		break
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync,
+	factory := informers.NewSharedInformerFactoryWithOptions(s.opts.Client, resync, informers.WithTransform(s.trimmer().transform),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
 	defer factory.Shutdown()
 	reg, err := factory.Networking().V1().ServiceCIDRs().Informer().AddEventHandler(s.serviceCIDRHandler())

@@ -33,9 +33,10 @@ type store struct {
 	// services holds proxied Services only.
 	services map[types.NamespacedName]*v1.Service
 	// slices holds every kept EndpointSlice by its own name; byService indexes them by the
-	// Service named in their kubernetes.io/service-name label.
+	// Service named in their kubernetes.io/service-name label, sorted by name. A byService
+	// list is never changed, only replaced: the Service's record shares it.
 	slices    map[types.NamespacedName]*discoveryv1.EndpointSlice
-	byService map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice
+	byService map[types.NamespacedName][]*discoveryv1.EndpointSlice
 	// records holds one immutable ServiceInfo per proxied Service.
 	records map[types.NamespacedName]*ServiceInfo
 
@@ -62,7 +63,7 @@ func newStore(log *zap.Logger, clk clock.PassiveClock) *store {
 		notify:       make(chan struct{}, 1),
 		services:     make(map[types.NamespacedName]*v1.Service),
 		slices:       make(map[types.NamespacedName]*discoveryv1.EndpointSlice),
-		byService:    make(map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice),
+		byService:    make(map[types.NamespacedName][]*discoveryv1.EndpointSlice),
 		records:      make(map[types.NamespacedName]*ServiceInfo),
 		dirty:        make(map[types.NamespacedName]struct{}),
 		triggerTimes: make(map[types.NamespacedName][]time.Time),
@@ -354,12 +355,15 @@ func (s *store) setSliceLocked(slice *discoveryv1.EndpointSlice) {
 		}
 	}
 	s.slices[key] = slice
-	m := s.byService[owner]
-	if m == nil {
-		m = make(map[string]*discoveryv1.EndpointSlice)
-		s.byService[owner] = m
+	list := s.byService[owner]
+	i, found := slices.BinarySearchFunc(list, slice.Name, compareSliceName)
+	if found {
+		list = slices.Clone(list)
+		list[i] = slice
+	} else {
+		list = slices.Insert(slices.Clip(list), i, slice)
 	}
-	m[slice.Name] = slice
+	s.byService[owner] = list
 	if _, proxied := s.services[owner]; proxied {
 		s.rebuildLocked(owner)
 		s.markDirtyLocked(owner)
@@ -385,10 +389,14 @@ func (s *store) deleteSliceLocked(key types.NamespacedName) {
 // detachSliceLocked removes a slice from its Service's index; it reports whether a proxied
 // record changed.
 func (s *store) detachSliceLocked(owner types.NamespacedName, name string) bool {
-	m := s.byService[owner]
-	delete(m, name)
-	if len(m) == 0 {
+	list := s.byService[owner]
+	if i, found := slices.BinarySearchFunc(list, name, compareSliceName); found {
+		list = slices.Delete(slices.Clone(list), i, i+1)
+	}
+	if len(list) == 0 {
 		delete(s.byService, owner)
+	} else {
+		s.byService[owner] = list
 	}
 	if _, proxied := s.services[owner]; !proxied {
 		return false
@@ -416,13 +424,11 @@ func (s *store) rebuildLocked(key types.NamespacedName) {
 		delete(s.records, key)
 		return
 	}
-	m := s.byService[key]
-	sl := make([]*discoveryv1.EndpointSlice, 0, len(m))
-	for _, e := range m {
-		sl = append(sl, e)
-	}
-	slices.SortFunc(sl, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
-	s.records[key] = &ServiceInfo{Service: svc, Slices: sl}
+	s.records[key] = &ServiceInfo{Service: svc, Slices: s.byService[key]}
+}
+
+func compareSliceName(sl *discoveryv1.EndpointSlice, name string) int {
+	return strings.Compare(sl.Name, name)
 }
 
 func (s *store) markDirtyLocked(key types.NamespacedName) {

@@ -517,6 +517,49 @@ func TestStoreRecordsAreImmutableAndCopiesIndependent(t *testing.T) {
 	}
 }
 
+// A record's slice list is shared with the store's index, which replaces it on every change:
+// an insert, a replacement or a removal leaves every record handed out as it was.
+func TestStoreRecordsKeepTheirSlices(t *testing.T) {
+	s := newTestStore(t)
+	s.markSynced()
+	s.setService(mkService("ns", "a", "10.96.0.1"))
+	record := func() *ServiceInfo {
+		t.Helper()
+		snap, err := s.All()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Services[nn("ns", "a")]
+	}
+	s.setSlice(mkSlice("ns", "a-1", "a", "10.0.0.1"))
+	s.setSlice(mkSlice("ns", "a-4", "a", "10.0.0.4"))
+	s.setSlice(mkSlice("ns", "a-3", "a", "10.0.0.3"))
+	r1 := record()
+	s.setSlice(mkSlice("ns", "a-2", "a", "10.0.0.2")) // inserted before a-3
+	r2 := record()
+	s.setSlice(mkSlice("ns", "a-1", "a", "10.0.0.11")) // replaced
+	r3 := record()
+	s.deleteSlice(nn("ns", "a-3"))
+	r4 := record()
+	s.setService(mkService("ns", "a", "10.96.0.2")) // the list is shared with the new record
+	r5 := record()
+	s.deleteSlice(nn("ns", "a-1"))
+	s.deleteSlice(nn("ns", "a-2"))
+	s.deleteSlice(nn("ns", "a-4"))
+	r6 := record()
+	assertLines(t, "records", []string{describeRecord(r1), describeRecord(r2), describeRecord(r3), describeRecord(r4), describeRecord(r5), describeRecord(r6)}, []string{
+		"10.96.0.1[a-1:10.0.0.1 a-3:10.0.0.3 a-4:10.0.0.4]",
+		"10.96.0.1[a-1:10.0.0.1 a-2:10.0.0.2 a-3:10.0.0.3 a-4:10.0.0.4]",
+		"10.96.0.1[a-1:10.0.0.11 a-2:10.0.0.2 a-3:10.0.0.3 a-4:10.0.0.4]",
+		"10.96.0.1[a-1:10.0.0.11 a-2:10.0.0.2 a-4:10.0.0.4]",
+		"10.96.0.2[a-1:10.0.0.11 a-2:10.0.0.2 a-4:10.0.0.4]",
+		"10.96.0.2[]",
+	})
+	if _, ok := s.byService[nn("ns", "a")]; ok {
+		t.Error("the index keeps an empty list")
+	}
+}
+
 func TestStoreReplaceAll(t *testing.T) {
 	s := newTestStore(t)
 	s.markSynced()
