@@ -228,15 +228,9 @@ func (l *loop) finishPeriodic(ctx context.Context, res periodicResult) {
 	if err == nil {
 		err = res.finish(ctx)
 	}
-	if ctx.Err() != nil {
-		return
+	if l.ended(ctx, err) {
+		l.lastFull = l.periodicStart
 	}
-	if err != nil {
-		l.failed()
-		return
-	}
-	l.backoff, l.retryAt = 0, time.Time{}
-	l.lastFull = l.periodicStart
 }
 
 // sync runs SyncFunc now: full when asked for, when the periodic full sync is due (and
@@ -252,19 +246,25 @@ func (l *loop) sync(ctx context.Context, now time.Time) {
 	r.mu.Unlock()
 
 	l.lastStart = now
-	err := r.fn(ctx, full)
-	if ctx.Err() != nil {
-		return
-	}
-	if err != nil {
-		l.failed()
-		return
-	}
-	l.backoff, l.retryAt = 0, time.Time{}
-	if full {
+	if l.ended(ctx, r.fn(ctx, full)) && full {
 		l.lastFull = l.lastStart
 		l.periodicStale = l.periodic != nil
 	}
+}
+
+// ended records how a sync ended and reports whether it succeeded: a failure schedules
+// the retry of a failed sync with exponential backoff, a success clears it. A sync
+// interrupted by the end of ctx counts as neither.
+func (l *loop) ended(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if err != nil {
+		l.failed()
+		return false
+	}
+	l.backoff, l.retryAt = 0, time.Time{}
+	return true
 }
 
 // failed schedules the retry of a failed sync with exponential backoff.
