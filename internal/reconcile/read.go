@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/ipvs"
@@ -110,7 +111,13 @@ func ReadKernel(ctx context.Context, reads ...*Read) error {
 		return fmt.Errorf("list addresses of %s: %w", k.Dummy.Name(), addrsErr)
 	}
 	for _, rd := range reads {
-		rd.table, rd.addrs, rd.addrsErr = table, addrs, addrsErr
+		// Each Read keeps only its family's virtual servers, so that one family's copy is
+		// garbage as soon as that family has compared it (release), not when the last
+		// family has.
+		rd.table = slices.DeleteFunc(slices.Clone(table), func(e ipvs.Entry) bool {
+			return e.Service.FWMark != 0 || !rd.rec.opts.Family.Matches(e.Service.Addr)
+		})
+		rd.addrs, rd.addrsErr = addrs, addrsErr
 		rd.err = rd.readFamily(ctx)
 		rd.done = true
 	}
@@ -131,6 +138,12 @@ func (rd *Read) readFamily(ctx context.Context) error {
 	}
 	rd.rules = rules
 	return nil
+}
+
+// release drops the copy once it has been compared (the copy of a large node is tens of
+// megabytes; the plan's apply follows).
+func (rd *Read) release() {
+	rd.table, rd.addrs, rd.members, rd.missing, rd.rules = nil, nil, nil, nil, nil
 }
 
 // valid reports whether rd can finish a full sync of r: it is r's latest Read, it was

@@ -133,11 +133,12 @@ func (r *Reconciler) FullSyncFrom(ctx context.Context, d *proxy.Desired, po *pro
 		return res, fmt.Errorf("ensure dummy link %s: %w", r.kernel.Dummy.Name(), err)
 	}
 	obs, missingSets := r.observe(rd, j, d, po)
+	observedRules := rd.rules
+	rd.release()
 	clear(r.owned)
 	for k := range obs.vs {
 		r.owned[k] = struct{}{}
 	}
-	observedRules := rd.rules
 	if r.applied != nil {
 		res.Drift = drift(r.applied, obs)
 		// Rules an incremental sync rewrote during the read are compared with what it
