@@ -88,10 +88,11 @@ test-e2e: vm-prepare e2e-bins build $(BIN)/kustomize
 # kube-proxy v1.34.10 (IPVS mode) and kipvs side by side (e2e/bench, docs/performance.md): etcd and
 # kube-apiserver on the host, BENCH_N ClusterIP Services x BENCH_E endpoints loaded from the host, one
 # VM boot per N running each proxy of BENCH_PROXIES in turn on the same objects. Results in
-# .cache/bench/$(BENCH_NAME).json and .svg; BENCH_DOCS=docs/bench copies them there. kipvs runs with
-# profiling on: its Go profiles (CPU over the changes and the idle window, heap) go to
-# .cache/bench/profiles/$(BENCH_NAME)-PROXY-N/ (BENCH_ARGS="--profiles kube-proxy,kipvs" adds
-# kube-proxy's, --profiles= none). About 35 minutes at the defaults; e.g.
+# .cache/bench/$(BENCH_NAME).json and .svg; BENCH_DOCS=docs/bench copies them there.
+# BENCH_ARGS="--profiles kipvs" (or kube-proxy,kipvs) takes Go profiles (CPU over the changes and
+# the idle window, heap) into .cache/bench/profiles/$(BENCH_NAME)-PROXY-N/; off by default, as the
+# profiler's own memory and CPU count in the profiled proxy's figures. About 35 minutes at the
+# defaults; e.g.
 # make bench-compare BENCH_N=10000 BENCH_PROXIES=kipvs BENCH_NAME=kipvs-10k.
 BENCH_N       ?= 500 1000 2000
 BENCH_E       ?= 10

@@ -237,6 +237,7 @@ func (r *runner) run(proxy string) {
 	}); err != nil {
 		t.Log(err)
 	}
+	r.rec.PeakRSSFirstSyncBytes = r.peakRSS()
 	r.heapProfile(ProfileHeapFirstSync)
 	t.Logf("%s: first complete sync %.2fs after start (at most; at least %.2fs less), %.2f CPU seconds; first sync reported %.2fs after start", proxy,
 		r.rec.FirstSyncSeconds, r.rec.FirstSyncResolutionSeconds, r.rec.FirstSyncCPUSeconds, r.rec.FirstSyncReportedSeconds)
@@ -256,6 +257,7 @@ func (r *runner) run(proxy string) {
 		proxy, l.Count, l.P50, l.P99, l.Max, l.TimedOut, r.rec.NetworkProgramming.Count, r.rec.NetworkProgramming.P50, r.rec.NetworkProgramming.P99)
 
 	waitProfile() // the idle window's profile would be refused while this one runs
+	r.rec.PeakRSSChangesBytes = r.peakRSS()
 
 	if r.cfg.Idle > 0 {
 		waitProfile := r.cpuProfile(ProfileCPUIdle, r.cfg.Idle)
@@ -275,11 +277,7 @@ func (r *runner) run(proxy string) {
 		waitProfile()
 	}
 	r.heapProfile(ProfileHeapEnd)
-	rss, err := ReadPeakRSS(r.proc.PID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.rec.PeakRSSBytes = rss
+	r.rec.PeakRSSBytes = r.peakRSS()
 	m := r.proc.Metrics(t)
 	fam := `ip_family="IPv4"`
 	r.rec.SyncCount = m.Get("kubeproxy_sync_proxy_rules_duration_seconds_count", fam)
@@ -290,8 +288,8 @@ func (r *runner) run(proxy string) {
 	if r.rec.FullSyncCount = m.Get(full+"_count", fam); r.rec.FullSyncCount > 0 {
 		r.rec.FullSyncAvgSeconds = m.Get(full+"_sum") / r.rec.FullSyncCount // every family's
 	}
-	t.Logf("%s: peak RSS %.1f MB; %v IPv4 syncs, %.3fs each on average; %v full syncs, %.3fs each on average (both families)",
-		proxy, float64(rss)/1e6, r.rec.SyncCount, r.rec.SyncAvgSeconds, r.rec.FullSyncCount, r.rec.FullSyncAvgSeconds)
+	t.Logf("%s: peak RSS %.1f MB (%.1f MB after the first sync, %.1f MB after the changes); %v IPv4 syncs, %.3fs each on average; %v full syncs, %.3fs each on average (both families)",
+		proxy, float64(r.rec.PeakRSSBytes)/1e6, float64(r.rec.PeakRSSFirstSyncBytes)/1e6, float64(r.rec.PeakRSSChangesBytes)/1e6, r.rec.SyncCount, r.rec.SyncAvgSeconds, r.rec.FullSyncCount, r.rec.FullSyncAvgSeconds)
 	r.proc.Stop(t)
 }
 
@@ -310,6 +308,15 @@ func (r *runner) watchExit() <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// peakRSS is the proxy's VmHWM now.
+func (r *runner) peakRSS() int64 {
+	rss, err := ReadPeakRSS(r.proc.PID())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return rss
 }
 
 func (r *runner) cpu() CPUTimes {

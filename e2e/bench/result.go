@@ -85,6 +85,10 @@ type Record struct {
 	IdleSeconds      float64 `json:"idle_seconds"`
 	// PeakRSSBytes is VmHWM at the end of the run.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// PeakRSSFirstSyncBytes and PeakRSSChangesBytes are VmHWM once the first sync was
+	// reported and after the changes: where the peak was reached.
+	PeakRSSFirstSyncBytes int64 `json:"peak_rss_first_sync_bytes,omitempty"`
+	PeakRSSChangesBytes   int64 `json:"peak_rss_changes_bytes,omitempty"`
 	// SyncCount and SyncAvgSeconds are from kubeproxy_sync_proxy_rules_duration_seconds
 	// (IPv4) at the end of the run.
 	SyncCount      float64 `json:"sync_count"`

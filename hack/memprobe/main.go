@@ -290,6 +290,7 @@ func child(args []string) error {
 	reg := prometheus.NewRegistry()
 	deps := fakeDeps(src)
 	deps.Registry = reg
+	deps.Collect = runtime.GC // as the real daemon's (daemon.NewReal)
 	d, err := daemon.New(cfg, nodeName, log, deps)
 	if err != nil {
 		return err

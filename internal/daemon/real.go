@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/vishvananda/netns"
@@ -148,6 +149,7 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 			return v.AtLeast(netfilter.RandomFullyMinVersion)
 		},
 		KernelRelease: unix.ByteSliceToString(uts.Release[:]),
+		Collect:       runtime.GC,
 		Clock:         clock.RealClock{},
 	}
 	return deps, closeAll, nil

@@ -31,6 +31,22 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 	return d.syncLocked(ctx, full)
 }
 
+// syncThenCollect is the runner's SyncFunc: sync, then, after a full sync, collect.
+func (d *Daemon) syncThenCollect(ctx context.Context, full bool) error {
+	err := d.sync(ctx, full)
+	if full {
+		d.collect()
+	}
+	return err
+}
+
+// collect runs Deps.Collect, if set (never under d.mu).
+func (d *Daemon) collect() {
+	if d.deps.Collect != nil {
+		d.deps.Collect()
+	}
+}
+
 func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 	start := d.deps.Clock.Now()
 	src := d.deps.Source
@@ -202,7 +218,10 @@ func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error,
 	}
 	took := d.deps.Clock.Since(start)
 	d.log.Debug("periodic sync read the kernel", zap.Duration("took", took))
-	return func(ctx context.Context) error { return d.periodicFinish(ctx, reads, took) }, nil
+	return func(ctx context.Context) error {
+		defer d.collect()
+		return d.periodicFinish(ctx, reads, took)
+	}, nil
 }
 
 // periodicFinish is the second part of the periodic full sync (readTook: how long the first

@@ -4,7 +4,8 @@
 // bench test binary there (TestBenchCompare: kube-proxy in IPVS mode, then kipvs, on a clean
 // node each). It writes OUT/bench-compare.json (one record per proxy per N), a copy under
 // OUT/runs/, the plot OUT/bench-compare.svg (--name changes the base name), and with --docs
-// copies both there. The Go profiles of the proxies of --profiles (kipvs by default) go to
+// copies both there. The Go profiles of the proxies of --profiles (none by default: the
+// profiler's memory and CPU count in the profiled proxy's figures) go to
 // OUT/profiles/NAME-PROXY-N/ (bench.ProfileDir).
 //
 //	benchcompare --test bench.test --env KIPVS_BIN=... --env KIPVS_KUBE_PROXY_BIN=... --n "500 1000 2000"
@@ -60,7 +61,7 @@ func main() {
 		o       options
 		ns      = flag.String("n", "500 1000 2000", "numbers of Services, space or comma separated; one VM boot each, smallest first")
 		proxies = flag.String("proxies", strings.Join(def.Proxies, ","), "proxies to run, in order (kube-proxy, kipvs)")
-		profs   = flag.String("profiles", "kipvs", "proxies whose Go profiles (CPU over the changes and the idle window, heap after the first sync and at the end) go to OUT/profiles/NAME-PROXY-N (\"\": none)")
+		profs   = flag.String("profiles", "", "proxies whose Go profiles (CPU over the changes and the idle window, heap after the first sync and at the end) go to OUT/profiles/NAME-PROXY-N (default none: a profiled proxy's CPU and peak RSS include the profiler's)")
 		envs    multi
 	)
 	flag.StringVar(&o.binDir, "k8s-bin", ".cache/k8s", "directory with etcd and kube-apiserver")
