@@ -151,30 +151,37 @@ func (cl *Client) Flush() error {
 
 // services dumps every service, unsorted.
 func (c *conn) services() ([]Service, error) {
-	var svcs []Service
+	c.svcs = c.svcs[:0]
 	err := c.execute(cmdGetService, unix.NLM_F_DUMP, nil, func(b []byte) error {
 		s, err := decodeService(b)
 		if err == nil {
-			svcs = append(svcs, s)
+			c.svcs = append(c.svcs, s)
 		}
 		return err
 	})
-	return svcs, err
+	if err != nil || len(c.svcs) == 0 {
+		return nil, err
+	}
+	return slices.Clone(c.svcs), nil // sized to fit, not grown by doubling
 }
 
 // destinations dumps the destinations of service k (normalized), unsorted. The kernel
 // answers an empty dump for a missing service.
 func (c *conn) destinations(k ServiceKey) ([]Destination, error) {
-	dests := []Destination{}
+	c.dests = c.dests[:0]
 	attrs := []*nl.RtAttr{serviceAttr(Service{ServiceKey: k}, false)}
 	err := c.execute(cmdGetDest, unix.NLM_F_DUMP, attrs, func(b []byte) error {
 		d, err := decodeDestination(b, k.Family)
 		if err == nil {
-			dests = append(dests, d)
+			c.dests = append(c.dests, d)
 		}
 		return err
 	})
-	return dests, err
+	if err != nil {
+		return []Destination{}, err
+	}
+	// Sized to fit (one allocation, not one per doubling); never nil.
+	return append(make([]Destination, 0, len(c.dests)), c.dests...), nil
 }
 
 // service gets one service (ESRCH if missing).

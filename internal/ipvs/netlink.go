@@ -111,6 +111,11 @@ type conn struct {
 	seq     uint32
 	timeout time.Duration
 	rbuf    []byte
+	// msgs, dests and svcs are reused by every receive and dump (a periodic full sync makes
+	// one destination dump per virtual server): see parseMessages, destinations, services.
+	msgs  []syscall.NetlinkMessage
+	dests []Destination
+	svcs  []Service
 	// chunk limits for batches, derived from the socket buffer sizes
 	maxOps   int
 	maxBytes int
@@ -261,7 +266,26 @@ func (c *conn) recv(wait bool) ([]syscall.NetlinkMessage, error) {
 	if flags&unix.MSG_TRUNC != 0 {
 		return nil, fmt.Errorf("netlink message truncated (%d bytes read)", n)
 	}
-	return syscall.ParseNetlinkMessage(c.rbuf[:n])
+	c.msgs, err = parseMessages(c.msgs[:0], c.rbuf[:n])
+	return c.msgs, err
+}
+
+// parseMessages appends the netlink messages in b to dst, as syscall.ParseNetlinkMessage
+// returns them (Data aliases b) but into a slice the caller reuses.
+func parseMessages(dst []syscall.NetlinkMessage, b []byte) ([]syscall.NetlinkMessage, error) {
+	for len(b) >= unix.NLMSG_HDRLEN {
+		h := syscall.NlMsghdr{
+			Len: native.Uint32(b[0:4]), Type: native.Uint16(b[4:6]), Flags: native.Uint16(b[6:8]),
+			Seq: native.Uint32(b[8:12]), Pid: native.Uint32(b[12:16]),
+		}
+		l := int(h.Len)
+		if l < unix.NLMSG_HDRLEN || nlmAlign(l) > len(b) {
+			return dst[:0], syscall.EINVAL
+		}
+		dst = append(dst, syscall.NetlinkMessage{Header: h, Data: b[unix.NLMSG_HDRLEN:l]})
+		b = b[nlmAlign(l):]
+	}
+	return dst, nil
 }
 
 func deadlineErr(err error) error {
