@@ -187,8 +187,8 @@ func decodeAddr(af uint16, v []byte) (netip.Addr, error) {
 }
 
 // decodeStats reads a nested stats attribute (32- or 64-bit flavour).
-func decodeStats(b []byte) Stats {
-	var s Stats
+func decodeStats(b []byte) *Stats {
+	s := new(Stats)
 	_ = walkAttrs(b, func(t uint16, v []byte) error {
 		switch t {
 		case statsAttrConns:

@@ -50,7 +50,7 @@ func TestServiceCodecRoundTrip(t *testing.T) {
 		got, err := decodeService(a.Serialize())
 		must(t, err)
 		want := s
-		want.Stats = bigStats
+		want.Stats = &bigStats
 		if d := diff(want, got); d != "" {
 			t.Errorf("service round trip (-want +got):\n%s", d)
 		}
@@ -84,7 +84,7 @@ func TestDestinationCodecRoundTrip(t *testing.T) {
 		got, err := decodeDestination(a.Serialize(), inet.IPv4)
 		must(t, err)
 		want := d
-		want.ActiveConns, want.InactiveConns, want.PersistentConns, want.Stats = 4, 5, 6, bigStats
+		want.ActiveConns, want.InactiveConns, want.PersistentConns, want.Stats = 4, 5, 6, &bigStats
 		if diff := diff(want, got); diff != "" {
 			t.Errorf("destination round trip (-want +got):\n%s", diff)
 		}

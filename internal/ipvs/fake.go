@@ -121,7 +121,7 @@ func (f *Fake) SetServiceStats(k ServiceKey, st Stats) error {
 	if err != nil {
 		return err
 	}
-	s.svc.Stats = st
+	s.svc.Stats = &st
 	return nil
 }
 
@@ -133,7 +133,7 @@ func (f *Fake) SetDestinationStats(k ServiceKey, ap netip.AddrPort, st Stats) er
 	if err != nil {
 		return err
 	}
-	d.Stats = st
+	d.Stats = &st
 	return nil
 }
 
@@ -266,9 +266,9 @@ func (f *Fake) Flush() error {
 func (f *Fake) table() []Entry {
 	t := make([]Entry, 0, len(f.svcs))
 	for _, s := range f.svcs {
-		e := Entry{Service: s.svc, Destinations: make([]Destination, 0, len(s.dests))}
+		e := Entry{Service: readService(s.svc), Destinations: make([]Destination, 0, len(s.dests))}
 		for _, d := range s.dests {
-			e.Destinations = append(e.Destinations, *d)
+			e.Destinations = append(e.Destinations, readDestination(d))
 		}
 		t = append(t, e)
 	}
@@ -286,7 +286,7 @@ func (f *Fake) Services() ([]Service, error) {
 	keys := slices.SortedFunc(maps.Keys(f.svcs), CompareServiceKeys)
 	svcs := make([]Service, len(keys))
 	for i, k := range keys {
-		svcs[i] = f.svcs[k].svc
+		svcs[i] = readService(f.svcs[k].svc)
 	}
 	return svcs, nil
 }
@@ -302,7 +302,7 @@ func (f *Fake) GetService(k ServiceKey) (Service, error) {
 	if err != nil {
 		return Service{}, err
 	}
-	return s.svc, nil
+	return readService(s.svc), nil
 }
 
 // Destinations implements Interface.
@@ -318,7 +318,7 @@ func (f *Fake) Destinations(k ServiceKey) ([]Destination, error) {
 	}
 	dests := make([]Destination, 0, len(s.dests))
 	for _, d := range s.dests {
-		dests = append(dests, *d)
+		dests = append(dests, readDestination(d))
 	}
 	slices.SortFunc(dests, CompareDestinations)
 	return dests, nil
@@ -426,7 +426,9 @@ func (f *Fake) apply(o Op) syscall.Errno {
 		if errno := checkServiceSettings(o.Service); errno != 0 {
 			return errno
 		}
-		f.svcs[k] = &fakeService{svc: o.Service, dests: map[netip.AddrPort]*Destination{}}
+		svc := o.Service
+		svc.Stats = new(Stats) // the kernel reports counters on every service
+		f.svcs[k] = &fakeService{svc: svc, dests: map[netip.AddrPort]*Destination{}}
 		return 0
 	}
 	if !exists {
@@ -470,6 +472,7 @@ func (f *Fake) apply(o Op) syscall.Errno {
 		if !unicastDest(d.Addr) {
 			return syscall.EINVAL
 		}
+		d.Stats = new(Stats)
 		s.dests[ap] = &d
 	case OpDeleteDestination:
 		if !destExists {
@@ -478,6 +481,25 @@ func (f *Fake) apply(o Op) syscall.Errno {
 		delete(s.dests, ap)
 	}
 	return 0
+}
+
+// readService and readDestination copy what the fake holds as a read returns it (counters
+// included, which the caller may keep).
+func readService(s Service) Service {
+	if s.Stats != nil {
+		st := *s.Stats
+		s.Stats = &st
+	}
+	return s
+}
+
+func readDestination(d *Destination) Destination {
+	c := *d
+	if c.Stats != nil {
+		st := *c.Stats
+		c.Stats = &st
+	}
+	return c
 }
 
 // checkServiceSettings is the kernel's check of a new or edited service's settings.

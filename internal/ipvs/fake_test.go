@@ -96,7 +96,7 @@ func TestFakeCounters(t *testing.T) {
 	must(t, f.UpdateDestination(k, masq(d.String(), 3)))
 	s, err := f.GetService(k)
 	must(t, err)
-	if s.Stats != svcStats || s.Scheduler != "wrr" {
+	if StatsOf(s.Stats) != svcStats || s.Scheduler != "wrr" {
 		t.Errorf("service after update: %+v", s)
 	}
 	dests, err := f.Destinations(k)
@@ -177,9 +177,9 @@ func TestFakeConcurrent(t *testing.T) {
 
 func TestNormalize(t *testing.T) {
 	s, err := Service{ServiceKey: ServiceKey{Protocol: inet.TCP, Addr: netip.MustParseAddr("::ffff:10.0.0.1"), Port: 80}, Scheduler: "rr",
-		Flags: FlagHashed | FlagPersistent, Stats: Stats{Conns: 1}}.Normalize()
+		Flags: FlagHashed | FlagPersistent, Stats: &Stats{Conns: 1}}.Normalize()
 	must(t, err)
-	if s.Family != inet.IPv4 || !s.Addr.Is4() || s.Flags != FlagPersistent || s.Netmask != 0xffffffff || s.Stats != (Stats{}) {
+	if s.Family != inet.IPv4 || !s.Addr.Is4() || s.Flags != FlagPersistent || s.Netmask != 0xffffffff || s.Stats != nil {
 		t.Errorf("normalized IPv4 service: %+v", s)
 	}
 	s6, err := Service{ServiceKey: tcp("[fd00::1]:80"), Scheduler: "rr"}.Normalize()

@@ -502,11 +502,15 @@ func TestKernelStats(t *testing.T) {
 		})
 }
 
-func statsRow(s Stats) [5]string {
+func statsRow(p *Stats) [5]string {
+	s := StatsOf(p)
 	return [5]string{n64(s.Conns), n64(s.InPkts), n64(s.OutPkts), n64(s.InBytes), n64(s.OutBytes)}
 }
 
-func rateRow(s Stats) [5]uint64 { return [5]uint64{s.CPS, s.InPPS, s.OutPPS, s.InBPS, s.OutBPS} }
+func rateRow(p *Stats) [5]uint64 {
+	s := StatsOf(p)
+	return [5]uint64{s.CPS, s.InPPS, s.OutPPS, s.InBPS, s.OutBPS}
+}
 
 // between reports whether every number in row lies between the matching values of a and b.
 func between(row []string, a, b [5]uint64) bool {

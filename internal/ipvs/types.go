@@ -173,6 +173,7 @@ func (k ServiceKey) Normalize() (ServiceKey, error) {
 
 // Stats are the counters and rate estimates of a service or destination, as the kernel
 // reports them in its 64-bit stats attributes. Rates are per second (bytes for the BPS ones).
+// Service.Stats and Destination.Stats point to them (nil: none reported); Of reads them.
 type Stats struct {
 	Conns    uint64
 	InPkts   uint64
@@ -186,7 +187,18 @@ type Stats struct {
 	OutBPS   uint64
 }
 
-// Service is a virtual service. Stats are read-only (ignored on write).
+// StatsOf returns *p, or zero counters for nil.
+func StatsOf(p *Stats) Stats {
+	if p == nil {
+		return Stats{}
+	}
+	return *p
+}
+
+// Service is a virtual service. Stats are read-only (ignored on write): set on what the
+// kernel reports, nil on what is written (a pointer, so that an Op, which carries a Service
+// and a Destination, is not 160 bytes of unused counters bigger: a first sync's plan holds
+// one Op per real server).
 type Service struct {
 	ServiceKey
 	Scheduler string
@@ -199,7 +211,7 @@ type Service struct {
 	Netmask uint32
 	// PEName is the persistence engine ("sip"), empty for none.
 	PEName string
-	Stats  Stats
+	Stats  *Stats
 }
 
 // FullNetmask is the netmask of family f that means "whole address" (the default).
@@ -235,7 +247,7 @@ func (s Service) Normalize() (Service, error) {
 	if strings.IndexByte(s.Scheduler, 0) >= 0 || strings.IndexByte(s.PEName, 0) >= 0 {
 		return s, invalid("service %s: NUL byte in scheduler or persistence engine name", k)
 	}
-	s.Stats = Stats{}
+	s.Stats = nil
 	return s, nil
 }
 
@@ -263,7 +275,7 @@ type Destination struct {
 	ActiveConns     uint32
 	InactiveConns   uint32
 	PersistentConns uint32
-	Stats           Stats
+	Stats           *Stats // nil on what is written, like Service.Stats
 }
 
 // AddrPort returns the destination's address and port, which identify it within a service.
@@ -291,7 +303,7 @@ func (d Destination) Normalize() (Destination, error) {
 		return d, invalid("destination %s: tunnel type %d / flags %d not supported", d.AddrPort(), d.TunnelType, d.TunnelFlags)
 	}
 	d.ActiveConns, d.InactiveConns, d.PersistentConns = 0, 0, 0
-	d.Stats = Stats{}
+	d.Stats = nil
 	return d, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -49,7 +48,7 @@ func (r *Reconciler) observe(rd *Read, j *journal, d *proxy.Desired, po *proxy.O
 			continue
 		}
 		vs := &vsState{svc: e.Service, dests: make(map[netip.AddrPort]destState, len(e.Destinations))}
-		vs.svc.Stats = ipvs.Stats{}
+		vs.svc.Stats = nil
 		for _, dst := range e.Destinations {
 			vs.dests[dst.AddrPort()] = destState{weight: dst.Weight, active: dst.ActiveConns, inactive: dst.InactiveConns}
 		}

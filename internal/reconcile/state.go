@@ -84,7 +84,7 @@ func settingsOf(s ipvs.Service) ipvs.Service {
 		s.Timeout = 0
 	}
 	s.Flags &^= ipvs.FlagHashed
-	s.ServiceKey, s.Stats = ipvs.ServiceKey{}, ipvs.Stats{}
+	s.ServiceKey, s.Stats = ipvs.ServiceKey{}, nil
 	return s
 }
 

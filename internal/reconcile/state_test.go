@@ -13,7 +13,7 @@ func guardIPVSService() ipvs.Service {
 	return ipvs.Service{
 		ServiceKey: ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, FWMark: 1},
 		Scheduler:  "sh", Flags: ipvs.FlagPersistent | ipvs.FlagSched1, Timeout: 60, Netmask: 0xffffff00, PEName: "sip",
-		Stats: ipvs.Stats{Conns: 1, InPkts: 2, OutPkts: 3, InBytes: 4, OutBytes: 5, CPS: 6, InPPS: 7, OutPPS: 8, InBPS: 9, OutBPS: 10},
+		Stats: &ipvs.Stats{Conns: 1, InPkts: 2, OutPkts: 3, InBytes: 4, OutBytes: 5, CPS: 6, InPPS: 7, OutPPS: 8, InBPS: 9, OutBPS: 10},
 	}
 }
 

@@ -174,13 +174,13 @@ func writeService(w *bufio.Writer, o Options, s *ipvs.Service, owners Owners) {
 		}
 	case o.Stats:
 		fmt.Fprintf(w, "%-33s", name)
-		st := &s.Stats
+		st := ipvs.StatsOf(s.Stats)
 		for _, v := range []uint64{st.Conns, st.InPkts, st.OutPkts, st.InBytes, st.OutBytes} {
 			largeNum(w, v, o.Exact)
 		}
 	case o.Rate:
 		fmt.Fprintf(w, "%-33s", name)
-		st := &s.Stats
+		st := ipvs.StatsOf(s.Stats)
 		for _, v := range []uint64{st.CPS, st.InPPS, st.OutPPS, st.InBPS, st.OutBPS} {
 			largeNum(w, v, o.Exact)
 		}
@@ -295,7 +295,7 @@ func writeDest(w *bufio.Writer, o Options, s *ipvs.Service, d *ipvs.Destination)
 	}
 	// libipvs 1.31 parses a destination's 64-bit stats with its 32-bit parser, which reads
 	// every counter but the byte counts with nla_get_u32: the low 32 bits.
-	st := d.Stats
+	st := ipvs.StatsOf(d.Stats) // a copy: the loop truncates it
 	for _, p := range []*uint64{&st.Conns, &st.InPkts, &st.OutPkts, &st.CPS, &st.InPPS, &st.OutPPS, &st.InBPS, &st.OutBPS} {
 		*p = uint64(uint32(*p))
 	}

@@ -78,8 +78,8 @@ func TestStatsRanges(t *testing.T) {
 	big := ipvs.Stats{Conns: 1<<32 + 5, InPkts: 123456789012, OutPkts: 99999999, InBytes: 1<<40 + 1, OutBytes: 1e15,
 		CPS: 1<<32 + 7, InPPS: 150000000, OutPPS: 3, InBPS: 1 << 33, OutBPS: 5e11}
 	s := Snapshot{Info: ipvs.Info{Version: 0x010201, ConnTableSize: 4096}, Entries: []ipvs.Entry{{
-		Service:      ipvs.Service{ServiceKey: k, Scheduler: "rr", Netmask: 0xffffffff, Stats: big},
-		Destinations: []ipvs.Destination{{Addr: netip.MustParseAddr("10.1.0.1"), Port: 8080, Weight: 1, Stats: big}},
+		Service:      ipvs.Service{ServiceKey: k, Scheduler: "rr", Netmask: 0xffffffff, Stats: &big},
+		Destinations: []ipvs.Destination{{Addr: netip.MustParseAddr("10.1.0.1"), Port: 8080, Weight: 1, Stats: &big}},
 	}}}
 	tests := []struct{ args, want string }{
 		{"-Ln --stats", `IP Virtual Server version 1.2.1 (size=4096)

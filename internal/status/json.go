@@ -120,7 +120,7 @@ func tableJSON(o Options, s Snapshot, owners Owners) JSONTable {
 			Persistent: sv.Flags&ipvs.FlagPersistent != 0, Timeout: sv.Timeout,
 			Netmask:           netmaskString(sv.Family, sv.Netmask),
 			PersistenceEngine: sv.PEName, OnePacket: sv.Flags&ipvs.FlagOnePacket != 0,
-			Stats: Stats(sv.Stats), Destinations: []JSONDestination{},
+			Stats: Stats(ipvs.StatsOf(sv.Stats)), Destinations: []JSONDestination{},
 		}
 		if sv.FWMark != 0 {
 			js.FWMark = sv.FWMark
@@ -139,7 +139,7 @@ func tableJSON(o Options, s Snapshot, owners Owners) JSONTable {
 				Address: d.Addr.String(), Port: d.Port, Forward: d.Forward.String(), Weight: d.Weight,
 				UpperThreshold: d.UpperThreshold, LowerThreshold: d.LowerThreshold,
 				ActiveConns: d.ActiveConns, InactiveConns: d.InactiveConns, PersistentConns: d.PersistentConns,
-				Stats: Stats(d.Stats),
+				Stats: Stats(ipvs.StatsOf(d.Stats)),
 			}
 			if d.Forward == ipvs.Tunnel {
 				jd.Tunnel = &JSONTunnel{Type: d.TunnelType.String(), Port: d.TunnelPort, Flags: uint16(d.TunnelFlags)}
@@ -224,7 +224,8 @@ func (js JSONService) entry() (ipvs.Entry, error) {
 		b := a.As4()
 		sv.Netmask = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 	}
-	sv.Stats = ipvs.Stats(js.Stats)
+	svStats := ipvs.Stats(js.Stats)
+	sv.Stats = &svStats
 	e.Destinations = []ipvs.Destination{}
 	for i, jd := range js.Destinations {
 		a, err := netip.ParseAddr(jd.Address)
@@ -235,11 +236,12 @@ func (js JSONService) entry() (ipvs.Entry, error) {
 		if err != nil {
 			return e, fmt.Errorf("destinations[%d]: %w", i, err)
 		}
+		dStats := ipvs.Stats(jd.Stats)
 		d := ipvs.Destination{
 			Addr: a, Port: jd.Port, Forward: fwd, Weight: jd.Weight,
 			UpperThreshold: jd.UpperThreshold, LowerThreshold: jd.LowerThreshold,
 			ActiveConns: jd.ActiveConns, InactiveConns: jd.InactiveConns, PersistentConns: jd.PersistentConns,
-			Stats: ipvs.Stats(jd.Stats),
+			Stats: &dStats,
 		}
 		if jd.Tunnel != nil {
 			switch jd.Tunnel.Type {

@@ -337,7 +337,7 @@ func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
 		}
 		g := &snap.groups[gi]
 		g.seen = true
-		addStats(&g.stats, &s.Stats)
+		addStats(&g.stats, s.Stats)
 		for i := range dests {
 			d := &dests[i]
 			g.active += uint64(d.ActiveConns)
@@ -361,7 +361,7 @@ func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
 				continue
 			}
 			e := &snap.endpoints[ei]
-			addStats(&e.stats, &d.Stats)
+			addStats(&e.stats, d.Stats)
 			e.active += uint64(d.ActiveConns)
 			e.inactive += uint64(d.InactiveConns)
 		}
@@ -370,6 +370,9 @@ func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
 }
 
 func addStats(dst, src *ipvs.Stats) {
+	if src == nil {
+		return
+	}
 	dst.Conns += src.Conns
 	dst.InPkts += src.InPkts
 	dst.OutPkts += src.OutPkts
