@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,12 +69,13 @@ type Deps struct {
 	Events EventSink
 	// HealthCheckListen opens the health check node ports (nil: net.Listen).
 	HealthCheckListen healthcheck.Listener
-	// Collect, if set, runs outside the daemon lock once the source has synced (before the
-	// first sync) and after every full sync: the real daemon collects garbage there
-	// (runtime.GC), so what a full sync held while it compared the kernel with its desired
-	// state (or the informers' initial lists) does not set the Go heap's next goal, which
-	// is twice what a collection finds live (peak RSS; see docs/performance.md, Memory).
-	// nil: nothing.
+	// Collect, if set, is started in the background once the source has synced (before the
+	// first sync) and after every full sync, unless the last one is still running: the real
+	// daemon collects garbage there (runtime.GC), so what a full sync held while it
+	// compared the kernel with its desired state (or the informers' initial lists) does not
+	// set the Go heap's next goal, which is twice what a collection finds live (peak RSS;
+	// see docs/performance.md, Memory). It never holds the daemon lock nor delays a sync
+	// (a collection at 10,000 Services takes about a second under TCG). nil: nothing.
 	Collect func()
 	// firstSynced, if set (by this package's tests), is closed after the first successful
 	// sync.
@@ -101,7 +103,10 @@ type Daemon struct {
 	// probeLeftover: a scheduler probe could not delete its virtual server; full syncs
 	// retry until it is gone.
 	probeLeftover bool
-	hc            *healthcheck.Manager
+	// collecting: a Deps.Collect is running (collectWG: Run waits for it before it returns).
+	collecting atomic.Bool
+	collectWG  sync.WaitGroup
+	hc         *healthcheck.Manager
 	// badClusterCIDRs are the clusterCIDRs found overlapping the Service CIDR (seed-001),
 	// left out of local-traffic detection; clusterCIDRChecked: the check ran once.
 	badClusterCIDRs    []netip.Prefix
@@ -369,6 +374,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	err := d.run.Run(ctx)
 	cancel()
 	wg.Wait()
+	d.collectWG.Wait()
 	d.hc.Close()
 	if errors.Is(err, context.Canceled) {
 		return nil

@@ -40,11 +40,15 @@ func (d *Daemon) syncThenCollect(ctx context.Context, full bool) error {
 	return err
 }
 
-// collect runs Deps.Collect, if set (never under d.mu).
+// collect starts Deps.Collect, if set and not already running, in the background.
 func (d *Daemon) collect() {
-	if d.deps.Collect != nil {
-		d.deps.Collect()
+	if d.deps.Collect == nil || !d.collecting.CompareAndSwap(false, true) {
+		return
 	}
+	d.collectWG.Go(func() {
+		defer d.collecting.Store(false)
+		d.deps.Collect()
+	})
 }
 
 func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
