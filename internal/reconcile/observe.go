@@ -122,58 +122,64 @@ func vouchers(f inet.Family, k proxy.VSKey) (netip.Addr, []proxy.Member) {
 }
 
 // drift counts the differences between what kipvs applied and what the kernel holds now.
+// It runs under the daemon lock on every full sync, so each collection is walked once: what
+// the kernel holds beyond what was applied is its size minus what matched.
 func drift(applied, obs *state) map[string]int {
-	out := map[string]int{}
+	var vs, rs, members, addrs int
+	matchedVS := 0
 	for k, a := range applied.vs {
 		o, ok := obs.vs[k]
 		if !ok {
-			out["virtual_server"]++
-			out["real_server"] += len(a.dests)
+			vs++
+			rs += len(a.dests)
 			continue
 		}
+		matchedVS++
 		if !serviceSettingsEqual(a.svc, o.svc) {
-			out["virtual_server"]++
+			vs++
 		}
+		matched := 0
 		for ap, ad := range a.dests {
-			if od, ok := o.dests[ap]; !ok || od.weight != ad.weight {
-				out["real_server"]++
+			od, ok := o.dests[ap]
+			if ok {
+				matched++
+			}
+			if !ok || od.weight != ad.weight {
+				rs++
 			}
 		}
-		for ap := range o.dests {
-			if _, ok := a.dests[ap]; !ok {
-				out["real_server"]++
+		rs += len(o.dests) - matched
+	}
+	if matchedVS < len(obs.vs) {
+		for k, o := range obs.vs {
+			if _, ok := applied.vs[k]; !ok {
+				vs++
+				rs += len(o.dests)
 			}
 		}
 	}
-	for k, o := range obs.vs {
-		if _, ok := applied.vs[k]; !ok {
-			out["virtual_server"]++
-			out["real_server"] += len(o.dests)
-		}
-	}
+	matched := 0
 	for m := range applied.members {
-		if _, ok := obs.members[m]; !ok {
-			out["ipset_member"]++
+		if _, ok := obs.members[m]; ok {
+			matched++
+		} else {
+			members++
 		}
 	}
-	for m := range obs.members {
-		if _, ok := applied.members[m]; !ok {
-			out["ipset_member"]++
-		}
-	}
+	members += len(obs.members) - matched
+	matched = 0
 	for a := range applied.addrs {
-		if _, ok := obs.addrs[a]; !ok {
-			out["address"]++
+		if _, ok := obs.addrs[a]; ok {
+			matched++
+		} else {
+			addrs++
 		}
 	}
-	for a := range obs.addrs {
-		if _, ok := applied.addrs[a]; !ok {
-			out["address"]++
-		}
-	}
-	for k, v := range out {
-		if v == 0 {
-			delete(out, k)
+	addrs += len(obs.addrs) - matched
+	out := map[string]int{}
+	for kind, n := range map[string]int{"virtual_server": vs, "real_server": rs, "ipset_member": members, "address": addrs} {
+		if n > 0 {
+			out[kind] = n
 		}
 	}
 	return out
