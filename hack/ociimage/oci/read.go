@@ -206,10 +206,11 @@ func WriteEntries(dir string, entries []Entry) error {
 			}
 			continue
 		}
-		if err := os.Chmod(target, e.Mode); err != nil {
+		// Owner first: chown clears the set-user-ID and set-group-ID bits.
+		if err := os.Lchown(target, e.UID, e.GID); err != nil && !errors.Is(err, os.ErrPermission) {
 			return err
 		}
-		if err := os.Lchown(target, e.UID, e.GID); err != nil && !errors.Is(err, os.ErrPermission) {
+		if err := os.Chmod(target, e.Mode); err != nil {
 			return err
 		}
 	}
