@@ -29,11 +29,12 @@ UNITDIR      ?= $(PREFIX)/lib/systemd/system
 IMAGE        ?= ghcr.io/kipvs/kipvs:$(VERSION)
 IMAGE_ARCHIVE ?= $(BIN)/kipvs-image.oci.tar
 PAUSE_ARCHIVE ?= $(BIN)/pause-image.oci.tar
+AGNHOST_ARCHIVE ?= $(BIN)/agnhost-image.oci.tar
 DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause ociimage
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage
 
 all: build
 
@@ -165,6 +166,18 @@ image-pause: ociimage
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/pause ./hack/pause
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build pause --input pause=$(BIN)/pause \
 		--out $(PAUSE_ARCHIVE) --digest-file $(PAUSE_ARCHIVE).digest
+
+# agnhost, the e2e suite's test image (registry.k8s.io/e2e-test-images/agnhost:2.56) on Debian 12,
+# its binary built from k8s.io/kubernetes v1.34.10 in the nested module e2e/k8s.
+image-agnhost: ociimage
+	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/agnhost k8s.io/kubernetes/test/images/agnhost
+	porter=$$(cd e2e/k8s && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter; \
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build agnhost --input agnhost=$(BIN)/agnhost \
+		--input porter-crt=$$porter/localhost.crt --input porter-key=$$porter/localhost.key \
+		--debs $(DEBCACHE) --out $(AGNHOST_ARCHIVE) --digest-file $(AGNHOST_ARCHIVE).digest
+
+# Every image a node of the conformance run imports, as OCI archives in bin/.
+e2e-images: image-archive image-pause image-agnhost
 
 # The same image built by a container engine from deploy/Containerfile (its build stage runs
 # hack/ociimage's kipvs recipe on an installed Debian 12, so the file system is the same); for

@@ -103,6 +103,7 @@ func TestContainerfileRunsTheRecipe(t *testing.T) {
 		"apt-get install -y --no-install-recommends " + strings.Join(r.Packages, " ") + " ",
 		"RUN /ociimage rootfs kipvs --source-root / --out /out\n",
 		"COPY kipvs /" + r.Inputs[0].Path + "\n",
+		"ENV " + strings.Join(r.Config.Env, " ") + "\n",
 		`ENTRYPOINT ["` + strings.Join(r.Config.Entrypoint, `", "`) + `"]` + "\n",
 		`CMD ["` + strings.Join(r.Config.Cmd, `", "`) + `"]` + "\n",
 	} {

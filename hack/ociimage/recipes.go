@@ -32,11 +32,15 @@ type input struct {
 
 const multiarch = "x86_64-linux-gnu"
 
+// defaultPath is the PATH the images set (what Docker's builder gives an image from scratch).
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // recipes returns every image this tool builds, by name.
 func recipes() map[string]recipe {
 	return map[string]recipe{
-		"kipvs": kipvsRecipe(),
-		"pause": pauseRecipe(),
+		"kipvs":   kipvsRecipe(),
+		"pause":   pauseRecipe(),
+		"agnhost": agnhostRecipe(),
 	}
 }
 
@@ -86,7 +90,7 @@ func kipvsRecipe() recipe {
 		Packages:  []string{"iptables"},
 		Selection: sel,
 		Inputs:    []input{{Name: "kipvs", Path: "usr/local/bin/kipvs", Mode: 0o755}},
-		Config:    oci.Config{Entrypoint: []string{"/usr/local/bin/kipvs"}, Cmd: []string{"run"}},
+		Config:    oci.Config{Entrypoint: []string{"/usr/local/bin/kipvs"}, Cmd: []string{"run"}, Env: []string{defaultPath}},
 		Names:     []string{"ghcr.io/kipvs/kipvs:dev"},
 	}
 }
@@ -101,5 +105,53 @@ func pauseRecipe() recipe {
 		Inputs: []input{{Name: "pause", Path: "pause", Mode: 0o755}},
 		Config: oci.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"},
 		Names:  []string{"registry.k8s.io/pause:3.10.1"},
+	}
+}
+
+// agnhostRecipe is the e2e suite's all-purpose test image, registry.k8s.io/e2e-test-images/agnhost:2.56
+// (test/utils/image/manifest.go), on Debian 12 instead of upstream's Alpine: the agnhost binary
+// built from k8s.io/kubernetes/test/images/agnhost v1.34.10 (e2e/k8s), the tools upstream's
+// Dockerfile installs (curl, nc, ip and ss, dig, iperf, bash) and, in place of Alpine's busybox,
+// Debian's dash, coreutils, grep, sed, findutils, hostname, procps, tar, gzip, wget and ping.
+// Whole packages (less documentation), with the links their maintainer scripts would make
+// (nc, awk) and the users and groups upstream's image defines. Differences from upstream: no
+// CoreDNS binary at /coredns, GNU tools instead of busybox applets.
+func agnhostRecipe() recipe {
+	return recipe{
+		Doc: "the e2e test image on Debian 12; --input agnhost=bin/agnhost --input porter-crt=... --input porter-key=... (test/images/agnhost/porter)",
+		Packages: []string{"dash", "bash", "coreutils", "grep", "sed", "mawk", "findutils", "hostname", "procps", "tar", "gzip",
+			"curl", "wget", "netcat-openbsd", "iproute2", "bind9-dnsutils", "iperf", "iputils-ping"},
+		// Maintainer-script machinery and Perl, which no file copy needs.
+		Exclude: []string{"debconf", "cdebconf", "debconf-2.0", "dpkg", "install-info", "init-system-helpers", "perl", "perl-base",
+			"perl:any", "usrmerge", "usr-is-merged", "base-files", "debianutils", "libpam-runtime", "lsb-base", "sysvinit-utils"},
+		Selection: rootfs.Selection{
+			All:  true,
+			Drop: []string{"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "usr/share/lintian", "usr/share/bug", "usr/share/bash-completion"},
+			Dirs: []rootfs.Dir{
+				{Path: "dev", Mode: 0o755}, {Path: "proc", Mode: 0o755}, {Path: "sys", Mode: 0o755}, {Path: "run", Mode: 0o755},
+				{Path: "tmp", Mode: 0o777 | fs.ModeSticky}, {Path: "root", Mode: 0o700}, {Path: "uploads", Mode: 0o755},
+				{Path: "home/user-defined-in-image", Mode: 0o755},
+			},
+			Links: []rootfs.Link{
+				{Path: "bin/nc", Target: "nc.openbsd"},
+				{Path: "usr/bin/awk", Target: "mawk"},
+				{Path: "usr/local/bin/iperf", Target: "/usr/bin/iperf"},
+				{Path: "agnhost-2", Target: "agnhost"},
+			},
+			Files: []rootfs.File{
+				{Path: "etc/passwd", Mode: 0o644, Data: "root:x:0:0:root:/root:/bin/bash\n" +
+					"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n" +
+					"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"},
+				{Path: "etc/group", Mode: 0o644, Data: "root:x:0:\nnogroup:x:65534:\nuser-defined-in-image:x:1000:\n" +
+					"group-defined-in-image:x:50000:user-defined-in-image\n"},
+			},
+		},
+		Inputs: []input{
+			{Name: "agnhost", Path: "agnhost", Mode: 0o755},
+			{Name: "porter-crt", Path: "localhost.crt", Mode: 0o644},
+			{Name: "porter-key", Path: "localhost.key", Mode: 0o644},
+		},
+		Config: oci.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, Env: []string{defaultPath}},
+		Names:  []string{"registry.k8s.io/e2e-test-images/agnhost:2.56"},
 	}
 }

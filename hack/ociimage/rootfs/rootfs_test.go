@@ -164,3 +164,59 @@ func TestSelectionLibraries(t *testing.T) {
 		t.Errorf("a pattern matching nothing: %v", err)
 	}
 }
+
+// TestSelectionAll takes a whole source less the dropped directories, links kept as links, with
+// fixed files and links on top; a directory on disk gives the same tree as the same files in
+// memory.
+func TestSelectionAll(t *testing.T) {
+	tr := oci.NewTree()
+	mustAdd(t, tr.AddFile("bin/dash", []byte("dash"), 0o755))
+	mustAdd(t, tr.AddSymlink("bin/sh", "dash"))
+	mustAdd(t, tr.AddFile("usr/share/doc/dash/copyright", []byte("c"), 0o644))
+	mustAdd(t, tr.AddFile("usr/share/dash/x", []byte("x"), 0o600))
+	mustAdd(t, tr.AddFile("etc/passwd", []byte("from the package"), 0o644))
+	sel := Selection{All: true, Drop: []string{"usr/share/doc"}, Links: []Link{{"bin/nc", "nc.openbsd"}},
+		Files: []File{{Path: "etc/passwd", Data: "root:x:0:0::/root:/bin/sh\n", Mode: 0o644}}}
+	type row struct {
+		Path, Link, Data string
+		Type             oci.EntryType
+		Mode             fs.FileMode
+	}
+	rows := func(t *oci.Tree) []row {
+		var out []row
+		for _, e := range t.Entries() {
+			out = append(out, row{e.Path, e.Linkname, string(e.Data), e.Type, e.Mode})
+		}
+		return out
+	}
+	fromTree := oci.NewTree()
+	if err := sel.Apply(TreeSource{Tree: tr}, fromTree); err != nil {
+		t.Fatal(err)
+	}
+	want := []row{
+		{Path: "bin", Type: oci.Dir, Mode: 0o755},
+		{Path: "bin/dash", Data: "dash", Type: oci.File, Mode: 0o755},
+		{Path: "bin/nc", Link: "nc.openbsd", Type: oci.Symlink, Mode: 0o777},
+		{Path: "bin/sh", Link: "dash", Type: oci.Symlink, Mode: 0o777},
+		{Path: "etc", Type: oci.Dir, Mode: 0o755},
+		{Path: "etc/passwd", Data: "root:x:0:0::/root:/bin/sh\n", Type: oci.File, Mode: 0o644},
+		{Path: "usr", Type: oci.Dir, Mode: 0o755},
+		{Path: "usr/share", Type: oci.Dir, Mode: 0o755},
+		{Path: "usr/share/dash", Type: oci.Dir, Mode: 0o755},
+		{Path: "usr/share/dash/x", Data: "x", Type: oci.File, Mode: 0o600},
+	}
+	if diff := cmp.Diff(want, rows(fromTree)); diff != "" {
+		t.Errorf("from memory (-want +got):\n%s", diff)
+	}
+	dir := t.TempDir()
+	if err := oci.WriteEntries(dir, tr.Entries()); err != nil {
+		t.Fatal(err)
+	}
+	fromDir := oci.NewTree()
+	if err := sel.Apply(DirSource{Root: dir}, fromDir); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, rows(fromDir)); diff != "" {
+		t.Errorf("from a directory (-want +got):\n%s", diff)
+	}
+}

@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strings"
 
 	"github.com/kipvs/kipvs/hack/ociimage/oci"
 )
 
 // Selection says which part of a source becomes the image's file system.
 type Selection struct {
+	// All takes the whole source as it is (links stay links), but for the paths under
+	// Drop; the other fields then add to it.
+	All  bool
+	Drop []string
 	// Dirs are created empty (mount points, /tmp), with their modes.
 	Dirs []Dir
 	// Copy are path patterns (path.Match per component) of files in the source; each must
@@ -20,6 +25,8 @@ type Selection struct {
 	Copy []string
 	// Links are symbolic links to create.
 	Links []Link
+	// Files are files of fixed content to create (replacing the source's).
+	Files []File
 	// Multiarch is the Debian multiarch tuple ("x86_64-linux-gnu") of the loader's search
 	// directories. Every shared library the copied ELF files load, directly or through each
 	// other, is copied to lib/MULTIARCH/NAME (the loader's first search directory; the image
@@ -33,6 +40,13 @@ type Dir struct {
 	Mode fs.FileMode
 }
 
+// File is a file of a Selection.
+type File struct {
+	Path string
+	Data string
+	Mode fs.FileMode
+}
+
 // Link is a symbolic link of a Selection.
 type Link struct {
 	Path, Target string
@@ -40,6 +54,11 @@ type Link struct {
 
 // Apply copies the selection from src into dst.
 func (s Selection) Apply(src Source, dst *oci.Tree) error {
+	if s.All {
+		if err := s.copyAll(src, dst, ""); err != nil {
+			return err
+		}
+	}
 	for _, d := range s.Dirs {
 		if err := dst.AddDir(d.Path, d.Mode); err != nil {
 			return err
@@ -72,6 +91,11 @@ func (s Selection) Apply(src Source, dst *oci.Tree) error {
 			return err
 		}
 	}
+	for _, f := range s.Files {
+		if err := dst.AddFile(f.Path, []byte(f.Data), f.Mode); err != nil {
+			return err
+		}
+	}
 	if len(elfs) == 0 {
 		return nil
 	}
@@ -79,6 +103,60 @@ func (s Selection) Apply(src Source, dst *oci.Tree) error {
 		return fmt.Errorf("the selection copies ELF files (%s, ...) but names no multiarch tuple to find their libraries", elfs[0])
 	}
 	return s.addLibraries(src, dst, elfs)
+}
+
+// copyAll copies directory dir of src (and what it holds) into dst, without following links,
+// skipping s.Drop.
+func (s Selection) copyAll(src Source, dst *oci.Tree, dir string) error {
+	if ts, ok := src.(TreeSource); ok && dir == "" { // one pass instead of a ReadDir per directory
+		for _, e := range ts.Tree.Entries() {
+			if s.dropped(e.Path) {
+				continue
+			}
+			if err := dst.Add(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	names, err := src.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		p := path.Join(dir, n)
+		if s.dropped(p) {
+			continue
+		}
+		e, err := src.Lstat(p)
+		if err != nil {
+			return err
+		}
+		e.Path = p
+		if e.Type == oci.File {
+			if e.Data, err = src.ReadFile(p); err != nil {
+				return err
+			}
+		}
+		if err := dst.Add(e); err != nil {
+			return err
+		}
+		if e.Type == oci.Dir {
+			if err := s.copyAll(src, dst, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s Selection) dropped(p string) bool {
+	for _, d := range s.Drop {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func isELF(data []byte) bool {
