@@ -112,3 +112,42 @@ func TestContainerfileRunsTheRecipe(t *testing.T) {
 		}
 	}
 }
+
+// TestRecipeNames: each recipe's default name is the one its consumer asks for (the e2e suite's
+// test/utils/image/manifest.go, kubeadm's constants, deploy/base), and each input lands in the
+// image where the config runs it.
+func TestRecipeNames(t *testing.T) {
+	want := map[string]string{
+		"kipvs":   "ghcr.io/kipvs/kipvs:dev",
+		"pause":   "registry.k8s.io/pause:3.10.1",
+		"agnhost": "registry.k8s.io/e2e-test-images/agnhost:2.56",
+		"coredns": "registry.k8s.io/coredns/coredns:v1.12.1",
+	}
+	got := map[string]string{}
+	for n, r := range recipes() {
+		got[n] = strings.Join(r.Names, " ")
+		if ep := r.Config.Entrypoint; len(ep) == 0 || !slices.ContainsFunc(r.Inputs, func(in input) bool { return "/"+in.Path == ep[0] }) {
+			t.Errorf("recipe %s runs %q, which is none of its inputs", n, ep)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("recipe names (-want +got):\n%s", diff)
+	}
+}
+
+// TestAgnhostUsers: the users and groups upstream's agnhost image defines, which a
+// SupplementalGroups test expects in the image.
+func TestAgnhostUsers(t *testing.T) {
+	files := map[string]string{}
+	for _, f := range agnhostRecipe().Selection.Files {
+		files[f.Path] = f.Data
+	}
+	for path, line := range map[string]string{
+		"etc/passwd": "user-defined-in-image:x:1000:1000:",
+		"etc/group":  "group-defined-in-image:x:50000:user-defined-in-image\n",
+	} {
+		if !strings.Contains(files[path], line) {
+			t.Errorf("%s lacks %q:\n%s", path, line, files[path])
+		}
+	}
+}

@@ -41,6 +41,7 @@ func recipes() map[string]recipe {
 		"kipvs":   kipvsRecipe(),
 		"pause":   pauseRecipe(),
 		"agnhost": agnhostRecipe(),
+		"coredns": corednsRecipe(),
 	}
 }
 
@@ -153,5 +154,19 @@ func agnhostRecipe() recipe {
 		},
 		Config: oci.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, Env: []string{defaultPath}},
 		Names:  []string{"registry.k8s.io/e2e-test-images/agnhost:2.56"},
+	}
+}
+
+// corednsRecipe is the cluster DNS image under kubeadm v1.34.10's name
+// (cmd/kubeadm/app/constants: registry.k8s.io/coredns/coredns:v1.12.1): one static coredns
+// binary, built elsewhere from its Go module. Unlike upstream's (distroless, user nonroot, a
+// cap_net_bind_service file capability to bind port 53) it runs as root and carries no CA
+// certificates: this tool writes no extended attributes, and the cluster is offline.
+func corednsRecipe() recipe {
+	return recipe{
+		Doc:    "CoreDNS; --input coredns=FILE (a static coredns binary)",
+		Inputs: []input{{Name: "coredns", Path: "coredns", Mode: 0o755}},
+		Config: oci.Config{Entrypoint: []string{"/coredns"}},
+		Names:  []string{"registry.k8s.io/coredns/coredns:v1.12.1"},
 	}
 }
