@@ -25,13 +25,14 @@ UNITDIR      ?= $(PREFIX)/lib/systemd/system
 # make image: hack/ociimage writes IMAGE_ARCHIVE (an OCI archive named IMAGE) from Debian 12's
 # packages (cached in DEBCACHE) and bin/kipvs, no container engine needed; then loads it into
 # the first of podman, docker, buildah found (CONTAINER_TOOL=none: none), unless CONTAINER_TOOL
-# is given. Every file and the image carry SOURCE_DATE_EPOCH (default: the commit's time).
+# is given. Every file and the image carry SOURCE_DATE_EPOCH (default: the time of the last
+# commit that changed the image definitions, so other commits leave the digests alone).
 IMAGE        ?= ghcr.io/kipvs/kipvs:$(VERSION)
 IMAGE_ARCHIVE ?= $(BIN)/kipvs-image.oci.tar
 PAUSE_ARCHIVE ?= $(BIN)/pause-image.oci.tar
 AGNHOST_ARCHIVE ?= $(BIN)/agnhost-image.oci.tar
 DEBCACHE     := $(CACHE)/debs
-SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
 .PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage
