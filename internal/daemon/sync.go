@@ -178,6 +178,9 @@ func (d *Daemon) syncFamilies(ctx context.Context, full bool, read time.Duration
 
 // synced ends a sync: pending-change gauges, the log line, readiness.
 func (d *Daemon) synced(err error, full bool, services int, start time.Time) error {
+	if d.events != nil {
+		d.events.flush() // what this sync found goes out now, one Event per Service and reason
+	}
 	svc, eps := d.deps.Source.PendingCounts()
 	d.metrics.ServiceChangesPending.Set(float64(svc))
 	d.metrics.EndpointChangesPending.Set(float64(eps))
