@@ -96,6 +96,20 @@ func TestMakeInstall(t *testing.T) {
 	if got := unit["Install"]["WantedBy"]; len(got) != 1 || got[0] != "multi-user.target" {
 		t.Errorf("WantedBy = %q", got)
 	}
+	// The sandbox (issue 23): what kipvs needs and nothing more (docs/security.md).
+	for key, want := range map[string]string{
+		"NoNewPrivileges":         "yes",
+		"CapabilityBoundingSet":   "CAP_NET_ADMIN CAP_NET_RAW CAP_SYS_RESOURCE",
+		"ProtectSystem":           "strict",
+		"ReadWritePaths":          "/run/xtables.lock",
+		"ProtectHome":             "yes",
+		"PrivateTmp":              "yes",
+		"RestrictAddressFamilies": "AF_NETLINK AF_UNIX AF_INET AF_INET6",
+	} {
+		if got := svc[key]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+	}
 	exe := svc["ExecStart"]
 	if len(exe) != 1 {
 		t.Fatalf("ExecStart = %q", exe)

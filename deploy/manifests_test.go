@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -130,10 +131,15 @@ func TestKustomizationsListEveryManifest(t *testing.T) {
 	}
 }
 
+// releaseImage is the image reference the DaemonSet may name: a release tag or a digest,
+// never latest nor a moving tag.
+var releaseImage = regexp.MustCompile(`^ghcr\.io/kipvs/kipvs(:v[0-9]+\.[0-9]+\.[0-9]+|@sha256:[0-9a-f]{64})$`)
+
 // TestDaemonSetRequirements checks what the deployment promises: host network,
-// node-critical priority, every taint tolerated, privileged, the host mounts, probes on the
-// health port, rolling updates one node at a time, resource requests, and the RBAC chain
-// from the pod's ServiceAccount to the ClusterRole.
+// node-critical priority, every taint tolerated, privileged with a read-only root, only the
+// host mounts kipvs uses, a release image, probes on the health port, rolling updates one
+// node at a time, resource requests, and the RBAC chain from the pod's ServiceAccount to the
+// ClusterRole.
 func TestDaemonSetRequirements(t *testing.T) {
 	b := loadBase(t)
 	ds := b.ds
@@ -196,7 +202,7 @@ func TestDaemonSetRequirements(t *testing.T) {
 		path     string
 		readOnly bool
 		typ      corev1.HostPathType
-	}{{"/lib/modules", true, ""}, {"/run/xtables.lock", false, corev1.HostPathFileOrCreate}} {
+	}{{"/run/xtables.lock", false, corev1.HostPathFileOrCreate}} {
 		m, ok := mounts[want.path]
 		if !ok {
 			t.Errorf("no mount at %s", want.path)
@@ -213,6 +219,21 @@ func TestDaemonSetRequirements(t *testing.T) {
 		if want.typ != "" && (hp.Type == nil || *hp.Type != want.typ) {
 			t.Errorf("hostPath %s type = %v, want %s", want.path, hp.Type, want.typ)
 		}
+	}
+
+	// Hardening (issue 23): nothing but the config and the xtables lock is mounted (kipvs
+	// reads no /lib/modules), the image's own files are read-only, and the image is a
+	// release, not latest.
+	for _, v := range ps.Volumes {
+		if v.HostPath != nil && v.HostPath.Path != "/run/xtables.lock" {
+			t.Errorf("volume %s mounts the host's %s, which kipvs does not use", v.Name, v.HostPath.Path)
+		}
+	}
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Error("readOnlyRootFilesystem is not true")
+	}
+	if !releaseImage.MatchString(c.Image) {
+		t.Errorf("image %q is not ghcr.io/kipvs/kipvs at a release tag (vX.Y.Z) or a digest", c.Image)
 	}
 
 	if ps.ServiceAccountName != b.sa.Name || ds.Namespace != b.sa.Namespace {
@@ -401,5 +422,29 @@ func TestDropInPatches(t *testing.T) {
 	if len(terms) != 1 || len(terms[0].MatchExpressions) != 1 ||
 		terms[0].MatchExpressions[0].Key != key || terms[0].MatchExpressions[0].Operator != corev1.NodeSelectorOpDoesNotExist {
 		t.Errorf("drop-in affinity %+v, want %s DoesNotExist (the label kube-proxy is sent to)", terms, key)
+	}
+}
+
+// TestContainerfileBasesPinned: every stage of the image is built FROM scratch or from a
+// base pinned by digest, so that the same Containerfile always builds the same image.
+func TestContainerfileBasesPinned(t *testing.T) {
+	b, err := os.ReadFile("Containerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := regexp.MustCompile(`^FROM (scratch|[^\s@]+@sha256:[0-9a-f]{64})( AS \S+)?$`)
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "FROM ") {
+			continue
+		}
+		n++
+		if !pinned.MatchString(line) {
+			t.Errorf("Containerfile: %q is not scratch nor pinned by digest", line)
+		}
+	}
+	if n == 0 {
+		t.Error("Containerfile has no FROM")
 	}
 }

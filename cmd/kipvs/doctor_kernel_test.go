@@ -246,7 +246,9 @@ func TestKernelDoctor(t *testing.T) {
 		"--conntrack-max-per-core", "0",
 		// Only the first full sync: drift stays for doctor to see.
 		"--ipvs-sync-period", "1h", "--ipvs-min-sync-period", "0",
-		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256"}
+		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
+		// The drift checks read /debug/kipvs/state, which is off by default.
+		"--kipvs-debug-endpoints"}
 	log := startDaemon(t, ns, flags...)
 	waitSynced(t, ns, log)
 

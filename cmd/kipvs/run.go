@@ -153,8 +153,7 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger, opts 
 		{
 			mux := http.NewServeMux()
 			mux.Handle("/", h)
-			mux.Handle(server.VirtualServersPath, server.VirtualServersHandler(d.VirtualServers))
-			mux.Handle(server.StatePath, server.StateHandler(d.State))
+			server.HandleDebug(mux, cfg.Kipvs.DebugEndpoints, d.VirtualServers, d.State)
 			h = mux
 		}
 		if cfg.EnableProfiling {

@@ -54,7 +54,8 @@ kipvs extras (not ipvsadm output):
       --services          annotate every virtual server with the Kubernetes Service
                           ports it was programmed for ("  # namespace/name:port" after
                           the service line, "owners" in JSON), asked from the running
-                          kipvs daemon's metrics server
+                          kipvs daemon's metrics server (needs
+                          kipvs run --kipvs-debug-endpoints)
       --metrics-address A the daemon's metrics address (default ` + status.DefaultMetricsAddress + `)
 
 Options that change IPVS (-A, -E, -D, -a, -e, -d, -C, -Z, --set, -R) are refused.`,
@@ -99,6 +100,9 @@ func fetchOwners(addr string) (status.Owners, error) {
 		return nil, fmt.Errorf("ask the kipvs daemon (is kipvs run serving metrics on %s?): %w", addr, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound && resp.Header.Get(server.DebugHeader) == server.DebugDisabled {
+		return nil, fmt.Errorf("GET %s: kipvs on %s serves no Service owners (its debug endpoints are off, the default): %s", url, addr, server.DebugDisabledHint)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}

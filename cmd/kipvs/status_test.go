@@ -69,6 +69,13 @@ func TestFetchOwners(t *testing.T) {
 		t.Errorf("bad protocol: %v", err)
 	}
 	srv.Close()
+	off := http.NewServeMux()
+	server.HandleDebug(off, false, nil, nil)
+	offSrv := httptest.NewServer(off)
+	defer offSrv.Close()
+	if _, err := fetchOwners(strings.TrimPrefix(offSrv.URL, "http://")); err == nil || !strings.Contains(err.Error(), "--kipvs-debug-endpoints") {
+		t.Errorf("debug endpoints off: %v, want the flag that turns them on", err)
+	}
 	if _, err := fetchOwners(strings.TrimPrefix(srv.URL, "http://")); err == nil || !strings.Contains(err.Error(), "is kipvs run serving metrics") {
 		t.Errorf("no daemon: %v", err)
 	}

@@ -37,7 +37,8 @@ var imageFiles = regexp.MustCompile(`^(` +
 // image's own entrypoint and command programs the real kernel, iptables rules with every match
 // and target it uses included, on the nft backend and then on the legacy one (chosen by kipvs
 // because of a kubelet hint chain there, as on a legacy node); and `kipvs cleanup` from the
-// chroot removes it all again.
+// chroot removes it all again. The chroot's root is read-only, as the DaemonSet's
+// readOnlyRootFilesystem makes it, with only /run writable.
 func TestImageRootfs(t *testing.T) {
 	e := loadEnv(t)
 	archive := os.Getenv("KIPVS_IMAGE_ARCHIVE")
@@ -95,9 +96,34 @@ func TestImageRootfs(t *testing.T) {
 	}
 	t.Logf("image file system: %d files besides directories", len(files))
 
+	services, err := os.ReadFile(filepath.Join(filepath.Dir(e.deployDir), "e2e", "demo", "services.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "tmp", "services.yaml"), services, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The DaemonSet runs the image with readOnlyRootFilesystem: the chroot's root is a
+	// read-only bind mount of it, and the only writable place is /run, a tmpfs standing for
+	// the DaemonSet's /run/xtables.lock hostPath (iptables-legacy's lock file).
+	if err := syscall.Mount(root, root, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount %s: %v", root, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(root, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", root, err)
+		}
+	})
+	if err := syscall.Mount("", root, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		t.Fatalf("remount %s read-only: %v", root, err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "tmp", "probe"), nil, 0o644); err == nil {
+		t.Fatal("the chroot's root file system is writable")
+	}
 	// What a container runtime provides: /dev (kipvs starts iptables with its stdin on
-	// /dev/null), /proc and /sys.
-	for _, m := range []struct{ fstype, dir string }{{"devtmpfs", "dev"}, {"proc", "proc"}, {"sysfs", "sys"}} {
+	// /dev/null), /proc and /sys; and the DaemonSet's writable /run/xtables.lock.
+	for _, m := range []struct{ fstype, dir string }{{"devtmpfs", "dev"}, {"proc", "proc"}, {"sysfs", "sys"}, {"tmpfs", "run"}} {
 		dir := filepath.Join(root, m.dir)
 		if err := syscall.Mount(m.fstype, dir, m.fstype, 0, ""); err != nil {
 			t.Fatalf("mount %s on %s: %v", m.fstype, dir, err)
@@ -107,13 +133,6 @@ func TestImageRootfs(t *testing.T) {
 				t.Errorf("unmount %s: %v", dir, err)
 			}
 		})
-	}
-	services, err := os.ReadFile(filepath.Join(filepath.Dir(e.deployDir), "e2e", "demo", "services.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "tmp", "services.yaml"), services, 0o644); err != nil {
-		t.Fatal(err)
 	}
 	const vip = "10.96.0.10:80"
 	chrootKipvs := func(args ...string) []string {

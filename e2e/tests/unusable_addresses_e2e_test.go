@@ -4,6 +4,7 @@ package tests
 
 import (
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,6 +45,57 @@ func TestMulticastExternalIP(t *testing.T) {
 	}
 	expectNoDrift(t, k)
 	expectHealthy(t, k)
+}
+
+// Issue 23, finding 4: one Service with 2,000 multicast externalIPs made 2,000 Warning
+// Events from one node (through the watches' client), and as many after every restart.
+// Now: one Event, counting the 2,000, and one more after a restart; a good Service next to
+// it is programmed all the while and /healthz stays 200.
+func TestMulticastExternalIPFlood(t *testing.T) {
+	s := newScenario(t)
+	backends := s.pods("mf", 62, 2)
+	badVIP := netip.MustParseAddr("10.96.22.20")
+	goodVIP := netip.MustParseAddr("10.96.22.21")
+	var mcast []netip.Addr
+	for i := range 2000 {
+		mcast = append(mcast, netip.AddrFrom4([4]byte{239, 3, byte(i / 250), byte(i%250 + 1)}))
+	}
+	http := []harness.Port{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}
+	bad := s.api.CreateService(t, harness.ServiceSpec{Name: "i23-flood", ClusterIP: badVIP, ExternalIPs: mcast, Ports: http})
+	s.api.SetEndpoints(t, bad, backends...)
+	good := s.api.CreateService(t, harness.ServiceSpec{Name: "i23-flood-good", ClusterIP: goodVIP, Ports: http})
+	s.api.SetEndpoints(t, good, backends...)
+
+	warnings := func() []string {
+		var out []string
+		for _, e := range s.api.Events(t, bad.Name, v1.EventTypeWarning) {
+			if e.Reason == "UnusableExternalIP" {
+				out = append(out, e.Note)
+			}
+		}
+		return out
+	}
+	for run := 1; run <= 2; run++ {
+		k := s.startChecked("the usable addresses programmed", harness.IPVSHas(tcp80([]netip.Addr{badVIP, goodVIP}, backends)))
+		expectHealthy(t, k)
+		poll.Until(t, programLimit, "the Warning Event of run "+strconv.Itoa(run), func() (bool, string) {
+			evs := warnings()
+			return len(evs) >= run, strconv.Itoa(len(evs)) + " Events"
+		})
+		// A full sync later, nothing more was sent.
+		expectNoDrift(t, k)
+		// 2000 problems (4000 if both families found them).
+		evs := warnings()
+		n := 0
+		if len(evs) > 0 {
+			n, _ = strconv.Atoi(strings.Fields(evs[len(evs)-1] + " x")[0])
+		}
+		if len(evs) != run || n == 0 || n%2000 != 0 || !strings.Contains(evs[len(evs)-1], " problems (at most one Event per ") {
+			t.Errorf("run %d: %d UnusableExternalIP Events, want %d, the last counting the 2000 problems; the first notes:\n%s",
+				run, len(evs), run, strings.Join(evs[:min(len(evs), 3)], "\n"))
+		}
+		k.Stop(t)
+	}
 }
 
 // A link-local LoadBalancer ingress IP (169.254.169.254, the cloud metadata address) next

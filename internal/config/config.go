@@ -268,6 +268,10 @@ type Kipvs struct {
 	// EndpointMetrics adds per-endpoint traffic series (kipvs_endpoint_*, at most 10000
 	// endpoints per scrape) to the per-Service ones (--kipvs-endpoint-metrics).
 	EndpointMetrics bool
+	// DebugEndpoints serves /debug/kipvs/state and /debug/kipvs/virtualservers on the
+	// metrics server (--kipvs-debug-endpoints). Off by default: they list every Service,
+	// pod IP and rule of the node to whoever reaches the metrics address.
+	DebugEndpoints bool
 }
 
 // Defaults returns the configuration kube-proxy v1.34 runs with in IPVS mode when it is

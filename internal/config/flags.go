@@ -64,6 +64,7 @@ type Flags struct {
 	sourceFile, serviceCIDR, logFormat string
 	gracefulPeriod                     time.Duration
 	endpointMetrics                    bool
+	debugEndpoints                     bool
 }
 
 // ignoredFlags are kube-proxy flags kipvs accepts, so that existing command lines keep
@@ -232,6 +233,9 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.BoolVar(&f.endpointMetrics, "kipvs-endpoint-metrics", false,
 		"Export IPVS traffic counters per endpoint (kipvs_endpoint_*, labelled with the endpoint's ip:port) as well as per Service port. "+
 			"At most 10000 endpoints per scrape; the rest are dropped and counted in kipvs_endpoint_stats_dropped_total.")
+	fs.BoolVar(&f.debugEndpoints, "kipvs-debug-endpoints", false,
+		"Serve /debug/kipvs/state and /debug/kipvs/virtualservers on the metrics server (what `kipvs doctor`'s drift checks and `kipvs status --services` read). "+
+			"Off by default: they list every Service, pod IP and rule of the node to anyone who can reach the metrics address.")
 	fs.StringVar(&f.logFormat, "kipvs-log-format", string(d.LogFormat),
 		`Log format: "console" (human-readable) or "json" (one object per line). Takes precedence over --logging-format and logging.format.`)
 	return f
@@ -472,6 +476,9 @@ func (f *Flags) apply(c *Config) ([]error, []notice, []ignoredFlag) {
 	setDuration("kipvs-graceful-period", &c.Kipvs.GracefulPeriod, f.gracefulPeriod)
 	if set("kipvs-endpoint-metrics") {
 		c.Kipvs.EndpointMetrics = f.endpointMetrics
+	}
+	if set("kipvs-debug-endpoints") {
+		c.Kipvs.DebugEndpoints = f.debugEndpoints
 	}
 
 	for _, n := range ignoredFlags() {

@@ -65,9 +65,9 @@ func TestFlagParsing(t *testing.T) {
 		{"long -v form", []string{"--v=2"}, func(c *Config) { c.Verbosity = 2 }},
 		{"kipvs log format wins", []string{"--logging-format=json", "--kipvs-log-format=console"}, func(c *Config) {}},
 		{"kipvs flags", []string{"--kipvs-source-file=/srv/services.yaml", "--kipvs-service-cidr=10.96.0.0/12,fd00:96::/108",
-			"--kipvs-graceful-period=0", "--kipvs-log-format=json", "--kipvs-endpoint-metrics"},
+			"--kipvs-graceful-period=0", "--kipvs-log-format=json", "--kipvs-endpoint-metrics", "--kipvs-debug-endpoints"},
 			func(c *Config) {
-				c.Kipvs = Kipvs{SourceFile: "/srv/services.yaml", GracefulPeriod: 0, EndpointMetrics: true,
+				c.Kipvs = Kipvs{SourceFile: "/srv/services.yaml", GracefulPeriod: 0, EndpointMetrics: true, DebugEndpoints: true,
 					ServiceCIDRs: []netip.Prefix{mustPrefix("10.96.0.0/12"), mustPrefix("fd00:96::/108")}}
 				c.LogFormat = LogFormatJSON
 			}},
@@ -268,8 +268,11 @@ logging:
 				c.Verbosity, c.LogFormat = 4, LogFormatJSON
 				c.Cleanup, c.InitOnly, c.WriteConfigTo = true, true, "/tmp/out.yaml"
 			}, nil},
-		{"kipvs's own flags apply", []string{"--proxy-mode=ipvs", "--kipvs-graceful-period=0", "--kipvs-log-format=json", "--kipvs-endpoint-metrics"},
-			func(c *Config) { c.Kipvs.GracefulPeriod, c.LogFormat, c.Kipvs.EndpointMetrics = 0, LogFormatJSON, true }, nil},
+		{"kipvs's own flags apply", []string{"--proxy-mode=ipvs", "--kipvs-graceful-period=0", "--kipvs-log-format=json", "--kipvs-endpoint-metrics",
+			"--kipvs-debug-endpoints"},
+			func(c *Config) {
+				c.Kipvs.GracefulPeriod, c.LogFormat, c.Kipvs.EndpointMetrics, c.Kipvs.DebugEndpoints = 0, LogFormatJSON, true, true
+			}, nil},
 		{"other flags are ignored", []string{"--proxy-mode=ipvs", "--ipvs-scheduler=sh", "--cluster-cidr=10.200.0.0/16",
 			"--conntrack-max-per-core=1000", "--kubeconfig=/k", "--masquerade-all", "--oom-score-adj=10", "--healthz-port=0",
 			"--metrics-bind-address=", "--feature-gates=A=true", "--iptables-sync-period=1s", "--ipvs_sync_period=2m"},

@@ -65,7 +65,9 @@ type Deps struct {
 	Registry      *prometheus.Registry
 	// DrainInterval is how often draining real servers are checked (default 5 s).
 	DrainInterval time.Duration
-	// Events receives Warning Events for Services (nil: problems are only logged).
+	// Events receives Warning Events for Services and the Node (nil: problems are only
+	// logged). The daemon sends them through an aggregator: at most one Event per object
+	// and reason per EventInterval, with a count (eventagg.go).
 	Events EventSink
 	// HealthCheckListen opens the health check node ports (nil: net.Listen).
 	HealthCheckListen healthcheck.Listener
@@ -107,6 +109,8 @@ type Daemon struct {
 	collecting atomic.Bool
 	collectWG  sync.WaitGroup
 	hc         *healthcheck.Manager
+	// events is Deps.Events's aggregator (nil without Deps.Events); Deps.Events is it.
+	events *eventAggregator
 	// badClusterCIDRs are the clusterCIDRs found overlapping the Service CIDR (seed-001),
 	// left out of local-traffic detection; clusterCIDRChecked: the check ran once.
 	badClusterCIDRs    []netip.Prefix
@@ -145,7 +149,12 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	if deps.DrainInterval == 0 {
 		deps.DrainInterval = 5 * time.Second
 	}
-	d := &Daemon{cfg: cfg, deps: deps, log: log, nodeName: nodeName, problems: map[problemKey][]proxy.Problem{},
+	var events *eventAggregator
+	if deps.Events != nil {
+		events = newEventAggregator(deps.Events, deps.Clock, EventInterval)
+		deps.Events = events
+	}
+	d := &Daemon{cfg: cfg, deps: deps, events: events, log: log, nodeName: nodeName, problems: map[problemKey][]proxy.Problem{},
 		schedulers: map[string]bool{cfg.IPVS.SchedulerName(): true}, hcWant: map[types.NamespacedName]healthcheck.Service{}}
 	d.metrics = metrics.New(deps.Registry)
 	stats := deps.StatsIPVS
@@ -343,6 +352,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	if d.events != nil {
+		wg.Go(func() { d.sendEvents(ctx) })
+	}
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -380,6 +392,22 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// sendEvents sends, every eventTick and once more at the end, the Events that waited for
+// their interval (the daemon flushes after each sync too).
+func (d *Daemon) sendEvents(ctx context.Context) {
+	t := d.deps.Clock.NewTicker(eventTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.events.flush()
+			return
+		case <-t.C():
+			d.events.flush()
+		}
+	}
 }
 
 // clusterCIDROverlaps finds the seed-001 mistake: clusterCIDRs that are, contain or lie

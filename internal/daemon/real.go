@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
@@ -111,13 +112,13 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		return fail(fmt.Errorf("uname: %w", err))
 	}
 
-	src, client, err := newSource(cfg, nodeName, log)
+	src, eventsClient, err := newSource(cfg, nodeName, log)
 	if err != nil {
 		return fail(err)
 	}
 	var sink EventSink
-	if client != nil {
-		sink = NewAPIEvents(ctx, client, nodeName)
+	if eventsClient != nil {
+		sink = NewAPIEvents(ctx, eventsClient, nodeName)
 	}
 	deps := Deps{
 		Source:    src,
@@ -155,7 +156,18 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 	return deps, closeAll, nil
 }
 
-// newSource returns the file source, or the API source with its client.
+// EventsQPS and EventsBurst are the rate limit of the client that writes Events. It is a
+// client of its own, apart from the watches' (clientConnection.qps and burst), so Events,
+// however many, never take the watches' share of requests: the daemon sends at most one
+// Event per object and reason per EventInterval, client-go queues at most 1000 and drops
+// the rest, and this limit paces what reaches the apiserver.
+const (
+	EventsQPS   = 1
+	EventsBurst = 10
+)
+
+// newSource returns the file source, or the API source with the client Events are written
+// with (nil with the file source).
 func newSource(cfg *config.Config, nodeName string, log *zap.Logger) (watch.Source, kubernetes.Interface, error) {
 	if cfg.Kipvs.SourceFile != "" {
 		src, err := watch.NewFileSource(watch.FileSourceOptions{Path: cfg.Kipvs.SourceFile, NodeName: nodeName, Logger: log.Named("source")})
@@ -178,7 +190,14 @@ func newSource(cfg *config.Config, nodeName string, log *zap.Logger) (watch.Sour
 	if err != nil {
 		return nil, nil, fmt.Errorf("API client: %w", err)
 	}
+	erc := rest.CopyConfig(rc)
+	erc.QPS, erc.Burst = EventsQPS, EventsBurst
+	erc.UserAgent = "kipvs/events"
+	eventsClient, err := kubernetes.NewForConfig(erc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("API client for Events: %w", err)
+	}
 	src, err := watch.NewAPISource(watch.APISourceOptions{Client: client, NodeName: nodeName, ResyncPeriod: cfg.ConfigSyncPeriod,
 		ServiceAnnotations: proxy.ServiceAnnotations(), Logger: log.Named("source")})
-	return src, client, err
+	return src, eventsClient, err
 }

@@ -31,9 +31,12 @@ func (d *Daemon) sync(ctx context.Context, full bool) error {
 	return d.syncLocked(ctx, full)
 }
 
-// syncThenCollect is the runner's SyncFunc: sync, then, after a full sync, collect.
+// syncThenCollect is the runner's SyncFunc: sync, then, after a full sync, collect. The
+// health tracker sees it run (/livez fails when one runs too long: a stuck process).
 func (d *Daemon) syncThenCollect(ctx context.Context, full bool) error {
+	end := d.health.Begin("sync")
 	err := d.sync(ctx, full)
+	end()
 	if full {
 		d.collect()
 	}
@@ -175,6 +178,9 @@ func (d *Daemon) syncFamilies(ctx context.Context, full bool, read time.Duration
 
 // synced ends a sync: pending-change gauges, the log line, readiness.
 func (d *Daemon) synced(err error, full bool, services int, start time.Time) error {
+	if d.events != nil {
+		d.events.flush() // what this sync found goes out now, one Event per Service and reason
+	}
 	svc, eps := d.deps.Source.PendingCounts()
 	d.metrics.ServiceChangesPending.Set(float64(svc))
 	d.metrics.EndpointChangesPending.Set(float64(eps))
@@ -206,6 +212,7 @@ func (d *Daemon) beginReads() []*reconcile.Read {
 // meanwhile. Reading the IPVS table is most of a periodic sync's time (one dump of the
 // real servers per virtual server); what is left for periodicFinish is in memory.
 func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error, error) {
+	defer d.health.Begin("periodic full sync's kernel read")()
 	d.mu.Lock()
 	reads := d.beginReads()
 	d.mu.Unlock()
@@ -224,6 +231,7 @@ func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error,
 	d.log.Debug("periodic sync read the kernel", zap.Duration("took", took))
 	return func(ctx context.Context) error {
 		defer d.collect()
+		defer d.health.Begin("periodic full sync")()
 		return d.periodicFinish(ctx, reads, took)
 	}, nil
 }

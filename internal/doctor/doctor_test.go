@@ -487,6 +487,13 @@ func TestBrokenNode(t *testing.T) {
 			want: []expect{{check: "daemon", status: Warn, finding: []string{"no kipvs daemon answers on 127.0.0.1:10249", "drift checks skipped"}, fix: []string{"kipvs run"}}},
 		},
 		{
+			name: "debug endpoints off",
+			breaK: func(f *fixture) {
+				f.daemon.err = fmt.Errorf("GET http://127.0.0.1:10249/debug/kipvs/state: %w", ErrDebugOff)
+			},
+			want: []expect{{check: "daemon", status: Warn, finding: []string{"debug endpoints are off", "drift checks skipped"}, fix: []string{"--kipvs-debug-endpoints"}}},
+		},
+		{
 			name:  "daemon not synced",
 			breaK: func(f *fixture) { f.state.Families[0].Synced = false },
 			want:  []expect{{check: "daemon", status: Warn, finding: []string{"has not synced IPv4"}}},

@@ -101,6 +101,9 @@ func (c *checkup) checkDaemon() {
 			}
 			c.add(check, Warn, fmt.Sprintf("no kipvs daemon answers on %s%s: drift checks skipped", addr, detail),
 				"start kipvs run, or give the --metrics-bind-address it serves metrics on")
+		} else if errors.Is(c.stateErr, ErrDebugOff) {
+			c.add(check, Warn, fmt.Sprintf("kipvs on %s serves no %s (its debug endpoints are off, the default): drift checks skipped", addr, server.StatePath),
+				server.DebugDisabledHint)
 		} else {
 			c.add(check, Warn, fmt.Sprintf("cannot read the kipvs daemon's state from %s: %v: drift checks skipped", addr, c.stateErr), "")
 		}

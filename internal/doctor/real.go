@@ -403,6 +403,9 @@ func (d *httpDaemon) State(ctx context.Context) (*server.State, error) {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound && resp.Header.Get(server.DebugHeader) == server.DebugDisabled {
+		return nil, fmt.Errorf("GET %s: %w", url, ErrDebugOff)
+	}
 	if resp.StatusCode == http.StatusNotFound {
 		return nil, fmt.Errorf("GET %s: 404: something answers on %s without kipvs's state endpoint (kube-proxy, or a kipvs older than doctor)", url, d.addr)
 	}

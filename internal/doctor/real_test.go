@@ -119,6 +119,16 @@ func TestHTTPDaemon(t *testing.T) {
 		t.Errorf("404: %v", err)
 	}
 
+	// kipvs without --kipvs-debug-endpoints.
+	off := http.NewServeMux()
+	server.HandleDebug(off, false, nil, nil)
+	offSrv := httptest.NewServer(off)
+	defer offSrv.Close()
+	d = &httpDaemon{addr: strings.TrimPrefix(offSrv.URL, "http://"), client: offSrv.Client()}
+	if _, err := d.State(t.Context()); !errors.Is(err, ErrDebugOff) {
+		t.Errorf("debug endpoints off: %v, want ErrDebugOff", err)
+	}
+
 	// Nothing listening.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

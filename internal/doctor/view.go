@@ -148,9 +148,14 @@ type ConntrackReader interface {
 type DaemonReader interface {
 	// Address is where the daemon is asked (its metrics server).
 	Address() string
-	// State returns the daemon's state document; ErrNoDaemon when nothing answers.
+	// State returns the daemon's state document; ErrNoDaemon when nothing answers,
+	// ErrDebugOff when kipvs answers without its debug endpoints.
 	State(ctx context.Context) (*server.State, error)
 }
 
 // ErrNoDaemon is DaemonReader.State's error when no kipvs daemon answers.
 var ErrNoDaemon = errors.New("no kipvs daemon answers")
+
+// ErrDebugOff is DaemonReader.State's error when a kipvs daemon answers but serves no state:
+// it runs without --kipvs-debug-endpoints.
+var ErrDebugOff = errors.New("the kipvs daemon's debug endpoints are off")

@@ -5,6 +5,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -18,26 +19,84 @@ import (
 // ToBeDeletedTaint marks a node the cluster autoscaler is about to remove.
 const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 
-// Health tracks whether the proxier keeps up: a family is unhealthy when an update was
-// queued more than Timeout ago (kube-proxy uses 2 x syncPeriod) and has not been synced.
+// Health tracks two things. Whether the proxier keeps up (/healthz, kube-proxy's
+// semantics): a family is unhealthy when an update was queued more than Timeout ago
+// (kube-proxy uses 2 x syncPeriod) and has not been synced. And whether the process is
+// alive (/livez): it is stuck when one piece of the sync loop's work (a sync, the periodic
+// full sync's read) has been running for StuckTimeout or longer. A sync that returns an
+// error, however often, is not stuck: the loop retries it, and a restart would not fix the
+// object that makes it fail (it would only stop everything else from being programmed
+// until the new process's first sync).
 type Health struct {
-	clock   clock.Clock
-	timeout time.Duration
-	node    func() (*v1.Node, bool) // current node; ok=false when kipvs runs without a Node
-	metrics *metrics.Metrics
+	clock        clock.Clock
+	timeout      time.Duration
+	stuckTimeout time.Duration
+	node         func() (*v1.Node, bool) // current node; ok=false when kipvs runs without a Node
+	metrics      *metrics.Metrics
 
 	mu            sync.RWMutex
 	lastUpdated   map[string]time.Time
 	oldestPending map[string]time.Time
+	// running holds the work of the sync loop in progress (Begin), by id.
+	running map[uint64]activity
+	nextID  uint64
 }
+
+type activity struct {
+	what  string
+	since time.Time
+}
+
+// MinStuckTimeout is the least time one sync may run before /livez reports the process
+// stuck (the timeout is the longer of this and twice the /healthz timeout, i.e. 4 x
+// ipvs.syncPeriod). A first full sync of 10,000 Services takes about 20 s under qemu TCG
+// (docs/performance.md), so a sync that runs minutes is not slow but stuck.
+const MinStuckTimeout = 2 * time.Minute
 
 // NewHealth returns a tracker. node may be nil (standalone mode: the node is always eligible).
 func NewHealth(c clock.Clock, timeout time.Duration, node func() (*v1.Node, bool), m *metrics.Metrics) *Health {
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	return &Health{clock: c, timeout: timeout, node: node, metrics: m,
-		lastUpdated: map[string]time.Time{}, oldestPending: map[string]time.Time{}}
+	return &Health{clock: c, timeout: timeout, stuckTimeout: max(2*timeout, MinStuckTimeout), node: node, metrics: m,
+		lastUpdated: map[string]time.Time{}, oldestPending: map[string]time.Time{}, running: map[uint64]activity{}}
+}
+
+// StuckTimeout is how long one piece of the sync loop's work may run before /livez fails.
+func (h *Health) StuckTimeout() time.Duration { return h.stuckTimeout }
+
+// Begin records that the sync loop started a piece of work (what names it in /livez's
+// answer); the returned func records its end, however it ended (an error included).
+func (h *Health) Begin(what string) (end func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id := h.nextID
+	h.nextID++
+	h.running[id] = activity{what: what, since: h.clock.Now()}
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.running, id)
+	}
+}
+
+// Stuck describes the oldest piece of the sync loop's work that has run for StuckTimeout or
+// longer ("" when none has: the process is alive).
+func (h *Health) Stuck() string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	now := h.clock.Now()
+	var oldest *activity
+	for _, a := range h.running {
+		if now.Sub(a.since) >= h.stuckTimeout && (oldest == nil || a.since.Before(oldest.since)) {
+			oldest = &a
+		}
+	}
+	if oldest == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s running since %s (%s, limit %s)", oldest.what, oldest.since.UTC().Format(time.RFC3339),
+		now.Sub(oldest.since).Truncate(time.Second), h.stuckTimeout)
 }
 
 // QueuedUpdate records that a change for family is waiting to be synced.
@@ -70,6 +129,9 @@ type Report struct {
 	NodeEligible *bool                   `json:"nodeEligible,omitempty"`
 	Healthy      bool                    `json:"healthy"`
 	Status       map[string]FamilyHealth `json:"status,omitempty"`
+	// Stuck (/livez only, kipvs's own field) names the work of the sync loop that has run
+	// too long, when the process is stuck.
+	Stuck string `json:"stuck,omitempty"`
 }
 
 // Report computes the current health. A family is unhealthy when an update has been
@@ -123,7 +185,8 @@ func (h *Health) NodeEligible() bool {
 	return true
 }
 
-// Handler serves /healthz (sync health and node eligibility) and /livez (sync health only).
+// Handler serves /healthz (sync health and node eligibility, as kube-proxy's) and /livez
+// (the process is not stuck; the body still carries the sync health, for information).
 func (h *Health) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -134,6 +197,8 @@ func (h *Health) Handler() http.Handler {
 	})
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
 		r := h.Report()
+		r.Stuck = h.Stuck()
+		r.Healthy = r.Stuck == ""
 		h.write(w, r, r.Healthy, h.counter("livez"))
 	})
 	return mux

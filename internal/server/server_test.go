@@ -46,13 +46,19 @@ func TestHealthSemantics(t *testing.T) {
 	h.Updated("IPv4")
 	h.QueuedUpdate("IPv4")
 	clk.Step(59 * time.Second)
-	if code, _ := get(t, handler, "/livez"); code != 200 {
-		t.Fatalf("update pending 59s of 60s: /livez = %d, want 200", code)
+	if code, _ := get(t, handler, "/healthz"); code != 200 {
+		t.Fatalf("update pending 59s of 60s: /healthz = %d, want 200", code)
 	}
 	clk.Step(time.Second)
-	code, r := get(t, handler, "/livez")
+	code, r := get(t, handler, "/healthz")
 	if code != 503 || r.Healthy || r.Status["IPv4"].Healthy {
-		t.Fatalf("update pending 60s: /livez = %d %+v, want 503", code, r)
+		t.Fatalf("update pending 60s: /healthz = %d %+v, want 503", code, r)
+	}
+	// A pending update is not a stuck process: /livez stays 200 (its body still shows
+	// the family's sync health).
+	code, r = get(t, handler, "/livez")
+	if code != 200 || !r.Healthy || r.Status["IPv4"].Healthy {
+		t.Fatalf("update pending 60s: /livez = %d %+v, want 200 with IPv4's sync unhealthy", code, r)
 	}
 	h.Updated("IPv4")
 	code, r = get(t, handler, "/healthz")
@@ -85,17 +91,54 @@ func TestHealthFirstSyncNeverSucceeds(t *testing.T) {
 	h.QueuedUpdate("IPv4")
 	h.QueuedUpdate("IPv6")
 	clk.Step(59 * time.Second)
-	if code, _ := get(t, handler, "/livez"); code != 200 {
-		t.Fatalf("first sync pending 59s of 60s: /livez = %d, want 200", code)
+	if code, _ := get(t, handler, "/healthz"); code != 200 {
+		t.Fatalf("first sync pending 59s of 60s: /healthz = %d, want 200", code)
 	}
 	h.Updated("IPv6")
 	clk.Step(time.Second)
-	code, r := get(t, handler, "/livez")
+	code, r := get(t, handler, "/healthz")
 	if code != 503 || r.Healthy || r.Status["IPv4"].Healthy || !r.Status["IPv6"].Healthy || !r.Status["IPv4"].LastUpdated.IsZero() {
-		t.Fatalf("IPv4 never synced for 60s: /livez = %d %+v, want 503 with IPv4 unhealthy and IPv6 healthy", code, r)
+		t.Fatalf("IPv4 never synced for 60s: /healthz = %d %+v, want 503 with IPv4 unhealthy and IPv6 healthy", code, r)
 	}
-	if code, _ := get(t, handler, "/healthz"); code != 503 {
-		t.Fatalf("IPv4 never synced for 60s: /healthz = %d, want 503", code)
+	if code, _ := get(t, handler, "/livez"); code != 200 {
+		t.Fatalf("IPv4 never synced for 60s, nothing running: /livez = %d, want 200", code)
+	}
+}
+
+// /livez fails only while one piece of the sync loop's work has run StuckTimeout or longer
+// (the longer of twice the /healthz timeout and MinStuckTimeout), naming the oldest.
+func TestLivezStuck(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	h := NewHealth(clk, 60*time.Second, nil, metrics.New(prometheus.NewRegistry()))
+	if h.StuckTimeout() != MinStuckTimeout {
+		t.Fatalf("StuckTimeout = %v with a 60 s health timeout, want %v", h.StuckTimeout(), MinStuckTimeout)
+	}
+	if long := NewHealth(clk, 10*time.Minute, nil, nil); long.StuckTimeout() != 20*time.Minute {
+		t.Fatalf("StuckTimeout = %v with a 10 min health timeout, want 20 min", long.StuckTimeout())
+	}
+	handler := h.Handler()
+	endRead := h.Begin("periodic read")
+	clk.Step(time.Minute)
+	endSync := h.Begin("sync")
+	clk.Step(MinStuckTimeout - time.Minute - time.Second)
+	if code, r := get(t, handler, "/livez"); code != 200 || r.Stuck != "" {
+		t.Fatalf("work running 1m59s: /livez = %d %+v, want 200", code, r)
+	}
+	clk.Step(time.Second)
+	if code, r := get(t, handler, "/livez"); code != 503 || !strings.HasPrefix(r.Stuck, "periodic read running since") {
+		t.Fatalf("periodic read running 2m: /livez = %d %+v, want 503 naming it", code, r)
+	}
+	endRead()
+	if code, r := get(t, handler, "/livez"); code != 200 {
+		t.Fatalf("the read ended, the sync runs 1m: /livez = %d %+v, want 200", code, r)
+	}
+	clk.Step(time.Minute)
+	if code, r := get(t, handler, "/livez"); code != 503 || !strings.HasPrefix(r.Stuck, "sync running since") {
+		t.Fatalf("sync running 2m: /livez = %d %+v, want 503 naming it", code, r)
+	}
+	endSync()
+	if code, _ := get(t, handler, "/livez"); code != 200 {
+		t.Fatalf("nothing running: /livez = %d, want 200", code)
 	}
 }
 
