@@ -92,6 +92,12 @@ type fuzzDaemon struct {
 }
 
 func newFuzzDaemon(localMode string) (*fuzzDaemon, error) {
+	return newFuzzDaemonWith(localMode, nil)
+}
+
+// newFuzzDaemonWith is newFuzzDaemon with the configuration and dependencies changed by
+// mutate (if not nil) before the daemon is created.
+func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*fuzzDaemon, error) {
 	n := newDualNode()
 	src := newMemSource(fuzzNodeName)
 	cfg := config.Defaults()
@@ -116,6 +122,9 @@ func newFuzzDaemon(localMode string) (*fuzzDaemon, error) {
 		NumCPU:            4,
 		Registry:          prometheus.NewRegistry(),
 		HealthCheckListen: newMemListener,
+	}
+	if mutate != nil {
+		mutate(&cfg, &deps)
 	}
 	d, err := New(cfg, fuzzNodeName, zap.NewNop(), deps)
 	if err != nil {
