@@ -79,6 +79,7 @@ func capDaemon(t *testing.T, mutate func(*config.Config)) (*fuzzDaemon, *recorde
 	ev := &recordedEvents{}
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC))
 	f, err := newFuzzDaemonWith("ClusterCIDR", func(c *config.Config, d *Deps) {
+		c.Kipvs.MaxServiceSetMembers = config.Defaults().Kipvs.MaxServiceSetMembers // not the fuzzer's small limit
 		if mutate != nil {
 			mutate(c)
 		}
