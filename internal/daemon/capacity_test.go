@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/proxy"
 )
 
 // capService is a Service with nports TCP ports from 8000 on and one endpoint on another
@@ -278,4 +279,12 @@ func gauge(t *testing.T, d *Daemon, name string, labels ...string) float64 {
 		}
 	}
 	return -1
+}
+
+// The flags' defaults are the limits package proxy documents.
+func TestCapacityDefaults(t *testing.T) {
+	k := config.Defaults().Kipvs
+	if k.MaxServiceSetMembers != proxy.DefaultMaxServiceSetMembers || k.MaxSetMembers != proxy.DefaultMaxSetMembers {
+		t.Errorf("defaults %d, %d; want proxy's %d, %d", k.MaxServiceSetMembers, k.MaxSetMembers, proxy.DefaultMaxServiceSetMembers, proxy.DefaultMaxSetMembers)
+	}
 }

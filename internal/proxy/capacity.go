@@ -30,8 +30,8 @@ const (
 const DefaultMaxServiceSetMembers = 32768
 
 // DefaultMaxSetMembers is the default limit of one set's size, all Services together: 16
-// times ipset's default maxelem (a hash:ip,port,net set of that size takes some 100 MB of
-// kernel memory).
+// times ipset's default maxelem (a hash:ip,port,net set of that size takes some 36 MB of
+// kernel memory: 70,002 members took 2.4 MB on Debian's 6.1).
 const DefaultMaxSetMembers = 1 << 20
 
 // SetMemberLimit makes Update hold back a Service whose members would take a set beyond n
