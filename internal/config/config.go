@@ -272,6 +272,13 @@ type Kipvs struct {
 	// metrics server (--kipvs-debug-endpoints). Off by default: they list every Service,
 	// pod IP and rule of the node to whoever reaches the metrics address.
 	DebugEndpoints bool
+	// MaxServiceSetMembers refuses, with a Warning Event, a Service that needs more ipset
+	// members than this on its own; 0: no limit (--kipvs-max-service-set-members).
+	MaxServiceSetMembers int
+	// MaxSetMembers is the most members one ipset may hold, all Services together; a Service
+	// that would take a set beyond it is held back with a Warning Event until there is room;
+	// 0: no limit (--kipvs-max-set-members).
+	MaxSetMembers int
 }
 
 // Defaults returns the configuration kube-proxy v1.34 runs with in IPVS mode when it is
@@ -313,7 +320,9 @@ func FileDefaults() Config {
 		OOMScoreAdj: DefaultOOMScoreAdj,
 		LogFormat:   LogFormatConsole,
 		Kipvs: Kipvs{
-			GracefulPeriod: 30 * time.Second,
+			GracefulPeriod:       30 * time.Second,
+			MaxServiceSetMembers: 32768,
+			MaxSetMembers:        1 << 20,
 		},
 	}
 }

@@ -108,6 +108,8 @@ const (
 	sSourceFile          setting = " --kipvs-source-file"
 	sServiceCIDR         setting = " --kipvs-service-cidr"
 	sGracefulPeriod      setting = " --kipvs-graceful-period"
+	sMaxServiceMembers   setting = " --kipvs-max-service-set-members"
+	sMaxSetMembers       setting = " --kipvs-max-set-members"
 )
 
 // quoteList renders a list of values for an error detail.

@@ -61,10 +61,10 @@ type Flags struct {
 	iptablesLocalhostNodePorts, logTextSplit, logJSONSplit       bool
 	showHiddenMetrics, vmodule, logTextBuffer, logJSONBuffer     string
 
-	sourceFile, serviceCIDR, logFormat string
-	gracefulPeriod                     time.Duration
-	endpointMetrics                    bool
-	debugEndpoints                     bool
+	sourceFile, serviceCIDR, logFormat  string
+	gracefulPeriod                      time.Duration
+	endpointMetrics, debugEndpoints     bool
+	maxServiceSetMembers, maxSetMembers int
 }
 
 // ignoredFlags are kube-proxy flags kipvs accepts, so that existing command lines keep
@@ -236,6 +236,12 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.BoolVar(&f.debugEndpoints, "kipvs-debug-endpoints", false,
 		"Serve /debug/kipvs/state and /debug/kipvs/virtualservers on the metrics server (what `kipvs doctor`'s drift checks and `kipvs status --services` read). "+
 			"Off by default: they list every Service, pod IP and rule of the node to anyone who can reach the metrics address.")
+	fs.IntVar(&f.maxServiceSetMembers, "kipvs-max-service-set-members", d.Kipvs.MaxServiceSetMembers,
+		"The most ipset members one Service may need (its ports x cluster, external and load balancer IPs x source ranges, and its local endpoints x ports). "+
+			"A larger Service is not programmed and gets a Warning Event naming the field; every other Service is. 0: no limit.")
+	fs.IntVar(&f.maxSetMembers, "kipvs-max-set-members", d.Kipvs.MaxSetMembers,
+		"The most members one ipset may hold, all Services together (sets grow past ipset's default maxelem of 65536 as needed, up to this). "+
+			"A Service that would take a set beyond it is not programmed, with a Warning Event, until there is room. 0: no limit.")
 	fs.StringVar(&f.logFormat, "kipvs-log-format", string(d.LogFormat),
 		`Log format: "console" (human-readable) or "json" (one object per line). Takes precedence over --logging-format and logging.format.`)
 	return f
@@ -479,6 +485,12 @@ func (f *Flags) apply(c *Config) ([]error, []notice, []ignoredFlag) {
 	}
 	if set("kipvs-debug-endpoints") {
 		c.Kipvs.DebugEndpoints = f.debugEndpoints
+	}
+	if set("kipvs-max-service-set-members") {
+		c.Kipvs.MaxServiceSetMembers = f.maxServiceSetMembers
+	}
+	if set("kipvs-max-set-members") {
+		c.Kipvs.MaxSetMembers = f.maxSetMembers
 	}
 
 	for _, n := range ignoredFlags() {

@@ -65,9 +65,10 @@ func TestFlagParsing(t *testing.T) {
 		{"long -v form", []string{"--v=2"}, func(c *Config) { c.Verbosity = 2 }},
 		{"kipvs log format wins", []string{"--logging-format=json", "--kipvs-log-format=console"}, func(c *Config) {}},
 		{"kipvs flags", []string{"--kipvs-source-file=/srv/services.yaml", "--kipvs-service-cidr=10.96.0.0/12,fd00:96::/108",
-			"--kipvs-graceful-period=0", "--kipvs-log-format=json", "--kipvs-endpoint-metrics", "--kipvs-debug-endpoints"},
+			"--kipvs-graceful-period=0", "--kipvs-log-format=json", "--kipvs-endpoint-metrics", "--kipvs-debug-endpoints",
+			"--kipvs-max-service-set-members=100", "--kipvs-max-set-members=0"},
 			func(c *Config) {
-				c.Kipvs = Kipvs{SourceFile: "/srv/services.yaml", GracefulPeriod: 0, EndpointMetrics: true, DebugEndpoints: true,
+				c.Kipvs = Kipvs{SourceFile: "/srv/services.yaml", GracefulPeriod: 0, EndpointMetrics: true, DebugEndpoints: true, MaxServiceSetMembers: 100,
 					ServiceCIDRs: []netip.Prefix{mustPrefix("10.96.0.0/12"), mustPrefix("fd00:96::/108")}}
 				c.LogFormat = LogFormatJSON
 			}},
@@ -202,6 +203,8 @@ func TestFlagErrors(t *testing.T) {
 			{Field: "oomScoreAdj", Flag: "--oom-score-adj", Value: "1001", Detail: "[-1000, 1000]"}}},
 		{"graceful period", []string{"--kipvs-graceful-period=-1s"}, []FieldError{
 			{Flag: "--kipvs-graceful-period", Value: "-1s"}}},
+		{"member limits", []string{"--kipvs-max-service-set-members=-1"}, []FieldError{
+			{Flag: "--kipvs-max-service-set-members", Value: "-1"}}},
 		{"several at once", []string{"--ipvs-scheduler=x", "--iptables-masquerade-bit=40", "--proxy-mode=userspace"}, []FieldError{
 			{Field: "ipvs.scheduler", Flag: "--ipvs-scheduler", Value: "x"},
 			{Field: "iptables.masqueradeBit", Flag: "--iptables-masquerade-bit", Value: "40"},

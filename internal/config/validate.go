@@ -122,6 +122,11 @@ func (c *Config) Validate() error {
 
 	errs = append(errs, validateDualStack(sServiceCIDR, c.Kipvs.ServiceCIDRs)...)
 	add(nonNegative(sGracefulPeriod, c.Kipvs.GracefulPeriod))
+	for s, v := range map[setting]int{sMaxServiceMembers: c.Kipvs.MaxServiceSetMembers, sMaxSetMembers: c.Kipvs.MaxSetMembers} {
+		if v < 0 {
+			add(s.invalid(strconv.Itoa(v), "must not be negative (0: no limit)"))
+		}
+	}
 	return errors.Join(errs...)
 }
 

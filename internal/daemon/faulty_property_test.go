@@ -269,6 +269,8 @@ func faultyGenScenario(seed uint64) faultyScenario {
 	// The periodic full sync's parts come from a stream of their own too, inserted between
 	// the steps the main stream draws, so a seed's other steps do not depend on them.
 	rngP := rand.New(rand.NewPCG(seed, 0x7065))
+	// So do the hostile shapes (faultyHostile).
+	rngH := rand.New(rand.NewPCG(seed, 0x686f7374))
 	services := map[int]*v1.Service{}
 	phase := 0 // 0: no periodic full sync under way, 1: read begun, 2: read done
 	for range faultySteps {
@@ -281,6 +283,7 @@ func faultyGenScenario(seed uint64) faultyScenario {
 		switch r := rng.IntN(100); {
 		case r < 30:
 			services[i] = faultyGenService(rng, rng6, i)
+			faultyHostile(rngH, services[i])
 			st = faultyStep{kind: faultySetService, svc: services[i]}
 		case r < 36:
 			delete(services, i)
@@ -305,6 +308,32 @@ func faultyGenScenario(seed uint64) faultyScenario {
 		sc.steps = append(sc.steps, st)
 	}
 	return sc
+}
+
+// faultyMaxServiceSetMembers is the per-Service member limit of the faulty-kernel daemon:
+// small, so that a hostile Service over it stays cheap to generate and sync.
+const faultyMaxServiceSetMembers = 100
+
+// faultyHostile makes some Services hostile: more set members than the per-Service limit,
+// from 150 loadBalancerSourceRanges (a LoadBalancer) or 120 ports. Such a Service is not
+// programmed at all, by the daemon under faults as by the fresh one; every other is.
+func faultyHostile(rng *rand.Rand, s *v1.Service) {
+	switch r := rng.IntN(12); {
+	case r == 0 && s.Spec.Type == v1.ServiceTypeLoadBalancer:
+		for k := range 150 {
+			s.Spec.LoadBalancerSourceRanges = append(s.Spec.LoadBalancerSourceRanges, fmt.Sprintf("100.%d.%d.0/24", 64+k/256, k%256))
+		}
+	case r == 1:
+		base := s.Spec.Ports[0]
+		for k := range 120 {
+			p := base
+			p.Name, p.Port = fmt.Sprintf("h%d", k), int32(10000+k)
+			if p.NodePort != 0 {
+				p.NodePort = 0 // the generator's node ports are unique per Service slot and port index
+			}
+			s.Spec.Ports = append(s.Spec.Ports, p)
+		}
+	}
 }
 
 func faultyPick[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
@@ -651,6 +680,7 @@ func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful tim
 	}
 	cfg := testConfig(t)
 	cfg.Kipvs.GracefulPeriod = graceful
+	cfg.Kipvs.MaxServiceSetMembers = faultyMaxServiceSetMembers
 	d, err := New(cfg, "node-a", zap.NewNop(), deps)
 	if err != nil {
 		t.Fatal(err)

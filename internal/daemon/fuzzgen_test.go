@@ -121,6 +121,8 @@ var tabShape = tab(-1, "random", "clean", "partial")
 var (
 	tabCount4     = tab(-1, "1", "2", "3", "4")
 	tabCount3     = tab(-1, "1", "2", "0")
+	tabPortCount  = tab(3, "1", "2", "0", "huge")
+	tabSrcCount   = tab(3, "0", "1", "2", "huge")
 	tabCount02    = tab(-1, "0", "1", "2")
 	tabEndpoints  = tab(-1, "2", "1", "3", "0")
 	tabZone       = tab(-1, "", "zone-a", "zone-b")
@@ -242,7 +244,13 @@ func genService(c gen, i int) (*v1.Service, []*discoveryv1.EndpointSlice) {
 		sp.ClusterIP = fmt.Sprintf("10.96.9.%d", 10+i)
 	}
 
-	nports, _ := strconv.Atoi(c.pick(p("ports"), tabCount3))
+	nports, huge := 0, false
+	switch n := c.pick(p("ports"), tabPortCount); n {
+	case "huge":
+		huge = true // hostile: more set members than the per-Service limit (fuzzHugeCount)
+	default:
+		nports, _ = strconv.Atoi(n)
+	}
 	for j := range nports {
 		pp := func(f string) string { return p(fmt.Sprintf("p%d.%s", j, f)) }
 		port := v1.ServicePort{}
@@ -272,6 +280,10 @@ func genService(c gen, i int) (*v1.Service, []*discoveryv1.EndpointSlice) {
 		default:
 			port.NodePort = atoi32(np)
 		}
+		sp.Ports = append(sp.Ports, port)
+	}
+	for j := range fuzzHugeCount * btoi(huge) {
+		port := v1.ServicePort{Name: fmt.Sprintf("h%d", j), Port: int32(10000 + j), Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}
 		sp.Ports = append(sp.Ports, port)
 	}
 
@@ -328,9 +340,18 @@ func genService(c gen, i int) (*v1.Service, []*discoveryv1.EndpointSlice) {
 		}
 		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, ing)
 	}
-	nsrc, _ := strconv.Atoi(c.pick(p("srcs"), tabCount02))
-	for j := range nsrc {
-		sp.LoadBalancerSourceRanges = append(sp.LoadBalancerSourceRanges, c.pick(p(fmt.Sprintf("src%d", j)), tabSrcRange))
+	switch n := c.pick(p("srcs"), tabSrcCount); n {
+	case "huge":
+		// Hostile: as many ranges, so with one ingress IP and port more set members than the
+		// per-Service limit.
+		for j := range fuzzHugeCount {
+			sp.LoadBalancerSourceRanges = append(sp.LoadBalancerSourceRanges, fmt.Sprintf("100.%d.%d.0/24", 64+j/256, j%256))
+		}
+	default:
+		nsrc, _ := strconv.Atoi(n)
+		for j := range nsrc {
+			sp.LoadBalancerSourceRanges = append(sp.LoadBalancerSourceRanges, c.pick(p(fmt.Sprintf("src%d", j)), tabSrcRange))
+		}
 	}
 	if s := c.pickElem(p("sched"), tabScheduler); s != "none" {
 		svc.Annotations = map[string]string{proxy.AnnotationScheduler: s}
@@ -446,6 +467,22 @@ func resolveAddr(v, good4, good6 string) string {
 		return fuzzNodeIP6
 	}
 	return v
+}
+
+// fuzzHugeCount is how many ports or source ranges a hostile Service has: beyond the fuzz
+// daemon's per-Service member limit (fuzzMaxServiceSetMembers) with one VIP, while no
+// generated Service that is not hostile comes near it (at most ~60 members per family).
+const (
+	fuzzHugeCount            = 120
+	fuzzMaxServiceSetMembers = 100
+	fuzzSetMaxElem           = 64
+)
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func atoi32(s string) int32 {

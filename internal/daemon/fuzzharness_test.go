@@ -23,6 +23,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl"
 )
@@ -92,6 +93,31 @@ type fuzzDaemon struct {
 }
 
 func newFuzzDaemon(localMode string) (*fuzzDaemon, error) {
+	f, err := newFuzzDaemonWith(localMode, nil)
+	if err != nil {
+		return nil, err
+	}
+	n := f.node
+	// The sets exist already, small (maxelem fuzzSetMaxElem, as a kernel with little room
+	// would have them): a hostile Service must not overflow them, and growing one past it
+	// is kipvs's business.
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
+		for _, s := range proxy.AllSets() {
+			set := iptables.IPSet(f, s)
+			if set.Type.IsHash() && s != proxy.SetIPVSIPs {
+				set.MaxElem = fuzzSetMaxElem
+				if err := n.ipset.Create(set); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return f, nil
+}
+
+// newFuzzDaemonWith is newFuzzDaemon with the configuration and dependencies changed by
+// mutate (if not nil) before the daemon is created.
+func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*fuzzDaemon, error) {
 	n := newDualNode()
 	src := newMemSource(fuzzNodeName)
 	cfg := config.Defaults()
@@ -100,6 +126,7 @@ func newFuzzDaemon(localMode string) (*fuzzDaemon, error) {
 	cfg.IPVS.MinSyncPeriod = 0
 	cfg.IPVS.SyncPeriod = time.Hour
 	cfg.Kipvs.GracefulPeriod = 0 // removed real servers go at once, so removal converges exactly
+	cfg.Kipvs.MaxServiceSetMembers = fuzzMaxServiceSetMembers
 	deps := Deps{
 		Source: src, IPVS: n.ipvs,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
@@ -116,6 +143,9 @@ func newFuzzDaemon(localMode string) (*fuzzDaemon, error) {
 		NumCPU:            4,
 		Registry:          prometheus.NewRegistry(),
 		HealthCheckListen: newMemListener,
+	}
+	if mutate != nil {
+		mutate(&cfg, &deps)
 	}
 	d, err := New(cfg, fuzzNodeName, zap.NewNop(), deps)
 	if err != nil {

@@ -274,6 +274,12 @@ func judge(svc *v1.Service, sl []*discoveryv1.EndpointSlice) *verdict {
 	if len(sp.LoadBalancerSourceRanges) > 0 && sp.Type != v1.ServiceTypeLoadBalancer {
 		bad("loadBalancerSourceRanges on type %s", sp.Type)
 	}
+	// Hostile sizes (fuzzgen's "huge"): with a VIP and a port, more set members than the
+	// per-Service limit; kipvs may refuse the Service (it does, whole, in each family
+	// where it is over), and must keep every other Service whole.
+	if len(sp.Ports) >= fuzzHugeCount || len(sp.LoadBalancerSourceRanges) >= fuzzHugeCount {
+		bad("%d ports, %d loadBalancerSourceRanges: beyond the per-Service set member limit %d", len(sp.Ports), len(sp.LoadBalancerSourceRanges), fuzzMaxServiceSetMembers)
+	}
 	for j, s := range sp.LoadBalancerSourceRanges {
 		p, err := netip.ParsePrefix(s)
 		switch {

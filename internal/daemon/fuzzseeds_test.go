@@ -54,6 +54,10 @@ var fuzzSeeds = []fuzzSeed{
 	seed("lb-source-range-all-v4", with(lb, "s0.srcs", "1", "s0.src0", "0.0.0.0/0")...),
 	seed("lb-source-range-all-v6", with(lb, "s0.fam", "v6", "s0.ing0", "$lb6", "s0.srcs", "1", "s0.src0", "::/0")...),
 
+	// Hostile sizes: more set members than the per-Service limit, beside the companion.
+	seed("lb-source-ranges-huge", with(lb, "s0.srcs", "huge")...),
+	seed("ports-huge", "s0.ports", "huge"),
+
 	// Virtual IPs the kernel must not get.
 	seed("external-ip-multicast", "s0.exts", "1", "s0.ext0", "239.1.1.1"),
 	seed("lb-ingress-unspecified", with(lb, "s0.ing0", "0.0.0.0")...),

@@ -21,6 +21,9 @@ func buildOptions(cfg *config.Config, f inet.Family, nodeName string, node *v1.N
 		MasqueradeAll: cfg.MasqueradeAll,
 		MasqueradeBit: int(cfg.MasqueradeBit),
 		StrictARP:     cfg.IPVS.StrictARP,
+
+		MaxServiceSetMembers: cfg.Kipvs.MaxServiceSetMembers,
+		MaxSetMembers:        cfg.Kipvs.MaxSetMembers,
 	}
 	if node != nil {
 		o.NodeLabels = node.Labels

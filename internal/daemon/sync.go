@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -358,15 +359,29 @@ func (d *Daemon) probeScheduler(s string, known bool) {
 func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, host []netip.Addr, rd *reconcile.Read) error {
 	f.opts = d.options(f.ipFamily, snap.Node, host)
 	f.desired = proxy.NewDesired(f.ipFamily)
+	f.desired.SetMemberLimit(f.opts.MaxSetMembers)
 	clear(f.noLocalInternal)
 	clear(f.noLocalExternal)
 	seen := map[types.NamespacedName]bool{}
+	built := make([]*proxy.ServiceState, 0, len(snap.Services))
 	for name, info := range snap.Services {
 		st := proxy.BuildService(proxy.ServiceInput{Service: info.Service, Slices: info.Slices}, &f.opts)
-		f.desired.Update(name, st, nil)
-		d.track(f, name, st)
+		if st == nil {
+			st = &proxy.ServiceState{Name: name}
+		}
+		built = append(built, st)
 		seen[name] = true
 	}
+	// Smallest first, so that when sets are short of room (--kipvs-max-set-members) the
+	// largest Services are the ones held back, whatever their names or the order they came in.
+	slices.SortFunc(built, func(a, b *proxy.ServiceState) int {
+		return cmp.Or(cmp.Compare(len(a.Members), len(b.Members)), cmp.Compare(a.Name.String(), b.Name.String()))
+	})
+	for _, st := range built {
+		f.desired.Update(st.Name, st, nil)
+		d.track(f, st.Name, f.desired.Service(st.Name))
+	}
+	d.trackReadmitted(f)
 	for k := range d.problems {
 		if k.family == f.ipFamily && !seen[k.svc] {
 			delete(d.problems, k)
@@ -392,8 +407,9 @@ func (d *Daemon) incrementalSync(ctx context.Context, f *family, ch watch.Change
 			st = proxy.BuildService(proxy.ServiceInput{Service: info.Service, Slices: info.Slices}, &f.opts)
 		}
 		f.desired.Update(name, st, touched)
-		d.track(f, name, st)
+		d.track(f, name, f.desired.Service(name))
 	}
+	d.trackReadmitted(f)
 	if touched.Empty() {
 		return nil
 	}
@@ -422,6 +438,29 @@ func (d *Daemon) track(f *family, name types.NamespacedName, st *proxy.ServiceSt
 	d.report(f, name, problems)
 	setFlag(f.noLocalInternal, name, st != nil && st.NoLocalInternal)
 	setFlag(f.noLocalExternal, name, st != nil && st.NoLocalExternal)
+}
+
+// trackReadmitted reports again the Services that other Services' changes let into a set
+// they had been held back from (their problems changed), and sets the gauge of Services not
+// programmed for a capacity limit.
+func (d *Daemon) trackReadmitted(f *family) {
+	for _, name := range f.desired.TakeReadmitted() {
+		d.track(f, name, f.desired.Service(name))
+	}
+	counts := map[string]int{proxy.ReasonTooManySetMembers: 0, proxy.ReasonSetCapacityExceeded: 0}
+	for k, ps := range d.problems {
+		if k.family != f.ipFamily {
+			continue
+		}
+		for _, p := range ps {
+			if _, ok := counts[p.Reason]; ok {
+				counts[p.Reason]++
+			}
+		}
+	}
+	for reason, n := range counts {
+		d.metrics.ServicesNotProgrammed.WithLabelValues(reason, f.ipFamily.String()).Set(float64(n))
+	}
 }
 
 func setFlag(m map[types.NamespacedName]bool, k types.NamespacedName, on bool) {

@@ -367,6 +367,20 @@ func (f *Fake) list(name string) (*SetInfo, error) {
 	return f.info(s), nil
 }
 
+// Header implements Interface.
+func (f *Fake) Header(name string) (*SetInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.faultyRead("list header " + name); err != nil {
+		return nil, err
+	}
+	s, err := f.get("list header", name)
+	if err != nil {
+		return nil, err
+	}
+	return &SetInfo{Set: s.hdr, References: f.refs[name], Elements: len(s.members)}, nil
+}
+
 // info snapshots a set. f.mu is held.
 func (f *Fake) info(s *fakeSet) *SetInfo {
 	in := &SetInfo{Set: s.hdr, References: f.refs[s.hdr.Name], Elements: len(s.members)}

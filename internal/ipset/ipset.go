@@ -269,6 +269,9 @@ type Interface interface {
 	Test(set string, e Entry) (bool, error)
 	// List returns one set's header and members.
 	List(name string) (*SetInfo, error)
+	// Header returns one set's header, references and member count (Elements), without
+	// its members: one short kernel request however large the set is.
+	Header(name string) (*SetInfo, error)
 	// ListNames returns the names of all sets, sorted.
 	ListNames() ([]string, error)
 	// Replace makes the set hold exactly entries, with the given header, in one kernel step:

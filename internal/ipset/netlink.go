@@ -545,6 +545,22 @@ func (r *Real) list(name string) (*SetInfo, error) {
 	return sets[0], nil
 }
 
+// Header implements Interface.
+func (r *Real) Header(name string) (*SetInfo, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
+	defer r.mu.RUnlock()
+	sets, err := r.dump("list header", name, listHeaderOnly)
+	if err != nil {
+		return nil, err
+	}
+	return sets[0], nil
+}
+
 // ListNames implements Interface.
 func (r *Real) ListNames() ([]string, error) {
 	if err := r.enter(); err != nil {

@@ -48,6 +48,8 @@ type Metrics struct {
 	SourceFileLastGood     prometheus.Gauge   // kipvs_source_file_last_good_timestamp_seconds
 
 	ClusterCIDROverlapsServiceCIDR prometheus.Gauge // kipvs_cluster_cidr_overlaps_service_cidr
+
+	ServicesNotProgrammed *prometheus.GaugeVec // kipvs_services_not_programmed{reason, ip_family}
 }
 
 // alpha is help as component-base exports a metric of stability level ALPHA: kube-proxy's
@@ -167,6 +169,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		ClusterCIDROverlapsServiceCIDR: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: kipvs, Name: "cluster_cidr_overlaps_service_cidr",
 			Help: "1 while a clusterCIDR is, contains or lies inside a Service CIDR (a misconfiguration; it is then not used to detect local traffic), else 0"}),
+		ServicesNotProgrammed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: kipvs, Name: "services_not_programmed",
+			Help: "Services not programmed on this node because of a capacity limit, by reason: TooManySetMembers (--kipvs-max-service-set-members), SetCapacityExceeded (--kipvs-max-set-members)"},
+			[]string{"reason", "ip_family"}),
 	}
 	reg.MustRegister(
 		m.SyncProxyRulesLatency, m.SyncFullProxyRulesLatency, m.SyncPartialProxyRulesLatency,
@@ -175,7 +181,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.IPTablesRestoreFailuresTotal, m.IPTablesRulesTotal, m.IPTablesRulesLastSync, m.NoLocalEndpointsTotal,
 		m.ProxyHealthzTotal, m.ProxyLivezTotal, m.ConntrackReconcileLatency, m.ConntrackDeletedEntries,
 		m.ObjectsChanged, m.DriftRepaired, m.SyncFull, m.SyncIncr, m.SyncErrors, m.SourceErrors,
-		m.SourceFileReloadErrors, m.SourceFileLastGood, m.ClusterCIDROverlapsServiceCIDR,
+		m.SourceFileReloadErrors, m.SourceFileLastGood, m.ClusterCIDROverlapsServiceCIDR, m.ServicesNotProgrammed,
 		buildInfo(),
 		// component-base's legacy registry exports every runtime/metrics series besides the
 		// go_memstats_* set.

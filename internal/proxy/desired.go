@@ -27,6 +27,13 @@ type Desired struct {
 	setSize  [numSets]int
 	addrs    map[netip.Addr]int
 	out      map[VSKey]int
+	// setLimit caps every set's size (0: no cap); see SetMemberLimit.
+	setLimit int
+	// held are the Services refused for want of room in a set, as built; each contributes
+	// only its Problems until room is freed (readmit).
+	held map[types.NamespacedName]*ServiceState
+	// readmitted lists the held Services that Updates of other Services let in (TakeReadmitted).
+	readmitted []types.NamespacedName
 }
 
 // NewDesired returns an empty desired state for a family.
@@ -38,6 +45,7 @@ func NewDesired(f inet.Family) *Desired {
 		members:  map[Member]int{},
 		addrs:    map[netip.Addr]int{},
 		out:      map[VSKey]int{},
+		held:     map[types.NamespacedName]*ServiceState{},
 	}
 }
 
@@ -65,8 +73,24 @@ func (t *Touched) Empty() bool {
 func (t *Touched) Len() int { return len(t.VirtualServers) + len(t.Members) + len(t.Addresses) }
 
 // Update replaces the contribution of Service name with st (nil removes it) and records in t
-// (when not nil) every object whose desired state changed.
+// (when not nil) every object whose desired state changed. With a set limit (SetMemberLimit),
+// a Service whose members would take a set beyond it is held back (see capacity.go).
 func (d *Desired) Update(name types.NamespacedName, st *ServiceState, t *Touched) {
+	delete(d.held, name)
+	if d.setLimit > 0 && st != nil {
+		if s, size := d.overflow(name, st); size > 0 {
+			d.held[name] = st
+			st = refuseForSet(st, s, size, d.setLimit)
+		}
+	}
+	if d.update(name, st, t) && len(d.held) > 0 {
+		d.readmit(t)
+	}
+}
+
+// update is Update without the set limit; it reports whether a set got smaller.
+func (d *Desired) update(name types.NamespacedName, st *ServiceState, t *Touched) bool {
+	shrunk := false
 	old := d.services[name]
 	if st.contributesNothing() {
 		delete(d.services, name)
@@ -120,6 +144,7 @@ func (d *Desired) Update(name types.NamespacedName, st *ServiceState, t *Touched
 		if d.members[m]--; d.members[m] == 0 {
 			delete(d.members, m)
 			d.setSize[m.Set]--
+			shrunk = true
 			if t != nil {
 				t.Members[m] = struct{}{}
 			}
@@ -146,6 +171,7 @@ func (d *Desired) Update(name types.NamespacedName, st *ServiceState, t *Touched
 			t.Addresses[a] = struct{}{}
 		}
 	}
+	return shrunk
 }
 
 func touch(t *Touched, k VSKey) {

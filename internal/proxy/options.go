@@ -67,6 +67,12 @@ type Options struct {
 	// UnavailableSchedulers are scheduler names whose kernel module failed to load (found by
 	// probing); a Service asking for one gets the global scheduler and a Problem. Sorted.
 	UnavailableSchedulers []string
+	// MaxServiceSetMembers refuses a Service with more set members than this (0: no
+	// limit; --kipvs-max-service-set-members). MaxSetMembers is the limit of one set's
+	// size, all Services together, that the daemon gives Desired.SetMemberLimit
+	// (--kipvs-max-set-members). See capacity.go.
+	MaxServiceSetMembers int
+	MaxSetMembers        int
 }
 
 // Equal reports whether two Options would build the same state. Every field counts, so a

@@ -124,7 +124,7 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 		b.member(Member{Set: SetIPVSIPs, Addr: a})
 	}
 	b.finish()
-	return st
+	return capServiceMembers(st, o.MaxServiceSetMembers)
 }
 
 // serviceVIPs are a Service's usable addresses of the family, by kind.

@@ -35,13 +35,32 @@ func New(f inet.Family, sets ipset.Interface, rules netfilter.Interface) *Filter
 // extension) stops the start instead of every sync.
 func (p *Filter) Check(ctx context.Context) error {
 	s := IPSet(p.family, proxy.SetIPVSIPs)
-	if err := p.sets.Create(s); err != nil {
+	if err := p.ensure(s); err != nil {
 		return fmt.Errorf("create ipset %s (is the ip_set kernel module available? modprobe ip_set ip_set_hash_ip): %w", s.Name, err)
 	}
 	if err := p.rules.Check(ctx, netfilter.TableFilter, "-m set --match-set "+s.Name+" dst -j RETURN"); err != nil {
 		return fmt.Errorf("iptables cannot match ipsets: load the xt_set kernel module (modprobe xt_set) and use an iptables package with the set extension (libxt_set): %w", err)
 	}
 	return nil
+}
+
+// ensure creates set s, or accepts a set of its name, type and family whatever its size
+// (kipvs may have grown it, see capacity.go).
+func (p *Filter) ensure(s ipset.Set) error {
+	err := p.sets.Create(s)
+	if !kerr.IsExists(err) {
+		return err
+	}
+	have, herr := p.sets.Header(s.Name)
+	if herr != nil {
+		return errors.Join(err, herr)
+	}
+	want := s
+	want.MaxElem = have.MaxElem
+	if p.sets.Create(want) == nil {
+		return nil
+	}
+	return err
 }
 
 // Members lists every set of the family.
@@ -79,14 +98,30 @@ func (p *Filter) CreateSet(s dataplane.SetSpec) error {
 	return nil
 }
 
-// AddMembers adds ms, one ipset batch per set, in the order the sets first appear.
+// AddMembers adds ms, one ipset batch per set, in the order the sets first appear. A set
+// that could not take its batch is first grown (capacity.go); when that fails its batch is
+// not sent.
 func (p *Filter) AddMembers(ms []proxy.Member) (int, []proxy.Set, error) {
-	return p.update(ms, "add", p.sets.Add)
+	return p.update(ms, "add", func(name string, es ...ipset.Entry) error {
+		if err := p.grow(name, len(es)); err != nil {
+			return err
+		}
+		return p.sets.Add(name, es...)
+	})
 }
 
-// DeleteMembers deletes ms, one ipset batch per set, in the order the sets first appear.
+// DeleteMembers deletes ms, one ipset batch per set, in the order the sets first appear. A
+// set left far larger than its content is shrunk (capacity.go); a failed shrink is not an
+// error of the batch (the set still holds what it should), and is retried at the next
+// delete.
 func (p *Filter) DeleteMembers(ms []proxy.Member) (int, []proxy.Set, error) {
-	return p.update(ms, "delete", p.sets.Del)
+	return p.update(ms, "delete", func(name string, es ...ipset.Entry) error {
+		if err := p.sets.Del(name, es...); err != nil {
+			return err
+		}
+		_ = p.shrink(name)
+		return nil
+	})
 }
 
 func (p *Filter) update(ms []proxy.Member, verb string, op func(string, ...ipset.Entry) error) (int, []proxy.Set, error) {
