@@ -26,7 +26,7 @@ UNITDIR      ?= $(PREFIX)/lib/systemd/system
 IMAGE        ?= ghcr.io/kipvs/kipvs:$(VERSION)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image
+.PHONY: node-bins node-prepare node-smoke node-images all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image
 
 all: build
 
@@ -73,6 +73,17 @@ e2e-bins:
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -o $(K8SBIN)/etcd go.etcd.io/etcd/server/v3
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -ldflags '$(KUBE_PROXY_LDFLAGS)' -o $(K8SBIN)/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 
+# The node's binaries (e2e/node, docs/conformance.md): kubelet, kube-controller-manager,
+# kube-scheduler and kubectl v1.34.10 from the same nested module, into their own directory.
+NODEBIN      := $(CACHE)/node-bin
+K8S_LDFLAGS  := $(KUBE_PROXY_LDFLAGS)
+node-bins:
+	@mkdir -p $(NODEBIN)
+	cd e2e/k8s && for b in kubelet kube-controller-manager kube-scheduler kubectl; do \
+		echo "build $$b"; \
+		CGO_ENABLED=0 $(GO) build -ldflags '$(K8S_LDFLAGS)' -o $(NODEBIN)/$$b k8s.io/kubernetes/cmd/$$b || exit 1; \
+	done
+
 # API-level end-to-end tests: etcd + kube-apiserver run natively on the host (127.0.0.1),
 # the tests and kipvs run inside the VM, which reaches only the apiserver.
 test-e2e: vm-prepare e2e-bins build $(BIN)/kustomize
@@ -84,6 +95,20 @@ test-e2e: vm-prepare e2e-bins build $(BIN)/kustomize
 		--timeout $(E2E_TIMEOUT) --env KIPVS_BIN=$(BIN)/kipvs --env KIPVS_ECHO_BIN=$(E2EBIN)/echo \
 		--env KIPVS_KUSTOMIZE=$(BIN)/kustomize --env KIPVS_DEPLOY_DIR=$(CURDIR)/deploy --env KIPVS_KUBE_PROXY_BIN=$(K8SBIN)/kube-proxy \
 		--test $(E2EBIN)/e2e.test --test $(E2EBIN)/deploy.test -- $(E2E_ARGS)
+
+# containerd, runc and the CNI plugins from Debian 12's packages, extracted into the cache
+# (nothing is installed on the host).
+NODEPKGS     := $(CACHE)/node
+node-prepare: deps
+	@e2e/node/prepare.sh $(NODEPKGS)
+
+# The real node's smoke (e2e/node, docs/conformance.md): control plane on the host, kubelet +
+# containerd in the VM on a tap link (needs root), kipvs applied from deploy/ as the DaemonSet
+# from its imported image, one ClusterIP Service answering from a pod through kipvs.
+NODE_ARGS    ?=
+node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images
+	$(GO) run ./e2e/node/cmd/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
+		--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e $(NODE_IMAGE_ARGS) $(NODE_ARGS)
 
 # kube-proxy v1.34.10 (IPVS mode) and kipvs side by side (e2e/bench, docs/performance.md): etcd and
 # kube-apiserver on the host, BENCH_N ClusterIP Services x BENCH_E endpoints loaded from the host, one
