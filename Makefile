@@ -22,11 +22,19 @@ PREFIX       ?= /usr/local
 BINDIR       ?= $(PREFIX)/bin
 SYSCONFDIR   ?= /etc
 UNITDIR      ?= $(PREFIX)/lib/systemd/system
-# make image: the first of podman, docker, buildah found, unless CONTAINER_TOOL is given.
+# make image: hack/ociimage writes IMAGE_ARCHIVE (an OCI archive named IMAGE) from Debian 12's
+# packages (cached in DEBCACHE) and bin/kipvs, no container engine needed; then loads it into
+# the first of podman, docker, buildah found (CONTAINER_TOOL=none: none), unless CONTAINER_TOOL
+# is given. Every file and the image carry SOURCE_DATE_EPOCH (default: the commit's time).
 IMAGE        ?= ghcr.io/kipvs/kipvs:$(VERSION)
+IMAGE_ARCHIVE ?= $(BIN)/kipvs-image.oci.tar
+PAUSE_ARCHIVE ?= $(BIN)/pause-image.oci.tar
+AGNHOST_ARCHIVE ?= $(BIN)/agnhost-image.oci.tar
+DEBCACHE     := $(CACHE)/debs
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: node-bins node-prepare node-smoke node-images all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage node-bins node-prepare node-smoke node-images image-echo
 
 all: build
 
@@ -86,7 +94,7 @@ node-bins:
 
 # API-level end-to-end tests: etcd + kube-apiserver run natively on the host (127.0.0.1),
 # the tests and kipvs run inside the VM, which reaches only the apiserver.
-test-e2e: vm-prepare e2e-bins build $(BIN)/kustomize
+test-e2e: vm-prepare e2e-bins build image-archive $(BIN)/kustomize
 	@mkdir -p $(E2EBIN)
 	CGO_ENABLED=0 $(GO) test -c -tags e2e -o $(E2EBIN)/e2e.test ./e2e/tests
 	CGO_ENABLED=0 $(GO) test -c -tags e2e -o $(E2EBIN)/deploy.test ./e2e/deploy
@@ -94,7 +102,7 @@ test-e2e: vm-prepare e2e-bins build $(BIN)/kustomize
 	$(GO) run ./e2e/cluster/cmd/e2erun --k8s-bin $(K8SBIN) --state $(CACHE)/e2e --vm-cache $(VMCACHE) \
 		--timeout $(E2E_TIMEOUT) --env KIPVS_BIN=$(BIN)/kipvs --env KIPVS_ECHO_BIN=$(E2EBIN)/echo \
 		--env KIPVS_KUSTOMIZE=$(BIN)/kustomize --env KIPVS_DEPLOY_DIR=$(CURDIR)/deploy --env KIPVS_KUBE_PROXY_BIN=$(K8SBIN)/kube-proxy \
-		--test $(E2EBIN)/e2e.test --test $(E2EBIN)/deploy.test -- $(E2E_ARGS)
+		--env KIPVS_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) --test $(E2EBIN)/e2e.test --test $(E2EBIN)/deploy.test -- $(E2E_ARGS)
 
 # containerd, runc and the CNI plugins from Debian 12's packages, extracted into the cache
 # (nothing is installed on the host).
@@ -105,10 +113,25 @@ node-prepare: deps
 # The real node's smoke (e2e/node, docs/conformance.md): control plane on the host, kubelet +
 # containerd in the VM on a tap link (needs root), kipvs applied from deploy/ as the DaemonSet
 # from its imported image, one ClusterIP Service answering from a pod through kipvs.
+# NODE_ARGS="--until node" (or kipvs) stops after that step; --memory, --timeout, --tap, --host-ip,
+# --node-ip: see `go run ./e2e/node/cmd/noderun -h`.
 NODE_ARGS    ?=
 node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images
 	$(GO) run ./e2e/node/cmd/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
-		--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e $(NODE_IMAGE_ARGS) $(NODE_ARGS)
+		--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e \
+		--image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE) --image $(PAUSE_ARCHIVE) --pause-image registry.k8s.io/pause:3.10.1 \
+		--image $(ECHO_ARCHIVE) --echo-image $(ECHO_IMAGE) $(NODE_ARGS)
+
+# The images the node smoke imports into containerd: kipvs's, the pause image, and e2e/echo's.
+node-images: image-archive image-pause image-echo
+
+# e2e/echo as an image (/echo), the node smoke's backend and client.
+ECHO_ARCHIVE ?= $(BIN)/echo-image.oci.tar
+ECHO_IMAGE   := localhost/kipvs-e2e-echo:dev
+image-echo: ociimage
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/echo ./e2e/echo
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build echo --input echo=$(BIN)/echo --tag $(ECHO_IMAGE) \
+		--out $(ECHO_ARCHIVE)
 
 # kube-proxy v1.34.10 (IPVS mode) and kipvs side by side (e2e/bench, docs/performance.md): etcd and
 # kube-apiserver on the host, BENCH_N ClusterIP Services x BENCH_E endpoints loaded from the host, one
@@ -151,20 +174,67 @@ install: build
 		install -m 0644 deploy/systemd/kipvs.env $(DESTDIR)$(SYSCONFDIR)/default/kipvs; \
 	fi
 
-# The container image (deploy/Containerfile) around bin/kipvs. Needs podman, docker with a
-# reachable engine, or buildah; without one it fails at once.
-image:
+# hack/ociimage, the image builder (no container engine).
+ociimage:
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ociimage ./hack/ociimage
+
+# The kipvs image as an OCI archive (IMAGE_ARCHIVE, its digest in IMAGE_ARCHIVE.digest), built
+# without a container engine; push it with `crane push`/`skopeo copy oci-archive:`, import it
+# with `ctr -n k8s.io images import`. It is then loaded into CONTAINER_TOOL when one is found
+# and reaches an engine (one given explicitly must).
+image: image-archive
+	@tool='$(CONTAINER_TOOL)'; explicit='$(filter command line environment,$(origin CONTAINER_TOOL))'; \
+	case "$$tool" in ""|none) echo "make image: $(IMAGE_ARCHIVE) written (no container engine to load it into)"; exit 0;; esac; \
+	case "$$(basename "$$tool")" in docker|podman) \
+		if ! timeout 20 "$$tool" info >/dev/null 2>&1; then \
+			if [ -n "$$explicit" ]; then echo "make image: $$tool reaches no container engine ('$$tool info' failed): $(IMAGE_ARCHIVE) is written but not loaded" >&2; exit 1; fi; \
+			echo "make image: $(IMAGE_ARCHIVE) written; $$tool reaches no container engine, so it is not loaded"; exit 0; \
+		fi;; \
+	esac; \
+	case "$$(basename "$$tool")" in \
+		buildah) set -x; "$$tool" pull oci-archive:$(IMAGE_ARCHIVE);; \
+		*) set -x; "$$tool" load -i $(IMAGE_ARCHIVE);; \
+	esac
+
+# The archive alone (what test-e2e's TestImageRootfs runs kipvs from).
+image-archive: build ociimage
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build kipvs --input kipvs=$(BIN)/kipvs --tag $(IMAGE) \
+		--debs $(DEBCACHE) --out $(IMAGE_ARCHIVE) --digest-file $(IMAGE_ARCHIVE).digest
+
+# The pause image kubelet's pods need (registry.k8s.io/pause:3.10.1), from hack/pause.
+image-pause: ociimage
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/pause ./hack/pause
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build pause --input pause=$(BIN)/pause \
+		--out $(PAUSE_ARCHIVE) --digest-file $(PAUSE_ARCHIVE).digest
+
+# agnhost, the e2e suite's test image (registry.k8s.io/e2e-test-images/agnhost:2.56) on Debian 12,
+# its binary built from k8s.io/kubernetes v1.34.10 in the nested module e2e/k8s.
+image-agnhost: ociimage
+	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/agnhost k8s.io/kubernetes/test/images/agnhost
+	porter=$$(cd e2e/k8s && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter; \
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build agnhost --input agnhost=$(BIN)/agnhost \
+		--input porter-crt=$$porter/localhost.crt --input porter-key=$$porter/localhost.key \
+		--debs $(DEBCACHE) --out $(AGNHOST_ARCHIVE) --digest-file $(AGNHOST_ARCHIVE).digest
+
+# Every image a node of the conformance run imports, as OCI archives in bin/.
+e2e-images: image-archive image-pause image-agnhost
+
+# The same image built by a container engine from deploy/Containerfile (its build stage runs
+# hack/ociimage's kipvs recipe on an installed Debian 12, so the file system is the same); for
+# machines without Debian's apt. Needs podman, docker with a reachable engine, or buildah.
+image-containerfile:
 	@tool='$(CONTAINER_TOOL)'; \
-	if [ -z "$$tool" ]; then \
-		echo "make image: no container tool (podman, docker or buildah) on this machine: the image cannot be built here" >&2; exit 1; \
+	if [ -z "$$tool" ] || [ "$$tool" = none ]; then \
+		echo "make image-containerfile: no container tool (podman, docker or buildah) on this machine: use make image" >&2; exit 1; \
 	fi; \
 	case "$$(basename "$$tool")" in docker|podman) \
 		if ! timeout 20 "$$tool" info >/dev/null 2>&1; then \
-			echo "make image: $$tool is installed but reaches no container engine ('$$tool info' failed): the image cannot be built here; start the engine, or use CONTAINER_TOOL=buildah" >&2; exit 1; \
+			echo "make image-containerfile: $$tool is installed but reaches no container engine ('$$tool info' failed); start the engine, or use make image" >&2; exit 1; \
 		fi;; \
 	esac
 	$(MAKE) build
-	rm -rf $(BIN)/image && mkdir -p $(BIN)/image && cp $(BIN)/kipvs deploy/image/rootfs.sh $(BIN)/image/
+	rm -rf $(BIN)/image && mkdir -p $(BIN)/image && cp $(BIN)/kipvs $(BIN)/image/
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/image/ociimage ./hack/ociimage
 	$(CONTAINER_TOOL) build -f deploy/Containerfile -t $(IMAGE) $(BIN)/image
 
 # The Debian packages the VM tests and the demo need (e2e/vm/deps.sh names them): installed

@@ -3,6 +3,7 @@
 package deploy
 
 import (
+	"bytes"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,9 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/hack/ociimage/oci"
 )
 
 // imageFiles are the only files the image may hold besides directories: kipvs, the two
@@ -28,26 +29,40 @@ var imageFiles = regexp.MustCompile(`^(` +
 	`etc/protocols` +
 	`)$`)
 
-// TestImageRootfs builds the image's file system with deploy/image/rootfs.sh, as the
-// Containerfile's build stage does, and proves it is what kipvs needs and nothing more
-// (issue 6: a minimal base with iptables, nft and legacy, and nothing kipvs does not need):
-// it holds only the files listed above (no shell, no package manager, no ipvsadm or ipset);
-// kipvs run from a chroot of it programs the real kernel, iptables rules with every match
-// and target it uses included, on the nft backend and then on the legacy one (chosen by
-// kipvs because of a kubelet hint chain there, as on a legacy node); and `kipvs cleanup`
-// from the chroot removes it all again.
+// TestImageRootfs unpacks the kipvs image that ships, the OCI archive `make image` writes
+// (KIPVS_IMAGE_ARCHIVE, from hack/ociimage's kipvs recipe), as a container runtime would, and
+// proves it is what kipvs needs and nothing more (issue 6: a minimal base with iptables, nft
+// and legacy, and nothing kipvs does not need): it holds only the files listed above (no
+// shell, no package manager, no ipvsadm or ipset); kipvs run from a chroot of it with the
+// image's own entrypoint and command programs the real kernel, iptables rules with every match
+// and target it uses included, on the nft backend and then on the legacy one (chosen by kipvs
+// because of a kubelet hint chain there, as on a legacy node); and `kipvs cleanup` from the
+// chroot removes it all again.
 func TestImageRootfs(t *testing.T) {
 	e := loadEnv(t)
-	root := filepath.Join(t.TempDir(), "rootfs")
-	if out, err := harness.RunWithin(8*time.Minute, "sh", filepath.Join(e.deployDir, "image", "rootfs.sh"), root); err != nil {
-		t.Fatalf("rootfs.sh: %v\n%s", err, out)
+	archive := os.Getenv("KIPVS_IMAGE_ARCHIVE")
+	if archive == "" {
+		t.Fatal("KIPVS_IMAGE_ARCHIVE is not set: run through make test-e2e, which builds it (make image-archive)")
 	}
+	img, err := oci.ReadArchiveFile(archive)
+	if err != nil {
+		t.Fatalf("the image archive: %v", err)
+	}
+	root := filepath.Join(t.TempDir(), "rootfs")
+	if err := img.Unpack(root); err != nil {
+		t.Fatalf("unpack %s: %v", archive, err)
+	}
+	t.Logf("image %s (%s): %d layers", img.ManifestDigest, archive, len(img.Layers))
 	bin, err := os.ReadFile(e.kipvs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "usr/local/bin/kipvs"), bin, 0o755); err != nil {
-		t.Fatal(err)
+	if shipped, err := os.ReadFile(filepath.Join(root, "usr/local/bin/kipvs")); err != nil || !bytes.Equal(shipped, bin) {
+		t.Fatalf("the image's /usr/local/bin/kipvs is not %s (%v): the archive is stale, make image-archive", e.kipvs, err)
+	}
+	entrypoint := append(slices.Clone(img.Config.Config.Entrypoint), img.Config.Config.Cmd...)
+	if want := []string{"/usr/local/bin/kipvs", "run"}; !slices.Equal(entrypoint, want) {
+		t.Fatalf("the image runs %q, want %q", entrypoint, want)
 	}
 
 	var files, extra []string
@@ -102,7 +117,7 @@ func TestImageRootfs(t *testing.T) {
 	}
 	const vip = "10.96.0.10:80"
 	chrootKipvs := func(args ...string) []string {
-		return append([]string{root, "/usr/local/bin/kipvs"}, args...)
+		return append([]string{root, img.Config.Config.Entrypoint[0]}, args...)
 	}
 
 	for _, mode := range []string{"nft", "legacy"} {
@@ -118,7 +133,7 @@ func TestImageRootfs(t *testing.T) {
 					}
 				})
 			}
-			k := startKipvs(t, "chroot", chrootKipvs("run", "--kipvs-source-file", "/tmp/services.yaml",
+			k := startKipvs(t, "chroot", chrootKipvs(img.Config.Config.Cmd[0], "--kipvs-source-file", "/tmp/services.yaml",
 				"--hostname-override", "image-node", "--cluster-cidr", "10.244.0.0/16")...)
 			k.Until(t, startLimit, "kipvs in the image's file system programs "+vip+" and iptables-"+mode, func() (bool, string) {
 				if last, err := lastSync(); err != nil || last.IsZero() {

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kipvs/kipvs/hack/ociimage/oci"
+)
+
+// TestBuildPause runs the tool's build command on the pause recipe and reads the archive back:
+// one layer holding /pause as given, the upstream name, user and entrypoint, the time from
+// SOURCE_DATE_EPOCH, and the printed digest in --digest-file. A second build gives the same
+// bytes.
+func TestBuildPause(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "pause-bin")
+	if err := os.WriteFile(bin, []byte("#!pause"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	build := func(out string) []byte {
+		t.Helper()
+		if err := run([]string{"build", "pause", "--input", "pause=" + bin, "--out", out, "--digest-file", out + ".digest"}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	first := build(filepath.Join(dir, "a.tar"))
+	if second := build(filepath.Join(dir, "b.tar")); !slices.Equal(first, second) {
+		t.Error("two builds from the same inputs differ")
+	}
+	a, err := oci.ReadArchiveFile(filepath.Join(dir, "a.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := os.ReadFile(filepath.Join(dir, "a.tar.digest")); strings.TrimSpace(string(d)) != a.ManifestDigest {
+		t.Errorf("--digest-file holds %q, the archive's manifest is %s", d, a.ManifestDigest)
+	}
+	if len(a.Index.Manifests) != 1 || a.Index.Manifests[0].Annotations[oci.AnnotationImageName] != "registry.k8s.io/pause:3.10.1" {
+		t.Errorf("index: %+v", a.Index.Manifests)
+	}
+	want := oci.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}
+	if diff := cmp.Diff(want, a.Config.Config); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	if a.Config.Created != "2023-11-14T22:13:20Z" {
+		t.Errorf("created %s, want SOURCE_DATE_EPOCH's 2023-11-14T22:13:20Z", a.Config.Created)
+	}
+	if len(a.Layers) != 1 || len(a.Layers[0]) != 1 {
+		t.Fatalf("layers: %+v", a.Layers)
+	}
+	if e := a.Layers[0][0]; e.Path != "pause" || e.Type != oci.File || e.Mode != 0o755 || string(e.Data) != "#!pause" || e.UID != 0 {
+		t.Errorf("layer entry: %+v", e)
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "f")
+	if err := os.WriteFile(bin, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "x.tar")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"build", "pause", "--out", out}, "input pause (/pause) not given: --input pause=FILE"},
+		{[]string{"build", "pause", "--out", out, "--input", "pause=" + bin, "--input", "other=" + bin}, "--input other: recipe pause takes no such input"},
+		{[]string{"build", "nothing", "--out", out}, `no recipe "nothing"`},
+		{[]string{"build", "pause", "--input", "pause=" + bin}, "--out is required"},
+		{[]string{"build", "pause", "--out", out, "--input", "pause=" + filepath.Join(dir, "missing")}, "input pause: open"},
+	} {
+		err := run(c.args)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a failed build left %s (%v)", out, err)
+	}
+}
+
+// TestContainerfileRunsTheRecipe: deploy/Containerfile builds the kipvs image from the same
+// recipe (its packages installed, `ociimage rootfs kipvs` on them) and runs what it runs.
+func TestContainerfileRunsTheRecipe(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/Containerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf := string(b)
+	r := kipvsRecipe()
+	for _, want := range []string{
+		"apt-get install -y --no-install-recommends " + strings.Join(r.Packages, " ") + " ",
+		"RUN /ociimage rootfs kipvs --source-root / --out /out\n",
+		"COPY kipvs /" + r.Inputs[0].Path + "\n",
+		"ENV " + strings.Join(r.Config.Env, " ") + "\n",
+		`ENTRYPOINT ["` + strings.Join(r.Config.Entrypoint, `", "`) + `"]` + "\n",
+		`CMD ["` + strings.Join(r.Config.Cmd, `", "`) + `"]` + "\n",
+	} {
+		if !strings.Contains(cf, want) {
+			t.Errorf("deploy/Containerfile lacks %q", want)
+		}
+	}
+}
