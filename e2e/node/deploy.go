@@ -118,6 +118,11 @@ func (r *runner) waitPodsReady(ctx context.Context, limit time.Duration, ns, sel
 			return false, err.Error()
 		}
 		out = strings.TrimSpace(out)
+		// An image that is not in containerd never will be: there is no registry to pull from.
+		if strings.Contains(out, "ErrImageNeverPull") || strings.Contains(out, "ErrImagePull") {
+			stop = fmt.Errorf("an image is not imported into containerd (give its archive with --image): %s", out)
+			return true, ""
+		}
 		pods := strings.Split(strings.TrimSuffix(out, ";"), ";")
 		if out == "" {
 			return false, "no pod yet"

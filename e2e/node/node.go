@@ -215,6 +215,11 @@ func (r *runner) teardown() {
 			if err != nil {
 				r.logf("VM: %v", err)
 			}
+			for _, l := range strings.Split(r.rep.VM, "\n") {
+				if strings.Contains(l, "node: ") && strings.Contains(l, " stop: ") {
+					r.logf("VM %s", strings.TrimSpace(l))
+				}
+			}
 		case <-time.After(60 * time.Second):
 			r.logf("VM did not stop within 60s of the stop request")
 		}

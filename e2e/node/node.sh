@@ -83,7 +83,7 @@ for img in $NODE_IMAGES; do
 	ctr --address /run/containerd/containerd.sock -n k8s.io images import --all-platforms "$img" >>"$logs/import.log" 2>&1 ||
 		fail "import $img (see import.log)"
 done
-ctr --address /run/containerd/containerd.sock -n k8s.io images ls -q | sed 's/^/node: image /'
+ctr --address /run/containerd/containerd.sock -n k8s.io images ls | awk 'NR > 1 && $1 !~ /^sha256:/ {print "node: image " $1 " " $3}'
 
 step "kubelet $("$NODE_BIN/kubelet" --version)"
 "$NODE_BIN/kubelet" --config "$NODE_STATE/kubelet.yaml" --kubeconfig "$NODE_STATE/kubelet.kubeconfig" \
