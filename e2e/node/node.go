@@ -91,8 +91,10 @@ type runner struct {
 	admin     string // admin kubeconfig path
 	serverURL string
 	vmDone    chan error
-	stopVM    chan struct{}
-	vmOut     *syncBuffer
+	// vmCancel kills the VM (its qemu) when it does not stop on request.
+	vmCancel context.CancelFunc
+	stopVM   chan struct{}
+	vmOut    *syncBuffer
 }
 
 // Run brings the cluster up, runs the smoke and tears everything down. The error names the
@@ -191,8 +193,7 @@ func (r *runner) preflight(ctx context.Context) error {
 		return errors.New("the pause, kipvs and echo image names are needed (--pause-image, --kipvs-image, --echo-image)")
 	}
 	r.kubectl = filepath.Join(c.NodeBin, "kubectl")
-	_ = os.RemoveAll(c.State)
-	return os.MkdirAll(c.State, 0o755)
+	return nil
 }
 
 func (r *runner) linkUp(ctx context.Context) error {
@@ -203,7 +204,9 @@ func (r *runner) linkUp(ctx context.Context) error {
 		return err
 	}
 	r.logf("tap %s: host %s/%d, node %s, pod CIDR %s routed to the node; nothing forwarded beyond", c.Tap, c.HostIP, c.Prefix, c.NodeIP, PodCIDR)
-	return nil
+	// The tap is the run's lock: only its holder clears the state directory.
+	_ = os.RemoveAll(c.State)
+	return os.MkdirAll(c.State, 0o755)
 }
 
 func (r *runner) teardown() {
@@ -221,8 +224,17 @@ func (r *runner) teardown() {
 				}
 			}
 		case <-time.After(60 * time.Second):
-			r.logf("VM did not stop within 60s of the stop request")
+			r.logf("VM did not stop within 60s of the stop request: killing it")
+			r.vmCancel()
+			select {
+			case <-r.vmDone:
+			case <-time.After(15 * time.Second):
+				r.logf("VM still running 15s after the kill")
+			}
 		}
+	}
+	if r.vmCancel != nil {
+		r.vmCancel()
 	}
 	if r.cl != nil {
 		r.cl.Stop()

@@ -24,6 +24,7 @@ wait_for() {
 	shift 2
 	i=0
 	while ! "$@" >/dev/null 2>&1; do
+		[ ! -f /run/vm/stop ] || fail "$what: the host asked to stop"
 		i=$((i + 1))
 		[ "$i" -lt $((limit * 2)) ] || fail "$what: not reached after ${limit}s"
 		sleep 0.5

@@ -162,8 +162,12 @@ func (r *runner) nodeUp(ctx context.Context) error {
 	r.stopVM = make(chan struct{})
 	vcfg.Stop = r.stopVM
 	r.vmDone = make(chan error, 1)
+	// The VM outlives ctx (it is stopped by request at teardown) but not the run: teardown
+	// cancels this when it does not stop.
+	vmCtx, vmCancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.vmCancel = vmCancel
 	go func() {
-		res, err := vm.Run(context.WithoutCancel(ctx), vcfg)
+		res, err := vm.Run(vmCtx, vcfg)
 		r.rep.VM = res.Output
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("the node script exited %d:\n%s", res.ExitCode, tailLines(res.Output, 40))
