@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"control plane", r.controlPlane, ""},
 		{"node Ready", r.nodeUp, "node"},
 		{"kipvs DaemonSet Ready", r.deployKipvs, "kipvs"},
-		{"ClusterIP Service answers", r.smoke, ""},
+		{"Service answers", r.smoke, ""},
 	}
 	switch cfg.Until {
 	case "", "node", "kipvs":
