@@ -35,7 +35,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage node-bins node-prepare node-smoke node-images image-echo
 
 all: build
 
@@ -82,6 +82,17 @@ e2e-bins:
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -o $(K8SBIN)/etcd go.etcd.io/etcd/server/v3
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -ldflags '$(KUBE_PROXY_LDFLAGS)' -o $(K8SBIN)/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 
+# The node's binaries (e2e/node, docs/conformance.md): kubelet, kube-controller-manager,
+# kube-scheduler and kubectl v1.34.10 from the same nested module, into their own directory.
+NODEBIN      := $(CACHE)/node-bin
+K8S_LDFLAGS  := $(KUBE_PROXY_LDFLAGS)
+node-bins:
+	@mkdir -p $(NODEBIN)
+	cd e2e/k8s && for b in kubelet kube-controller-manager kube-scheduler kubectl; do \
+		echo "build $$b"; \
+		CGO_ENABLED=0 $(GO) build -ldflags '$(K8S_LDFLAGS)' -o $(NODEBIN)/$$b k8s.io/kubernetes/cmd/$$b || exit 1; \
+	done
+
 # API-level end-to-end tests: etcd + kube-apiserver run natively on the host (127.0.0.1),
 # the tests and kipvs run inside the VM, which reaches only the apiserver.
 test-e2e: vm-prepare e2e-bins build image-archive $(BIN)/kustomize
@@ -93,6 +104,35 @@ test-e2e: vm-prepare e2e-bins build image-archive $(BIN)/kustomize
 		--timeout $(E2E_TIMEOUT) --env KIPVS_BIN=$(BIN)/kipvs --env KIPVS_ECHO_BIN=$(E2EBIN)/echo \
 		--env KIPVS_KUSTOMIZE=$(BIN)/kustomize --env KIPVS_DEPLOY_DIR=$(CURDIR)/deploy --env KIPVS_KUBE_PROXY_BIN=$(K8SBIN)/kube-proxy \
 		--env KIPVS_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) --test $(E2EBIN)/e2e.test --test $(E2EBIN)/deploy.test -- $(E2E_ARGS)
+
+# containerd, runc and the CNI plugins from Debian 12's packages, extracted into the cache
+# (nothing is installed on the host).
+NODEPKGS     := $(CACHE)/node
+node-prepare: deps
+	@e2e/node/prepare.sh $(NODEPKGS)
+
+# The real node's smoke (e2e/node, docs/conformance.md): control plane on the host, kubelet +
+# containerd in the VM on a tap link (needs root), kipvs applied from deploy/ as the DaemonSet
+# from its imported image, one ClusterIP Service answering from a pod through kipvs.
+# NODE_ARGS="--until node" (or kipvs) stops after that step; --memory, --timeout, --tap, --host-ip,
+# --node-ip: see `go run ./e2e/node/cmd/noderun -h`.
+NODE_ARGS    ?=
+node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images
+	$(GO) run ./e2e/node/cmd/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
+		--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e \
+		--image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE) --image $(PAUSE_ARCHIVE) --pause-image registry.k8s.io/pause:3.10.1 \
+		--image $(ECHO_ARCHIVE) --echo-image $(ECHO_IMAGE) $(NODE_ARGS)
+
+# The images the node smoke imports into containerd: kipvs's, the pause image, and e2e/echo's.
+node-images: image-archive image-pause image-echo
+
+# e2e/echo as an image (/echo), the node smoke's backend and client.
+ECHO_ARCHIVE ?= $(BIN)/echo-image.oci.tar
+ECHO_IMAGE   := localhost/kipvs-e2e-echo:dev
+image-echo: ociimage
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/echo ./e2e/echo
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build echo --input echo=$(BIN)/echo --tag $(ECHO_IMAGE) \
+		--out $(ECHO_ARCHIVE)
 
 # kube-proxy v1.34.10 (IPVS mode) and kipvs side by side (e2e/bench, docs/performance.md): etcd and
 # kube-apiserver on the host, BENCH_N ClusterIP Services x BENCH_E endpoints loaded from the host, one

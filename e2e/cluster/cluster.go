@@ -42,6 +42,23 @@ type Options struct {
 	// ServiceCIDR is --service-cluster-ip-range (default DefaultServiceCIDR).
 	ServiceCIDR string
 	Log         io.Writer // process output; nil discards (logs are also in Dir)
+	// Node, when set, makes the apiserver fit for a cluster with a real kubelet (e2e/node).
+	Node *NodeAPI
+}
+
+// NodeAPI is what an apiserver serving real nodes needs beyond the API-level tests' setup:
+// an address the node reaches, a serving certificate from the cluster CA (pods verify it
+// with their ServiceAccount's ca.crt), client certificates, Node authorization, the
+// ServiceAccount admission plugin and the `kubernetes` Service's endpoints.
+type NodeAPI struct {
+	Address             string // bind and advertise address (the host's end of the node link)
+	ServingCert         string // files
+	ServingKey          string
+	ClientCA            string // the CA of the kubelet's and the controllers' client certificates
+	KubeletClientCert   string // the apiserver's client certificate towards kubelets (exec, logs)
+	KubeletClientKey    string
+	ServiceAccountKey   string // RSA private key (PEM) signing ServiceAccount tokens
+	KubeletAddressTypes string // --kubelet-preferred-address-types (default InternalIP)
 }
 
 // Cluster is a running etcd + kube-apiserver pair.
@@ -49,7 +66,9 @@ type Cluster struct {
 	Dir     string
 	APIPort int
 	Token   string
-	procs   []*exec.Cmd
+	address string // where the apiserver listens
+	opts    Options
+	procs   []*proc
 }
 
 // Start launches etcd and kube-apiserver and waits until the apiserver answers /readyz.
@@ -65,7 +84,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: o.Dir}
+	c := &Cluster{Dir: o.Dir, opts: o}
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
@@ -82,7 +101,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	keyFile := filepath.Join(o.Dir, "sa.key")
-	if err := writeRSAKey(keyFile); err != nil {
+	if o.Node != nil {
+		keyFile = o.Node.ServiceAccountKey
+	} else if err := writeRSAKey(keyFile); err != nil {
 		return nil, err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
@@ -95,21 +116,41 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		"--unsafe-no-fsync", "--log-level", "warn"); err != nil {
 		return nil, err
 	}
-	if err := c.spawn(o, "kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"),
+	args := []string{
 		"--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(c.APIPort),
-		"--cert-dir", filepath.Join(o.Dir, "certs"),
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-account-key-file", keyFile, "--service-account-signing-key-file", keyFile,
 		"--token-auth-file", tokenFile,
-		"--authorization-mode", "RBAC",
 		// As every cluster that runs kube-proxy or kipvs as a DaemonSet: both are privileged.
 		"--allow-privileged=true",
 		"--service-cluster-ip-range", o.ServiceCIDR,
-		"--disable-admission-plugins", "ServiceAccount",
-		"--endpoint-reconciler-type", "none",
-		"--v", "1"); err != nil {
+		"--v", "1",
+	}
+	c.address = "127.0.0.1"
+	if n := o.Node; n != nil {
+		c.address = n.Address
+		types := n.KubeletAddressTypes
+		if types == "" {
+			types = "InternalIP"
+		}
+		args = append(args,
+			"--bind-address", n.Address, "--advertise-address", n.Address,
+			"--tls-cert-file", n.ServingCert, "--tls-private-key-file", n.ServingKey,
+			"--client-ca-file", n.ClientCA,
+			"--kubelet-client-certificate", n.KubeletClientCert, "--kubelet-client-key", n.KubeletClientKey,
+			"--kubelet-preferred-address-types", types,
+			"--authorization-mode", "Node,RBAC",
+			"--enable-admission-plugins", "NodeRestriction")
+	} else {
+		args = append(args,
+			"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+			"--cert-dir", filepath.Join(o.Dir, "certs"),
+			"--authorization-mode", "RBAC",
+			"--disable-admission-plugins", "ServiceAccount",
+			"--endpoint-reconciler-type", "none")
+	}
+	if err := c.spawn(o, "kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"), args...); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -119,6 +160,36 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	return c, nil
 }
+
+// Spawn starts one more process of the cluster (kube-controller-manager, kube-scheduler), its
+// output in Dir/NAME.log; Stop ends it (before the apiserver and etcd). The caller checks it
+// is ready.
+func (c *Cluster) Spawn(name, bin string, args ...string) error {
+	return c.spawn(c.opts, name, bin, args...)
+}
+
+// Exited reports the first process of the cluster that has ended, as an error naming it
+// and its log; nil while all run.
+func (c *Cluster) Exited() error {
+	for _, p := range c.procs {
+		select {
+		case <-p.done:
+			return fmt.Errorf("cluster: %s exited: %s (see %s)", p.name, p.cmd.ProcessState, filepath.Join(c.Dir, p.name+".log"))
+		default:
+		}
+	}
+	return nil
+}
+
+// proc is one process of the cluster; done is closed when it has ended (and been waited for).
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// FreePorts returns n TCP ports free on 127.0.0.1 right now.
+func FreePorts(n int) ([]int, error) { return freePorts(n) }
 
 func (c *Cluster) spawn(o Options, name, bin string, args ...string) error {
 	logf, err := os.Create(filepath.Join(o.Dir, name+".log"))
@@ -136,7 +207,13 @@ func (c *Cluster) spawn(o Options, name, bin string, args ...string) error {
 		logf.Close()
 		return fmt.Errorf("cluster: start %s: %w", name, err)
 	}
-	c.procs = append(c.procs, cmd)
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	c.procs = append(c.procs, p)
 	return nil
 }
 
@@ -145,16 +222,13 @@ func (c *Cluster) waitReady(ctx context.Context, limit time.Duration) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	var stop error // a reason to give up before limit
 	_, err := poll.Wait(limit, "cluster: apiserver ready", func() (bool, string) {
-		for _, p := range c.procs {
-			if p.ProcessState != nil {
-				stop = fmt.Errorf("cluster: %s exited: %s (see %s)", filepath.Base(p.Path), p.ProcessState, c.Dir)
-				return true, ""
-			}
+		if stop = c.Exited(); stop != nil {
+			return true, ""
 		}
 		if stop = ctx.Err(); stop != nil {
 			return true, ""
 		}
-		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("https://127.0.0.1:%d/readyz", c.APIPort), nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", c.HostServer()+"/readyz", nil)
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 		resp, err := client.Do(req)
 		if err != nil {
@@ -196,23 +270,21 @@ current-context: e2e
 }
 
 // HostServer is the apiserver's URL on the host.
-func (c *Cluster) HostServer() string { return fmt.Sprintf("https://127.0.0.1:%d", c.APIPort) }
+func (c *Cluster) HostServer() string {
+	return "https://" + net.JoinHostPort(c.address, strconv.Itoa(c.APIPort))
+}
 
 // Stop terminates the processes (apiserver first) and waits for them.
 func (c *Cluster) Stop() {
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		p := c.procs[i]
-		if p.Process == nil {
-			continue
-		}
-		_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
+		pid := p.cmd.Process.Pid
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
 		select {
-		case <-done:
+		case <-p.done:
 		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
-			<-done
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			<-p.done
 		}
 	}
 	c.procs = nil

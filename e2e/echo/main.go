@@ -10,6 +10,9 @@
 // client sends, so a test can hold an established connection through IPVS (it counts as an
 // active connection of its real server) and later prove it was never cut. With -sctp it also
 // answers the first message of every SCTP association on the listen port the same way.
+//
+// As a client (the node smoke's pods have no curl): `echo -get URL` prints the body of one GET
+// (5 s limit) and exits non-zero on an error or a status other than 200.
 package main
 
 import (
@@ -29,7 +32,14 @@ func main() {
 	listen := flag.String("listen", ":8080", "address for both the TCP (HTTP) and the UDP listener")
 	tcpOnly := flag.Bool("tcp-only", false, "do not listen on UDP")
 	withSCTP := flag.Bool("sctp", false, "also listen on SCTP (needs the kernel's sctp module)")
+	get := flag.String("get", "", "client mode: GET this URL, print the body and exit")
 	flag.Parse()
+	if *get != "" {
+		if err := fetch(*get); err != nil {
+			log.Fatalf("echo: %v", err)
+		}
+		return
+	}
 	if *name == "" {
 		*name, _ = os.Hostname()
 	}
@@ -106,4 +116,21 @@ func hold(w http.ResponseWriter, name, remote string) {
 			return
 		}
 	}
+}
+
+// fetch prints the body of a GET of url.
+func fetch(url string) error {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(os.Stdout, resp.Body); err != nil {
+		return fmt.Errorf("GET %s: body: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
 }

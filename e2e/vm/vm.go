@@ -34,10 +34,19 @@ func DefaultModules() []string {
 }
 
 // Net gives the VM restricted user networking whose only path out is a guestfwd from
-// 10.0.2.100:6443 in the guest to 127.0.0.1:HostPort on the host.
+// 10.0.2.100:6443 in the guest to 127.0.0.1:HostPort on the host; or, with Tap set, one
+// virtio NIC on that host tap device instead (the caller creates the tap and addresses both
+// ends: the guest's eth0 is left down and unaddressed for the script to configure, and
+// virtio_net must be among Config.Modules).
 type Net struct {
 	HostPort int
+	Tap      string
+	MAC      string // the guest NIC's MAC address with Tap (default: qemu's)
 }
+
+// GuestStop is the file, inside the VM, that appears when Config.Stop is closed: a script
+// that serves until the host is done waits for it and then exits.
+const GuestStop = "/run/vm/stop"
 
 // GuestArtifacts is the directory, inside the VM, whose files Run copies to
 // Config.Artifacts on the host (it is on the VM's writable share; the script creates it).
@@ -57,6 +66,9 @@ type Config struct {
 	// Artifacts, when set, is a host directory that receives, after the run, what the
 	// script wrote under GuestArtifacts (the same relative paths; existing files replaced).
 	Artifacts string
+	// Stop, when closed, makes GuestStop appear in the VM; the run still ends only when the
+	// script exits (or Timeout passes).
+	Stop <-chan struct{}
 }
 
 // Result is what the script left behind.
@@ -92,6 +104,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	// The VM's init resolves paths under its view of the host root: a symbolic link to an
+	// absolute path (a worktree's .cache/vm) must be resolved here.
+	if resolved, err := filepath.EvalSymlinks(cache); err == nil {
+		cache = resolved
+	}
 	kverB, err := os.ReadFile(filepath.Join(cache, "current"))
 	if err != nil {
 		return Result{}, fmt.Errorf("vm: kernel cache not prepared (run e2e/vm/prepare.sh %s): %w", cache, err)
@@ -112,7 +129,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	defer os.RemoveAll(out)
 	netFlag := "0"
-	if cfg.Net != nil {
+	if cfg.Net != nil && cfg.Net.Tap == "" {
 		netFlag = "1"
 	}
 	env := fmt.Sprintf("VM_MODULES=%s\nVM_LOAD_MODULES=%q\nVM_NET=%s\nVM_WORKDIR=%s\n",
@@ -134,9 +151,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
 		"-virtfs", "local,path=" + out + ",mount_tag=out,security_model=none",
 	}
-	if cfg.Net == nil {
+	switch {
+	case cfg.Net == nil:
 		args = append(args, "-nic", "none")
-	} else {
+	case cfg.Net.Tap != "":
+		dev := "virtio-net-pci,netdev=n0,romfile="
+		if cfg.Net.MAC != "" {
+			dev += ",mac=" + cfg.Net.MAC
+		}
+		args = append(args,
+			"-netdev", fmt.Sprintf("tap,id=n0,ifname=%s,script=no,downscript=no", cfg.Net.Tap),
+			"-device", dev)
+	default:
 		args = append(args,
 			"-netdev", fmt.Sprintf("user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:10.0.2.100:6443-cmd:socat STDIO TCP:127.0.0.1:%d", cfg.Net.HostPort),
 			"-device", "virtio-net-pci,netdev=n0,romfile=")
@@ -150,7 +176,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.Stdin = nil
 	cmd.WaitDelay = 5 * time.Second
-	runErr := cmd.Run()
+	var runErr error
+	if err := cmd.Start(); err != nil {
+		runErr = err
+	} else {
+		waited := make(chan struct{})
+		if cfg.Stop != nil {
+			go func() {
+				select {
+				case <-cfg.Stop:
+					_ = os.WriteFile(filepath.Join(out, filepath.Base(GuestStop)), nil, 0o644)
+				case <-waited:
+				}
+			}()
+		}
+		runErr = cmd.Wait()
+		close(waited)
+	}
 
 	res := Result{ExitCode: -1, Elapsed: time.Since(start)}
 	if b, err := os.ReadFile(filepath.Join(out, "output")); err == nil {

@@ -122,6 +122,7 @@ func TestRecipeNames(t *testing.T) {
 		"pause":   "registry.k8s.io/pause:3.10.1",
 		"agnhost": "registry.k8s.io/e2e-test-images/agnhost:2.56",
 		"coredns": "registry.k8s.io/coredns/coredns:v1.12.1",
+		"echo":    "localhost/kipvs-e2e-echo:dev",
 	}
 	got := map[string]string{}
 	for n, r := range recipes() {

@@ -42,6 +42,7 @@ func recipes() map[string]recipe {
 		"pause":   pauseRecipe(),
 		"agnhost": agnhostRecipe(),
 		"coredns": corednsRecipe(),
+		"echo":    echoRecipe(),
 	}
 }
 
@@ -168,5 +169,15 @@ func corednsRecipe() recipe {
 		Inputs: []input{{Name: "coredns", Path: "coredns", Mode: 0o755}},
 		Config: oci.Config{Entrypoint: []string{"/coredns"}},
 		Names:  []string{"registry.k8s.io/coredns/coredns:v1.12.1"},
+	}
+}
+
+// echoRecipe is e2e/echo alone (/echo, static): the node smoke's (e2e/node) backend and client.
+func echoRecipe() recipe {
+	return recipe{
+		Doc:    "e2e/echo, the node smoke's backend and client; --input echo=bin/echo",
+		Inputs: []input{{Name: "echo", Path: "echo", Mode: 0o755}},
+		Config: oci.Config{Entrypoint: []string{"/echo"}},
+		Names:  []string{"localhost/kipvs-e2e-echo:dev"},
 	}
 }

@@ -1,0 +1,144 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kipvs/kipvs/internal/testutil/poll"
+)
+
+// The placeholders deploy/base/configmap.yaml asks an operator to set before applying.
+const (
+	placeholderServer = "https://control-plane.invalid:6443"
+	placeholderCIDR   = `clusterCIDR: ""`
+)
+
+// overlay writes a kustomization over the repository's deploy/ that does what its comments ask
+// of an operator: the apiserver address and the pod CIDR in the ConfigMap, and the image
+// that was imported into containerd.
+func (r *runner) overlay() (string, error) {
+	c := r.cfg
+	dir := filepath.Join(c.State, "deploy")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(c.Repo, "deploy", "base", "configmap.yaml"))
+	if err != nil {
+		return "", err
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.Unmarshal(b, &cm); err != nil {
+		return "", fmt.Errorf("deploy/base/configmap.yaml: %w", err)
+	}
+	conf, kc := cm.Data["config.conf"], cm.Data["kubeconfig.conf"]
+	if !strings.Contains(kc, placeholderServer) || !strings.Contains(conf, placeholderCIDR) {
+		return "", fmt.Errorf("deploy/base/configmap.yaml no longer holds %q in kubeconfig.conf and %q in config.conf: update e2e/node", placeholderServer, placeholderCIDR)
+	}
+	cm.Data["kubeconfig.conf"] = strings.ReplaceAll(kc, placeholderServer, r.server())
+	cm.Data["config.conf"] = strings.ReplaceAll(conf, placeholderCIDR, "clusterCIDR: "+PodCIDR)
+	patch := map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": cm.Name, "namespace": cm.Namespace},
+		"data":     cm.Data,
+	}
+	pb, err := yaml.Marshal(patch)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "configmap-patch.yaml"), pb, 0o644); err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(dir, filepath.Join(c.Repo, "deploy"))
+	if err != nil {
+		return "", err
+	}
+	name, tag, ok := strings.Cut(c.KipvsImage, ":")
+	if !ok {
+		return "", fmt.Errorf("kipvs image %q has no tag", c.KipvsImage)
+	}
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+patches:
+- path: configmap-patch.yaml
+images:
+- name: ghcr.io/kipvs/kipvs
+  newName: %s
+  newTag: %s
+`, rel, name, tag)
+	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
+}
+
+// deployKipvs applies deploy/ (through the overlay) with kubectl and waits for the DaemonSet's
+// pod on the node to be Ready: the kubelet started it with the manifests' securityContext,
+// mounts, probes and RBAC, from the imported image.
+func (r *runner) deployKipvs(ctx context.Context) error {
+	dir, err := r.overlay()
+	if err != nil {
+		return err
+	}
+	out, err := r.kubectlRun(ctx, time.Minute, nil, "apply", "--server-side", "-k", dir)
+	if err != nil {
+		return err
+	}
+	r.logf("applied deploy/:\n%s", strings.TrimSpace(out))
+	return r.waitPodsReady(ctx, 4*time.Minute, "kube-system", "app.kubernetes.io/name=kipvs", 1)
+}
+
+// waitPodsReady waits until n pods match selector and all are Ready; the detail is each
+// pod's phase and its containers' states.
+func (r *runner) waitPodsReady(ctx context.Context, limit time.Duration, ns, selector string, n int) error {
+	what := fmt.Sprintf("%d pod(s) %s in %s Ready", n, selector, ns)
+	r.logf("waiting up to %s for %s", limit, what)
+	var stop error
+	_, err := poll.Wait(limit, what, func() (bool, string) {
+		select {
+		case stop = <-r.vmDone:
+			r.stopVM = nil
+			if stop == nil {
+				stop = fmt.Errorf("the VM ended:\n%s", tailLines(r.rep.VM, 40))
+			}
+			return true, ""
+		default:
+		}
+		if stop = r.cl.Exited(); stop != nil {
+			return true, ""
+		}
+		out, err := r.kubectlRun(ctx, 10*time.Second, nil, "get", "pods", "-n", ns, "-l", selector, "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.phase} ready={.status.conditions[?(@.type=="Ready")].status} {range .status.containerStatuses[*]}{.state}{end};{end}`)
+		if err != nil {
+			return false, err.Error()
+		}
+		out = strings.TrimSpace(out)
+		// An image that is not in containerd never will be: there is no registry to pull from.
+		if strings.Contains(out, "ErrImageNeverPull") || strings.Contains(out, "ErrImagePull") {
+			stop = fmt.Errorf("an image is not imported into containerd (give its archive with --image): %s", out)
+			return true, ""
+		}
+		pods := strings.Split(strings.TrimSuffix(out, ";"), ";")
+		if out == "" {
+			return false, "no pod yet"
+		}
+		if len(pods) < n {
+			return false, out
+		}
+		for _, p := range pods {
+			if !strings.Contains(p, "ready=True") {
+				return false, out
+			}
+		}
+		return true, out
+	})
+	if stop != nil {
+		return stop
+	}
+	return err
+}

@@ -1,0 +1,293 @@
+// Package node brings up a real single-node Kubernetes cluster for kipvs (docs/conformance.md):
+// etcd, kube-apiserver, kube-controller-manager and kube-scheduler v1.34.10 natively on the
+// host; containerd, runc and the CNI plugins from Debian 12's packages and kubelet v1.34.10 in
+// the e2e VM (qemu/TCG, stock Debian kernel), linked to the host by a tap device on a private
+// subnet; kipvs applied from deploy/ with kubectl as the DaemonSet, its image imported into
+// containerd. Smoke checks that one ClusterIP Service answers from a pod through kipvs.
+package node
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kipvs/kipvs/e2e/cluster"
+)
+
+//go:embed node.sh
+var nodeScript string
+
+// Config describes one node run. Paths may be relative to the working directory (the
+// repository root).
+type Config struct {
+	Repo     string // repository root: deploy/ is applied from there
+	K8sBin   string // etcd, kube-apiserver (make e2e-bins)
+	NodeBin  string // kubelet, kube-controller-manager, kube-scheduler, kubectl (make node-bins)
+	NodePkgs string // e2e/node/prepare.sh's cache (containerd, runc, CNI plugins)
+	VMCache  string // e2e/vm/prepare.sh's cache
+	State    string // state directory, removed first; inside the tree the VM sees
+
+	Images     []string // OCI archives imported into containerd before the kubelet starts
+	KipvsImage string   // the kipvs image's name:tag in Images (the DaemonSet's image becomes it)
+	EchoImage  string   // an image in Images with /echo (e2e/echo), for the smoke's pods
+	PauseImage string   // containerd's sandbox image, in Images
+
+	Tap      string // host tap device name
+	HostIP   net.IP // host end of the link; the apiserver listens and advertises here
+	NodeIP   net.IP // the node's InternalIP
+	Prefix   int    // of the link's subnet
+	NodeName string
+	MemoryMB int
+	CPUs     int
+	Timeout  time.Duration // the whole run
+	// Until, when set, ends the run after that step: "node" (Ready), "kipvs" (the DaemonSet
+	// pod Ready); empty runs the smoke too.
+	Until string
+
+	Log io.Writer // progress lines
+}
+
+// Defaults for Config's network and sizes.
+const (
+	DefaultTap      = "kipvs-node0"
+	DefaultNodeName = "node-1"
+	PodCIDR         = "10.244.0.0/16"
+	ServiceCIDR     = "10.96.0.0/16"
+	ClusterDNS      = "10.96.0.10"
+)
+
+// Phase is one timed step of a run.
+type Phase struct {
+	Name    string
+	Elapsed time.Duration
+}
+
+// Report is what a run measured and saw.
+type Report struct {
+	Phases []Phase
+	Pods   string // kubectl get pods -A -o wide, at the end
+	IPVS   string // kipvs status -Ln in the kipvs pod
+	Answer string // the smoke's answers
+	VM     string // the node script's output
+}
+
+// runner holds one run's state.
+type runner struct {
+	cfg       Config
+	rep       *Report
+	link      *Link
+	pki       *PKI
+	cl        *cluster.Cluster
+	kubectl   string
+	admin     string // admin kubeconfig path
+	serverURL string
+	vmDone    chan error
+	// vmCancel kills the VM (its qemu) when it does not stop on request.
+	vmCancel context.CancelFunc
+	stopVM   chan struct{}
+	vmOut    *syncBuffer
+}
+
+// Run brings the cluster up, runs the smoke and tears everything down. The error names the
+// step that failed; the report holds what was measured up to there.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 20 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	r := &runner{cfg: cfg, rep: &Report{}}
+	defer r.teardown()
+	steps := []struct {
+		name  string
+		fn    func(context.Context) error
+		until string
+	}{
+		{"preflight", r.preflight, ""},
+		{"link", r.linkUp, ""},
+		{"control plane", r.controlPlane, ""},
+		{"node Ready", r.nodeUp, "node"},
+		{"kipvs DaemonSet Ready", r.deployKipvs, "kipvs"},
+		{"Service answers", r.smoke, ""},
+	}
+	switch cfg.Until {
+	case "", "node", "kipvs":
+	default:
+		return r.rep, fmt.Errorf("until %q: want node or kipvs", cfg.Until)
+	}
+	for _, s := range steps {
+		r.logf("step %q", s.name)
+		start := time.Now()
+		err := s.fn(ctx)
+		r.rep.Phases = append(r.rep.Phases, Phase{s.name, time.Since(start)})
+		if err != nil {
+			r.logf("step %q FAILED after %s: %v", s.name, time.Since(start).Round(100*time.Millisecond), err)
+			r.diagnose()
+			return r.rep, fmt.Errorf("step %q: %w", s.name, err)
+		}
+		r.logf("step %q done in %s", s.name, time.Since(start).Round(100*time.Millisecond))
+		if s.until != "" && s.until == cfg.Until {
+			r.rep.Pods, _ = r.kubectlRun(ctx, 20*time.Second, nil, "get", "pods", "-A", "-o", "wide")
+			break
+		}
+	}
+	return r.rep, nil
+}
+
+func (r *runner) logf(format string, args ...any) {
+	if r.cfg.Log != nil {
+		fmt.Fprintf(r.cfg.Log, "noderun: %s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
+	}
+}
+
+func (r *runner) preflight(ctx context.Context) error {
+	c := &r.cfg
+	for _, p := range []*string{&c.Repo, &c.K8sBin, &c.NodeBin, &c.NodePkgs, &c.VMCache, &c.State} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	for i, img := range c.Images {
+		abs, err := filepath.Abs(img)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return fmt.Errorf("image archive: %w", err)
+		}
+		c.Images[i] = abs
+	}
+	var missing []string
+	for _, f := range []string{
+		filepath.Join(c.K8sBin, "etcd"), filepath.Join(c.K8sBin, "kube-apiserver"),
+		filepath.Join(c.NodeBin, "kubelet"), filepath.Join(c.NodeBin, "kube-controller-manager"),
+		filepath.Join(c.NodeBin, "kube-scheduler"), filepath.Join(c.NodeBin, "kubectl"),
+	} {
+		if _, err := os.Stat(f); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("binaries not built (make e2e-bins node-bins): %s", strings.Join(missing, ", "))
+	}
+	cur, err := os.ReadFile(filepath.Join(c.NodePkgs, "current"))
+	if err != nil {
+		return fmt.Errorf("node packages not extracted (e2e/node/prepare.sh %s): %w", c.NodePkgs, err)
+	}
+	c.NodePkgs = filepath.Join(c.NodePkgs, strings.TrimSpace(string(cur)), "root")
+	if os.Geteuid() != 0 {
+		return errors.New("the node's tap device needs root")
+	}
+	if c.PauseImage == "" || (c.Until != "node" && c.KipvsImage == "") || (c.Until == "" && c.EchoImage == "") {
+		return errors.New("the pause, kipvs and echo image names are needed (--pause-image, --kipvs-image, --echo-image)")
+	}
+	r.kubectl = filepath.Join(c.NodeBin, "kubectl")
+	return nil
+}
+
+func (r *runner) linkUp(ctx context.Context) error {
+	c := r.cfg
+	r.link = &Link{Tap: c.Tap, HostIP: c.HostIP, Prefix: c.Prefix, NodeIP: c.NodeIP, Routes: []string{PodCIDR}}
+	if err := r.link.Up(); err != nil {
+		r.link = nil
+		return err
+	}
+	r.logf("tap %s: host %s/%d, node %s, pod CIDR %s routed to the node; nothing forwarded beyond", c.Tap, c.HostIP, c.Prefix, c.NodeIP, PodCIDR)
+	// The tap is the run's lock: only its holder clears the state directory.
+	_ = os.RemoveAll(c.State)
+	return os.MkdirAll(c.State, 0o755)
+}
+
+func (r *runner) teardown() {
+	if r.stopVM != nil {
+		close(r.stopVM)
+		r.stopVM = nil
+		select {
+		case err := <-r.vmDone:
+			if err != nil {
+				r.logf("VM: %v", err)
+			}
+			for _, l := range strings.Split(r.rep.VM, "\n") {
+				if strings.Contains(l, "node: ") && strings.Contains(l, " stop: ") {
+					r.logf("VM %s", strings.TrimSpace(l))
+				}
+			}
+		case <-time.After(60 * time.Second):
+			r.logf("VM did not stop within 60s of the stop request: killing it")
+			r.vmCancel()
+			select {
+			case <-r.vmDone:
+			case <-time.After(15 * time.Second):
+				r.logf("VM still running 15s after the kill")
+			}
+		}
+	}
+	if r.vmCancel != nil {
+		r.vmCancel()
+	}
+	if r.cl != nil {
+		r.cl.Stop()
+	}
+	if r.link != nil {
+		r.link.Down()
+		r.logf("tap %s removed", r.link.Tap)
+	}
+}
+
+// kubectlRun runs kubectl with the admin kubeconfig, bounded by limit.
+func (r *runner) kubectlRun(ctx context.Context, limit time.Duration, stdin []byte, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.kubectl, append([]string{"--kubeconfig", r.admin}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+// diagnose logs what helps after a failed step: the pods and the recent events.
+func (r *runner) diagnose() {
+	if r.cl == nil || r.admin == "" {
+		return
+	}
+	ctx := context.Background()
+	for _, args := range [][]string{
+		{"get", "nodes", "-o", "wide"},
+		{"get", "pods", "-A", "-o", "wide"},
+		{"get", "events", "-A", "--sort-by", ".lastTimestamp"},
+	} {
+		out, _ := r.kubectlRun(ctx, 20*time.Second, nil, args...)
+		r.logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+	}
+	if r.vmOut != nil {
+		r.logf("VM output so far:\n%s", tailLines(r.vmOut.String(), 40))
+	}
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// server is the apiserver's URL, as the host, the node and pods reach it.
+func (r *runner) server() string { return r.serverURL }

@@ -1,0 +1,123 @@
+package node
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatalf("%s: no PEM block", path)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The apiserver's certificate verifies for the addresses pods and the node use; a client
+// certificate carries the identity the Node authorizer and RBAC read.
+func TestPKIIssuesVerifiableCertificates(t *testing.T) {
+	p, err := NewPKI(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := net.ParseIP("192.168.123.1")
+	if err := p.Issue(CertSpec{Name: "apiserver", CN: "kube-apiserver", Server: true,
+		DNS: []string{"kubernetes.default.svc"}, IPs: []net.IP{host, serviceIP}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Issue(CertSpec{Name: "kubelet", CN: "system:node:node-1", Orgs: []string{"system:nodes"}, Client: true}); err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(readCert(t, p.Cert("ca")))
+	srv := readCert(t, p.Cert("apiserver"))
+	for _, name := range []string{"192.168.123.1", "10.96.0.1", "kubernetes.default.svc"} {
+		if _, err := srv.Verify(x509.VerifyOptions{Roots: roots, DNSName: name}); err != nil {
+			t.Errorf("apiserver certificate for %s: %v", name, err)
+		}
+	}
+	if _, err := srv.Verify(x509.VerifyOptions{Roots: roots, DNSName: "192.168.123.9"}); err == nil {
+		t.Error("apiserver certificate verifies for an address it was not issued for")
+	}
+	cl := readCert(t, p.Cert("kubelet"))
+	if _, err := cl.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("kubelet client certificate: %v", err)
+	}
+	if cl.Subject.CommonName != "system:node:node-1" || strings.Join(cl.Subject.Organization, ",") != "system:nodes" {
+		t.Errorf("kubelet identity: CN %q O %q", cl.Subject.CommonName, cl.Subject.Organization)
+	}
+	if _, err := cl.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		t.Error("a client certificate verifies as a server's")
+	}
+}
+
+// The overlay sets exactly what deploy/base/configmap.yaml asks an operator to set, and the
+// image; it fails clearly when the placeholders are gone.
+func TestOverlay(t *testing.T) {
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	r := &runner{cfg: Config{Repo: repo, State: state, KipvsImage: "ghcr.io/kipvs/kipvs:node-e2e", HostIP: net.ParseIP("192.168.123.1")}}
+	r.serverURL = "https://192.168.123.1:34567"
+	dir, err := r.overlay()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"deploy\npatches:", "newName: ghcr.io/kipvs/kipvs", "newTag: node-e2e"} {
+		if !strings.Contains(string(k), want) {
+			t.Errorf("kustomization.yaml lacks %q:\n%s", want, k)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "configmap-patch.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.Unmarshal(b, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cm.Data["kubeconfig.conf"], "server: https://192.168.123.1:34567\n") ||
+		!strings.Contains(cm.Data["config.conf"], "clusterCIDR: 10.244.0.0/16\n") {
+		t.Errorf("patched ConfigMap:\n%s", b)
+	}
+	if cm.Name != "kipvs" || cm.Namespace != "kube-system" {
+		t.Errorf("patch targets %s/%s", cm.Namespace, cm.Name)
+	}
+
+	// A deploy/ whose ConfigMap lost its placeholders.
+	fake := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(fake, "deploy", "base"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fake, "deploy", "base", "configmap.yaml"),
+		[]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kipvs}\ndata: {config.conf: x, kubeconfig.conf: y}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.cfg.Repo = fake
+	if _, err := r.overlay(); err == nil || !strings.Contains(err.Error(), "no longer holds") {
+		t.Errorf("overlay over a ConfigMap without placeholders: %v", err)
+	}
+}
