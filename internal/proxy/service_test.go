@@ -165,7 +165,7 @@ func buildCases() []buildCase {
 		},
 		{
 			name: "loadbalancer-source-ranges-exclude-node",
-			svc: svc("default", "fw", "10.96.0.18", lbIngress("203.0.113.40"), ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30083}), func(s *v1.Service) {
+			svc: svc("default", "fw", "10.96.0.18", lbIngress("203.0.113.41"), ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30083}), func(s *v1.Service) {
 				s.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
 			}),
 			slices: []*discoveryv1.EndpointSlice{slice("fw", "fw-1", "http", 8080, tcp, "10.244.1.5")},
