@@ -268,6 +268,13 @@ type Kipvs struct {
 	// EndpointMetrics adds per-endpoint traffic series (kipvs_endpoint_*, at most 10000
 	// endpoints per scrape) to the per-Service ones (--kipvs-endpoint-metrics).
 	EndpointMetrics bool
+	// ExternalIPCIDRs and LoadBalancerIPCIDRs, when not empty, are the only ranges a
+	// Service's spec.externalIPs and status.loadBalancer.ingress IPs may come from, in both
+	// families; an address outside is refused with a Warning Event on the Service
+	// (--kipvs-external-ip-cidrs, --kipvs-load-balancer-ip-cidrs). Empty allows all, as
+	// kube-proxy does.
+	ExternalIPCIDRs     []netip.Prefix
+	LoadBalancerIPCIDRs []netip.Prefix
 }
 
 // Defaults returns the configuration kube-proxy v1.34 runs with in IPVS mode when it is
@@ -321,6 +328,8 @@ func (c *Config) Clone() Config {
 	out.NodePortAddresses = slices.Clone(c.NodePortAddresses)
 	out.IPVS.ExcludeCIDRs = slices.Clone(c.IPVS.ExcludeCIDRs)
 	out.Kipvs.ServiceCIDRs = slices.Clone(c.Kipvs.ServiceCIDRs)
+	out.Kipvs.ExternalIPCIDRs = slices.Clone(c.Kipvs.ExternalIPCIDRs)
+	out.Kipvs.LoadBalancerIPCIDRs = slices.Clone(c.Kipvs.LoadBalancerIPCIDRs)
 	out.FeatureGates = maps.Clone(c.FeatureGates)
 	return out
 }

@@ -108,7 +108,7 @@ func TestFlagsMatchKubeProxy(t *testing.T) {
 	})
 	for name, def := range map[string]string{
 		"kipvs-source-file": "", "kipvs-service-cidr": "", "kipvs-graceful-period": "30s", "kipvs-log-format": "console",
-		"kipvs-endpoint-metrics": "false",
+		"kipvs-endpoint-metrics": "false", "kipvs-external-ip-cidrs": "", "kipvs-load-balancer-ip-cidrs": "",
 	} {
 		fl := fs.Lookup(name)
 		if fl == nil {

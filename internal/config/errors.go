@@ -108,6 +108,8 @@ const (
 	sSourceFile          setting = " --kipvs-source-file"
 	sServiceCIDR         setting = " --kipvs-service-cidr"
 	sGracefulPeriod      setting = " --kipvs-graceful-period"
+	sExternalIPCIDRs     setting = " --kipvs-external-ip-cidrs"
+	sLoadBalancerIPCIDRs setting = " --kipvs-load-balancer-ip-cidrs"
 )
 
 // quoteList renders a list of values for an error detail.

@@ -251,7 +251,6 @@ func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, re
 		}
 	}
 	err = d.syncFamilies(ctx, true, readTook, nil, func(i int, f *family) error {
-		d.reportConflicts(f)
 		res, err := f.rec.FullSyncFrom(ctx, f.desired, &f.opts, reads[i])
 		if err == nil && !res.Plan.Empty() {
 			d.log.Info("full sync applied changes", zap.String("family", f.ipFamily.String()), zap.Int("changes", res.Plan.Len()),
@@ -286,7 +285,42 @@ func (d *Daemon) options(f inet.Family, node *v1.Node, host []netip.Addr) proxy.
 		}
 	}
 	slices.Sort(o.UnavailableSchedulers)
+	var sc watch.ServiceCIDRs
+	if d.deps.Source != nil {
+		sc = d.deps.Source.ServiceCIDRs()
+	}
+	o.ServiceCIDRs = serviceCIDRs(f, sc, d.cfg.Kipvs.ServiceCIDRs)
+	for _, a := range d.deps.APIServerAddrs {
+		if f.Matches(a) {
+			o.APIServerAddresses = append(o.APIServerAddresses, a)
+		}
+	}
+	o.ExternalIPCIDRs = d.cfg.Kipvs.ExternalIPCIDRs
+	o.LoadBalancerIPCIDRs = d.cfg.Kipvs.LoadBalancerIPCIDRs
 	return o
+}
+
+// serviceCIDRs returns the Service CIDRs of family f no external or load balancer IP may
+// come from: the cluster's ServiceCIDR objects when the API serves them, else the
+// configured ones (--kipvs-service-cidr), and default/kubernetes's cluster IPs in any case
+// (as single addresses; they prove a range, not its length).
+func serviceCIDRs(f inet.Family, sc watch.ServiceCIDRs, configured []netip.Prefix) []netip.Prefix {
+	cidrs := sc.CIDRs
+	if sc.Origin != watch.ServiceCIDRsFromAPI || len(cidrs) == 0 {
+		cidrs = configured
+	}
+	var out []netip.Prefix
+	for _, p := range cidrs {
+		if f.Matches(p.Addr()) {
+			out = append(out, p)
+		}
+	}
+	for _, a := range sc.KubernetesServiceIPs {
+		if f.Matches(a) && !slices.ContainsFunc(out, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out
 }
 
 // probeSchedulers checks that every scheduler a Service asks for by annotation can be
@@ -364,7 +398,10 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 			delete(d.problems, k)
 		}
 	}
-	d.reportConflicts(f)
+	// Conflicts are known once every Service is in.
+	for name := range snap.Services {
+		d.reportService(f, name)
+	}
 	res, err := f.rec.FullSyncFrom(ctx, f.desired, &f.opts, rd)
 	if err != nil {
 		return err
@@ -386,6 +423,20 @@ func (d *Daemon) incrementalSync(ctx context.Context, f *family, ch watch.Change
 		f.desired.Update(name, st, touched)
 		d.track(f, name, st)
 	}
+	// A changed Service may have won or lost a virtual server from another one: report
+	// both sides' problems as they are now.
+	report := map[types.NamespacedName]bool{}
+	for name := range ch.Services {
+		report[name] = true
+	}
+	for k := range touched.VirtualServers {
+		for _, name := range f.desired.Claimants(k) {
+			report[name] = true
+		}
+	}
+	for name := range report {
+		d.reportService(f, name)
+	}
 	if touched.Empty() {
 		return nil
 	}
@@ -397,21 +448,20 @@ func (d *Daemon) incrementalSync(ctx context.Context, f *family, ch watch.Change
 	return nil
 }
 
-// reportConflicts reports the virtual servers two Services of the family claim.
-func (d *Daemon) reportConflicts(f *family) {
-	for _, p := range f.desired.Conflicts() {
-		d.report(f, p.Service, append(slices.Clone(f.desired.Service(p.Service).Problems), p))
-	}
-}
-
-// track updates the per-Service bookkeeping of one family after a Service was rebuilt:
-// its problems (reported when they change) and its no-local-endpoints state.
-func (d *Daemon) track(f *family, name types.NamespacedName, st *proxy.ServiceState) {
+// reportService reports the problems a Service has in the family now: its own, and the
+// virtual servers it claims but another Service wins (never on the winner).
+func (d *Daemon) reportService(f *family, name types.NamespacedName) {
 	var problems []proxy.Problem
-	if st != nil {
-		problems = st.Problems
+	if st := f.desired.Service(name); st != nil {
+		problems = append(slices.Clone(st.Problems), f.desired.ConflictsOf(name)...)
 	}
 	d.report(f, name, problems)
+}
+
+// track updates the per-Service bookkeeping of one family after a Service was rebuilt: its
+// no-local-endpoints state. (Its problems are reported once every change is in, with the
+// conflicts the change made: reportService.)
+func (d *Daemon) track(f *family, name types.NamespacedName, st *proxy.ServiceState) {
 	setFlag(f.noLocalInternal, name, st != nil && st.NoLocalInternal)
 	setFlag(f.noLocalExternal, name, st != nil && st.NoLocalExternal)
 }

@@ -390,22 +390,52 @@ func (d *Desired) OutFilter() []VSKey {
 func (d *Desired) Conflicts() []Problem {
 	var out []Problem
 	for _, list := range d.vs {
-		w := list[0]
-		why := "it claimed the address and port first (by namespace/name)"
-		if w.Kind == kindClusterIP {
-			why = "a cluster IP always wins over another Service's claim"
-		}
 		for _, loser := range list[1:] {
-			out = append(out, Problem{
-				Service: loser.Owner.NamespacedName,
-				Field:   loser.Kind.field(),
-				Reason:  "VirtualServerConflict",
-				Message: fmt.Sprintf("%s %s is the %s of %s, which keeps it (%s); this claim is not programmed", loser.Kind, loser.VSKey, w.Kind, w.Owner, why),
-			})
+			out = append(out, conflict(loser.VirtualServer, list[0].VirtualServer))
 		}
 	}
 	slices.SortFunc(out, func(a, b Problem) int { return cmp.Compare(a.String(), b.String()) })
 	return out
+}
+
+// ConflictsOf returns the Problems of the virtual servers Service name claims and lost,
+// sorted.
+func (d *Desired) ConflictsOf(name types.NamespacedName) []Problem {
+	st := d.services[name]
+	if st == nil {
+		return nil
+	}
+	var out []Problem
+	for _, v := range st.VirtualServers {
+		if list := d.vs[v.VSKey]; len(list) > 0 && list[0].VirtualServer != v {
+			out = append(out, conflict(v, list[0].VirtualServer))
+		}
+	}
+	slices.SortFunc(out, func(a, b Problem) int { return cmp.Compare(a.String(), b.String()) })
+	return out
+}
+
+// Claimants returns the Services that claim virtual server k, the winner first.
+func (d *Desired) Claimants(k VSKey) []types.NamespacedName {
+	list := d.vs[k]
+	out := make([]types.NamespacedName, len(list))
+	for i, c := range list {
+		out[i] = c.Owner.NamespacedName
+	}
+	return out
+}
+
+func conflict(loser, winner *VirtualServer) Problem {
+	why := "it claimed the address and port first (by namespace/name)"
+	if winner.Kind == kindClusterIP {
+		why = "a cluster IP always wins over another Service's claim"
+	}
+	return Problem{
+		Service: loser.Owner.NamespacedName,
+		Field:   loser.Kind.field(),
+		Reason:  "VirtualServerConflict",
+		Message: fmt.Sprintf("%s %s is the %s of %s, which keeps it (%s); this claim is not programmed", loser.Kind, loser.VSKey, winner.Kind, winner.Owner, why),
+	}
 }
 
 // Problems returns every Service's problems plus the conflicts, sorted.
