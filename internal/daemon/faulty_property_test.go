@@ -269,6 +269,8 @@ func faultyGenScenario(seed uint64) faultyScenario {
 	// The periodic full sync's parts come from a stream of their own too, inserted between
 	// the steps the main stream draws, so a seed's other steps do not depend on them.
 	rngP := rand.New(rand.NewPCG(seed, 0x7065))
+	// Hostile claims (issue 23) come from a stream of their own as well.
+	rngH := rand.New(rand.NewPCG(seed, 0x23))
 	services := map[int]*v1.Service{}
 	phase := 0 // 0: no periodic full sync under way, 1: read begun, 2: read done
 	for range faultySteps {
@@ -281,6 +283,7 @@ func faultyGenScenario(seed uint64) faultyScenario {
 		switch r := rng.IntN(100); {
 		case r < 30:
 			services[i] = faultyGenService(rng, rng6, i)
+			faultyHostile(rngH, services[i])
 			st = faultyStep{kind: faultySetService, svc: services[i]}
 		case r < 36:
 			delete(services, i)
@@ -308,6 +311,22 @@ func faultyGenScenario(seed uint64) faultyScenario {
 }
 
 func faultyPick[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
+
+// faultyHostile now and then makes a Service claim another slot's cluster IP (its own
+// ports are 80 and 81, as every slot's) as an external IP or, for a LoadBalancer, an
+// ingress IP: the claim must lose to the cluster IP whatever the names, also while
+// Services come and go between failing syncs.
+func faultyHostile(rng *rand.Rand, s *v1.Service) {
+	if rng.IntN(4) != 0 {
+		return
+	}
+	victim := fmt.Sprintf("10.96.0.%d", 10+rng.IntN(faultyServices))
+	if s.Spec.Type == v1.ServiceTypeLoadBalancer && rng.IntN(2) == 0 {
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: victim})
+		return
+	}
+	s.Spec.ExternalIPs = append(s.Spec.ExternalIPs, victim)
+}
 
 // faultyGenService draws Service slot i; rng6 (nil: single-stack) draws its IPv6 side.
 func faultyGenService(rng, rng6 *rand.Rand, i int) *v1.Service {
