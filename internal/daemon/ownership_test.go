@@ -21,6 +21,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/reconcile"
+	"github.com/kipvs/kipvs/internal/watch"
 )
 
 // ownNode is a daemon over the fakes and a memSource that records its Events.
@@ -201,5 +202,52 @@ func TestHostileExternalIPsLeaveClusterIPsAlone(t *testing.T) {
 				t.Errorf("a full sync repeated events: %q", evs[count:])
 			}
 		})
+	}
+}
+
+func TestHostAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://192.168.1.100:6443": "192.168.1.100",
+		"https://[fd00::1]:6443":     "fd00::1",
+		"10.96.0.1":                  "10.96.0.1",
+		"10.0.2.100:6443":            "10.0.2.100",
+		"https://api.example.com":    "",
+		"https://[fe80::1%eth0]:443": "",
+	} {
+		a, ok := hostAddr(in)
+		if got := ""; ok {
+			got = a.String()
+			if got != want {
+				t.Errorf("hostAddr(%q) = %s, want %q", in, got, want)
+			}
+		} else if want != "" {
+			t.Errorf("hostAddr(%q) = none, want %s", in, want)
+		}
+	}
+}
+
+// The Service CIDRs the proxy refuses claims in: the API's when it serves them, else the
+// configured ones, and default/kubernetes's cluster IP in any case; per family.
+func TestServiceCIDRsForClaims(t *testing.T) {
+	pp := netip.MustParsePrefix
+	flag := []netip.Prefix{pp("10.96.0.0/12"), pp("fd00:96::/108")}
+	api := watch.ServiceCIDRs{Origin: watch.ServiceCIDRsFromAPI, CIDRs: []netip.Prefix{pp("10.100.0.0/16")},
+		KubernetesServiceIPs: []netip.Addr{netip.MustParseAddr("10.100.0.1"), netip.MustParseAddr("fd00:100::1")}}
+	onlyKube := watch.ServiceCIDRs{Origin: watch.ServiceCIDRsFromKubernetesService, KubernetesServiceIPs: []netip.Addr{netip.MustParseAddr("10.200.0.1")}}
+	for _, tc := range []struct {
+		sc   watch.ServiceCIDRs
+		conf []netip.Prefix
+		f    inet.Family
+		want string
+	}{
+		{api, flag, inet.IPv4, "[10.100.0.0/16]"},
+		{api, flag, inet.IPv6, "[fd00:100::1/128]"},
+		{onlyKube, flag, inet.IPv4, "[10.96.0.0/12 10.200.0.1/32]"},
+		{onlyKube, nil, inet.IPv4, "[10.200.0.1/32]"},
+		{watch.ServiceCIDRs{}, flag, inet.IPv6, "[fd00:96::/108]"},
+	} {
+		if got := fmt.Sprint(serviceCIDRs(tc.f, tc.sc, tc.conf)); got != tc.want {
+			t.Errorf("serviceCIDRs(%s, %+v, %v) = %s, want %s", tc.f, tc.sc, tc.conf, got, tc.want)
+		}
 	}
 }
