@@ -44,7 +44,9 @@ import (
 // random (faulty.Injector); syncs may fail, as they do on a busy node. Then the faults stop and ONE
 // full sync must succeed and leave the kernel exactly as a fresh kipvs leaves a clean node with
 // the final objects (the same foreign objects planted on both), a second full sync must plan
-// nothing, and the foreign objects must be untouched.
+// nothing, the foreign objects must be untouched, and every cluster IP's virtual servers must
+// be what they are with no external or ingress IP anywhere (some Services claim other
+// Services' cluster IPs: faultyHostile).
 //
 // Environment:
 //
@@ -67,7 +69,10 @@ const (
 //   - a transient failure of the scheduler probe marked the scheduler unavailable, and a
 //     failed delete of the probe virtual server 198.51.100.200:9 left it behind (seeds 3,
 //     46, 79; fixed in daemon: only ENOENT means unavailable, full syncs remove the leftover);
-//   - an SCTP NodePort made every sync fail (seed 3; fixed in proxy.quoteComment).
+//   - an SCTP NodePort made every sync fail (seed 3; fixed in proxy.quoteComment);
+//   - a Service's external IP on another Service's cluster IP and port took over its real
+//     servers or added KUBE-EXTERNAL-IP members to it (issue 23; seeds 1 and 7 with the
+//     hostile claims and the ownership check; fixed in proxy.Desired: a cluster IP wins).
 
 func TestFaultyKernelProperty(t *testing.T) {
 	seeds := []uint64{}
@@ -854,6 +859,40 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	}
 	if addrs, err := node.foreign.Addresses(); err != nil || len(addrs) != 1 || addrs[0].Addr() != faultyForeignLinkIP {
 		res.problem = fmt.Sprintf("foreign address on eth1 changed: %v %v", addrs, err)
+		return res
+	}
+
+	// Ownership (issue 23): every cluster IP's virtual servers and set members are what a
+	// fresh kipvs gives them with no external or ingress IP anywhere.
+	owners := src.final()
+	clusterIPs := map[netip.Addr]bool{}
+	for _, svc := range owners.svcs {
+		svc = svc.DeepCopy()
+		svc.Spec.ExternalIPs, svc.Status.LoadBalancer.Ingress = nil, nil
+		owners.svcs[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = svc
+		for _, ip := range svc.Spec.ClusterIPs {
+			clusterIPs[netip.MustParseAddr(ip)] = true
+		}
+	}
+	on := faultyNewNode(t, sc.dualStack)
+	od, err := faultyStartDaemon(t, on, owners, sc.graceful, new(bool))
+	if err != nil {
+		t.Fatalf("seed %d: the owners-only daemon: %v", sc.seed, err)
+	}
+	if err := od.sync(ctx, true); err != nil {
+		t.Fatalf("seed %d: the owners-only sync failed: %v", sc.seed, err)
+	}
+	own := on.dumps(t)
+	blocksGot, blocksOwn := ipvsBlocks(got["ipvs"]), ipvsBlocks(own["ipvs"])
+	for _, k := range slices.SortedFunc(maps.Keys(blocksOwn), func(x, y vsKey) int { return strings.Compare(x.String(), y.String()) }) {
+		if !clusterIPs[k.addr.Addr()] {
+			continue
+		}
+		if blocksGot[k] != blocksOwn[k] || keyMembers(got["ipset"], k) != keyMembers(own["ipset"], k) {
+			res.problem = fmt.Sprintf("INVARIANT ownership: cluster IP virtual server %s differs from what it is with no claims:\n%s\n%s\nvs\n%s\n%s",
+				k, blocksGot[k], keyMembers(got["ipset"], k), blocksOwn[k], keyMembers(own["ipset"], k))
+			return res
+		}
 	}
 	return res
 }
