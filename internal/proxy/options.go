@@ -69,6 +69,10 @@ type Options struct {
 	// external or load balancer IP inside one is refused (only a Service's own cluster IP may
 	// be a VIP there).
 	ServiceCIDRs []netip.Prefix
+	// NodeStatusAddresses are the addresses of this family in this node's Node status
+	// (InternalIP, ExternalIP), on a link of the node or not (a cloud's NATed public
+	// address); no external or load balancer IP may be one.
+	NodeStatusAddresses []netip.Addr
 	// APIServerAddresses are the apiserver's addresses as this node reaches it (the host of
 	// the kubeconfig's server URL, when it is an IP); an external or load balancer IP equal
 	// to one is refused.
@@ -99,6 +103,7 @@ func (o Options) canonical() Options {
 	o.UnavailableSchedulers = nilIfEmpty(o.UnavailableSchedulers)
 	o.ServiceCIDRs = nilIfEmpty(o.ServiceCIDRs)
 	o.APIServerAddresses = nilIfEmpty(o.APIServerAddresses)
+	o.NodeStatusAddresses = nilIfEmpty(o.NodeStatusAddresses)
 	o.ExternalIPCIDRs = nilIfEmpty(o.ExternalIPCIDRs)
 	o.LoadBalancerIPCIDRs = nilIfEmpty(o.LoadBalancerIPCIDRs)
 	return o

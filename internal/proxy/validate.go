@@ -254,7 +254,8 @@ func (b *builder) externalIPs() []netip.Addr {
 // claim as an external IP or a load balancer IP (kind), however valid: a virtual server
 // there would take traffic that belongs to someone else. In order:
 //
-//   - an address of this node: a NodePort address, or for an external IP any address on
+//   - an address of this node: a NodePort address, an address of its Node's status (a
+//     cloud's public address need not be on a link), or for an external IP any address on
 //     another link (the node's SSH port, its kubelet). A load balancer IP on another link
 //     of the node is allowed only inside --kipvs-load-balancer-ip-cidrs (the operator
 //     declares the range as load balancer addresses, e.g. a VIP kube-vip or keepalived puts
@@ -271,7 +272,8 @@ func (b *builder) refuseClaim(field string, ip netip.Addr, kind VSKind) bool {
 	allowed := slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) })
 	var reason, why string
 	switch {
-	case slices.Contains(o.NodePortAddresses, ip) || (o.isLocalAddress(ip) && (kind != kindLoadBalancer || !allowed)):
+	case slices.Contains(o.NodePortAddresses, ip) || slices.Contains(o.NodeStatusAddresses, ip) ||
+		(o.isLocalAddress(ip) && (kind != kindLoadBalancer || !allowed)):
 		reason, why = "IsNodeAddress", fmt.Sprintf("is an address of node %s; a virtual server on it would hijack the node's own traffic (its SSH port, its kubelet)", o.NodeName)
 	case slices.Contains(o.APIServerAddresses, ip):
 		reason, why = "IsAPIServer", "is the apiserver's address; bound on kube-ipvs0 it would cut the node off the apiserver"

@@ -398,6 +398,14 @@ func badInputCases() []buildCase {
 			problems: []string{"LoadBalancerIPIsNodeAddress status.loadBalancer.ingress[0].ip"},
 		},
 		{
+			// A cloud node's public address is in its Node status, on no link.
+			name:     "bad-lb-ip-is-node-status-address",
+			opts:     func(o *Options) { o.NodeStatusAddresses = []netip.Addr{netip.MustParseAddr("198.51.100.77")} },
+			svc:      svc("app", "evil", "10.96.200.7", lbIngress("198.51.100.77")),
+			slices:   ep("evil"),
+			problems: []string{"LoadBalancerIPIsNodeAddress status.loadBalancer.ingress[0].ip"},
+		},
+		{
 			name:     "bad-externalip-outside-allow-list",
 			opts:     func(o *Options) { o.ExternalIPCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")} },
 			svc:      svc("app", "evil", "10.96.200.7", externalIPs("198.51.100.7", "203.0.113.8", "fd00::7")),
@@ -423,6 +431,7 @@ func TestRefusedAddressesAreNotProgrammed(t *testing.T) {
 		"bad-externalip-is-apiserver":       "192.168.1.100",
 		"bad-lb-ip-is-apiserver":            "192.168.1.100",
 		"bad-lb-ip-is-local-address":        "198.51.100.9",
+		"bad-lb-ip-is-node-status-address":  "198.51.100.77",
 		"bad-externalip-outside-allow-list": "198.51.100.7",
 		"bad-lb-ip-outside-allow-list":      "198.51.100.30",
 	}
