@@ -279,6 +279,13 @@ type Kipvs struct {
 	// that would take a set beyond it is held back with a Warning Event until there is room;
 	// 0: no limit (--kipvs-max-set-members).
 	MaxSetMembers int
+	// ExternalIPCIDRs and LoadBalancerIPCIDRs, when not empty, are the only ranges a
+	// Service's spec.externalIPs and status.loadBalancer.ingress IPs may come from, in both
+	// families; an address outside is refused with a Warning Event on the Service
+	// (--kipvs-external-ip-cidrs, --kipvs-load-balancer-ip-cidrs). Empty allows all, as
+	// kube-proxy does.
+	ExternalIPCIDRs     []netip.Prefix
+	LoadBalancerIPCIDRs []netip.Prefix
 }
 
 // Defaults returns the configuration kube-proxy v1.34 runs with in IPVS mode when it is
@@ -334,6 +341,8 @@ func (c *Config) Clone() Config {
 	out.NodePortAddresses = slices.Clone(c.NodePortAddresses)
 	out.IPVS.ExcludeCIDRs = slices.Clone(c.IPVS.ExcludeCIDRs)
 	out.Kipvs.ServiceCIDRs = slices.Clone(c.Kipvs.ServiceCIDRs)
+	out.Kipvs.ExternalIPCIDRs = slices.Clone(c.Kipvs.ExternalIPCIDRs)
+	out.Kipvs.LoadBalancerIPCIDRs = slices.Clone(c.Kipvs.LoadBalancerIPCIDRs)
 	out.FeatureGates = maps.Clone(c.FeatureGates)
 	return out
 }

@@ -110,6 +110,8 @@ const (
 	sGracefulPeriod      setting = " --kipvs-graceful-period"
 	sMaxServiceMembers   setting = " --kipvs-max-service-set-members"
 	sMaxSetMembers       setting = " --kipvs-max-set-members"
+	sExternalIPCIDRs     setting = " --kipvs-external-ip-cidrs"
+	sLoadBalancerIPCIDRs setting = " --kipvs-load-balancer-ip-cidrs"
 )
 
 // quoteList renders a list of values for an error detail.

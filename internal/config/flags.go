@@ -62,6 +62,7 @@ type Flags struct {
 	showHiddenMetrics, vmodule, logTextBuffer, logJSONBuffer     string
 
 	sourceFile, serviceCIDR, logFormat  string
+	externalIPCIDRs, lbIPCIDRs          string
 	gracefulPeriod                      time.Duration
 	endpointMetrics, debugEndpoints     bool
 	maxServiceSetMembers, maxSetMembers int
@@ -242,6 +243,12 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 	fs.IntVar(&f.maxSetMembers, "kipvs-max-set-members", d.Kipvs.MaxSetMembers,
 		"The most members one ipset may hold, all Services together (sets grow past ipset's default maxelem of 65536 as needed, up to this). "+
 			"A Service that would take a set beyond it is not programmed, with a Warning Event, until there is room. 0: no limit.")
+	fs.StringVar(&f.externalIPCIDRs, "kipvs-external-ip-cidrs", "",
+		"Comma-separated CIDRs (both families) that Services' spec.externalIPs may come from; an external IP outside them is not served "+
+			"and gets a Warning Event on its Service. Empty (the default) allows every address, as kube-proxy does (see CVE-2020-8554).")
+	fs.StringVar(&f.lbIPCIDRs, "kipvs-load-balancer-ip-cidrs", "",
+		"Comma-separated CIDRs (both families) that Services' status.loadBalancer.ingress IPs may come from; an ingress IP outside them is not served "+
+			"and gets a Warning Event on its Service. Empty (the default) allows every address. A load balancer IP that is an address on one of the node's own links is served only inside these CIDRs.")
 	fs.StringVar(&f.logFormat, "kipvs-log-format", string(d.LogFormat),
 		`Log format: "console" (human-readable) or "json" (one object per line). Takes precedence over --logging-format and logging.format.`)
 	return f
@@ -480,6 +487,16 @@ func (f *Flags) apply(c *Config) ([]error, []notice, []ignoredFlag) {
 		c.Kipvs.ServiceCIDRs = ps
 	}
 	setDuration("kipvs-graceful-period", &c.Kipvs.GracefulPeriod, f.gracefulPeriod)
+	if set("kipvs-external-ip-cidrs") {
+		ps, perrs := splitCIDRList(sExternalIPCIDRs, f.externalIPCIDRs)
+		errs = append(errs, perrs...)
+		c.Kipvs.ExternalIPCIDRs = ps
+	}
+	if set("kipvs-load-balancer-ip-cidrs") {
+		ps, perrs := splitCIDRList(sLoadBalancerIPCIDRs, f.lbIPCIDRs)
+		errs = append(errs, perrs...)
+		c.Kipvs.LoadBalancerIPCIDRs = ps
+	}
 	if set("kipvs-endpoint-metrics") {
 		c.Kipvs.EndpointMetrics = f.endpointMetrics
 	}

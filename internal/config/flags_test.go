@@ -66,10 +66,13 @@ func TestFlagParsing(t *testing.T) {
 		{"kipvs log format wins", []string{"--logging-format=json", "--kipvs-log-format=console"}, func(c *Config) {}},
 		{"kipvs flags", []string{"--kipvs-source-file=/srv/services.yaml", "--kipvs-service-cidr=10.96.0.0/12,fd00:96::/108",
 			"--kipvs-graceful-period=0", "--kipvs-log-format=json", "--kipvs-endpoint-metrics", "--kipvs-debug-endpoints",
-			"--kipvs-max-service-set-members=100", "--kipvs-max-set-members=0"},
+			"--kipvs-max-service-set-members=100", "--kipvs-max-set-members=0",
+			"--kipvs-external-ip-cidrs=203.0.113.0/24,198.51.100.0/25,fd00:e::/64", "--kipvs-load-balancer-ip-cidrs=192.0.2.0/24"},
 			func(c *Config) {
 				c.Kipvs = Kipvs{SourceFile: "/srv/services.yaml", GracefulPeriod: 0, EndpointMetrics: true, DebugEndpoints: true, MaxServiceSetMembers: 100,
-					ServiceCIDRs: []netip.Prefix{mustPrefix("10.96.0.0/12"), mustPrefix("fd00:96::/108")}}
+					ServiceCIDRs:        []netip.Prefix{mustPrefix("10.96.0.0/12"), mustPrefix("fd00:96::/108")},
+					ExternalIPCIDRs:     []netip.Prefix{mustPrefix("203.0.113.0/24"), mustPrefix("198.51.100.0/25"), mustPrefix("fd00:e::/64")},
+					LoadBalancerIPCIDRs: []netip.Prefix{mustPrefix("192.0.2.0/24")}}
 				c.LogFormat = LogFormatJSON
 			}},
 		{"oom score adjustment", []string{"--oom-score-adj=-500"}, func(c *Config) { c.OOMScoreAdj = -500 }},
@@ -205,6 +208,10 @@ func TestFlagErrors(t *testing.T) {
 			{Flag: "--kipvs-graceful-period", Value: "-1s"}}},
 		{"member limits", []string{"--kipvs-max-service-set-members=-1"}, []FieldError{
 			{Flag: "--kipvs-max-service-set-members", Value: "-1"}}},
+		{"external IP CIDRs syntax", []string{"--kipvs-external-ip-cidrs=203.0.113.0/24,8.8.8.8"}, []FieldError{
+			{Flag: "--kipvs-external-ip-cidrs", Value: "8.8.8.8"}}},
+		{"load balancer IP CIDRs syntax", []string{"--kipvs-load-balancer-ip-cidrs=,"}, []FieldError{
+			{Flag: "--kipvs-load-balancer-ip-cidrs", Value: ""}, {Flag: "--kipvs-load-balancer-ip-cidrs", Value: ""}}},
 		{"several at once", []string{"--ipvs-scheduler=x", "--iptables-masquerade-bit=40", "--proxy-mode=userspace"}, []FieldError{
 			{Field: "ipvs.scheduler", Flag: "--ipvs-scheduler", Value: "x"},
 			{Field: "iptables.masqueradeBit", Flag: "--iptables-masquerade-bit", Value: "40"},

@@ -41,6 +41,9 @@ import (
 // Deps is everything the daemon touches outside itself.
 type Deps struct {
 	Source watch.Source
+	// APIServerAddrs are the apiserver's addresses as this node reaches it; no external or
+	// load balancer IP may take one (nil: none known).
+	APIServerAddrs []netip.Addr
 	// IPVS is shared by both families (probe, timeouts); Kernel returns one family's full
 	// adapter set.
 	IPVS   ipvs.Interface

@@ -44,7 +44,9 @@ import (
 // random (faulty.Injector); syncs may fail, as they do on a busy node. Then the faults stop and ONE
 // full sync must succeed and leave the kernel exactly as a fresh kipvs leaves a clean node with
 // the final objects (the same foreign objects planted on both), a second full sync must plan
-// nothing, and the foreign objects must be untouched.
+// nothing, the foreign objects must be untouched, and every cluster IP's virtual servers must
+// be what they are with no external or ingress IP anywhere (some Services claim other
+// Services' cluster IPs: faultyHostileClaim).
 //
 // Environment:
 //
@@ -67,7 +69,10 @@ const (
 //   - a transient failure of the scheduler probe marked the scheduler unavailable, and a
 //     failed delete of the probe virtual server 198.51.100.200:9 left it behind (seeds 3,
 //     46, 79; fixed in daemon: only ENOENT means unavailable, full syncs remove the leftover);
-//   - an SCTP NodePort made every sync fail (seed 3; fixed in proxy.quoteComment).
+//   - an SCTP NodePort made every sync fail (seed 3; fixed in proxy.quoteComment);
+//   - a Service's external IP on another Service's cluster IP and port took over its real
+//     servers or added KUBE-EXTERNAL-IP members to it (issue 23; seeds 1 and 7 with the
+//     hostile claims and the ownership check; fixed in proxy.Desired: a cluster IP wins).
 
 func TestFaultyKernelProperty(t *testing.T) {
 	seeds := []uint64{}
@@ -269,8 +274,10 @@ func faultyGenScenario(seed uint64) faultyScenario {
 	// The periodic full sync's parts come from a stream of their own too, inserted between
 	// the steps the main stream draws, so a seed's other steps do not depend on them.
 	rngP := rand.New(rand.NewPCG(seed, 0x7065))
-	// So do the hostile shapes (faultyHostile).
+	// So do the hostile shapes (faultyHostileSize) and the hostile claims on other Services'
+	// cluster IPs (faultyHostileClaim, issue 23).
 	rngH := rand.New(rand.NewPCG(seed, 0x686f7374))
+	rngC := rand.New(rand.NewPCG(seed, 0x23))
 	services := map[int]*v1.Service{}
 	phase := 0 // 0: no periodic full sync under way, 1: read begun, 2: read done
 	for range faultySteps {
@@ -283,7 +290,8 @@ func faultyGenScenario(seed uint64) faultyScenario {
 		switch r := rng.IntN(100); {
 		case r < 30:
 			services[i] = faultyGenService(rng, rng6, i)
-			faultyHostile(rngH, services[i])
+			faultyHostileSize(rngH, services[i])
+			faultyHostileClaim(rngC, services[i])
 			st = faultyStep{kind: faultySetService, svc: services[i]}
 		case r < 36:
 			delete(services, i)
@@ -314,10 +322,10 @@ func faultyGenScenario(seed uint64) faultyScenario {
 // small, so that a hostile Service over it stays cheap to generate and sync.
 const faultyMaxServiceSetMembers = 100
 
-// faultyHostile makes some Services hostile: more set members than the per-Service limit,
+// faultyHostileSize makes some Services hostile: more set members than the per-Service limit,
 // from 150 loadBalancerSourceRanges (a LoadBalancer) or 120 ports. Such a Service is not
 // programmed at all, by the daemon under faults as by the fresh one; every other is.
-func faultyHostile(rng *rand.Rand, s *v1.Service) {
+func faultyHostileSize(rng *rand.Rand, s *v1.Service) {
 	switch r := rng.IntN(12); {
 	case r == 0 && s.Spec.Type == v1.ServiceTypeLoadBalancer:
 		for k := range 150 {
@@ -337,6 +345,22 @@ func faultyHostile(rng *rand.Rand, s *v1.Service) {
 }
 
 func faultyPick[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
+
+// faultyHostileClaim now and then makes a Service claim another slot's cluster IP (its own
+// ports are 80 and 81, as every slot's) as an external IP or, for a LoadBalancer, an
+// ingress IP: the claim must lose to the cluster IP whatever the names, also while
+// Services come and go between failing syncs.
+func faultyHostileClaim(rng *rand.Rand, s *v1.Service) {
+	if rng.IntN(4) != 0 {
+		return
+	}
+	victim := fmt.Sprintf("10.96.0.%d", 10+rng.IntN(faultyServices))
+	if s.Spec.Type == v1.ServiceTypeLoadBalancer && rng.IntN(2) == 0 {
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: victim})
+		return
+	}
+	s.Spec.ExternalIPs = append(s.Spec.ExternalIPs, victim)
+}
 
 // faultyGenService draws Service slot i; rng6 (nil: single-stack) draws its IPv6 side.
 func faultyGenService(rng, rng6 *rand.Rand, i int) *v1.Service {
@@ -865,6 +889,40 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	}
 	if addrs, err := node.foreign.Addresses(); err != nil || len(addrs) != 1 || addrs[0].Addr() != faultyForeignLinkIP {
 		res.problem = fmt.Sprintf("foreign address on eth1 changed: %v %v", addrs, err)
+		return res
+	}
+
+	// Ownership (issue 23): every cluster IP's virtual servers and set members are what a
+	// fresh kipvs gives them with no external or ingress IP anywhere.
+	owners := src.final()
+	clusterIPs := map[netip.Addr]bool{}
+	for _, svc := range owners.svcs {
+		svc = svc.DeepCopy()
+		svc.Spec.ExternalIPs, svc.Status.LoadBalancer.Ingress = nil, nil
+		owners.svcs[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = svc
+		for _, ip := range svc.Spec.ClusterIPs {
+			clusterIPs[netip.MustParseAddr(ip)] = true
+		}
+	}
+	on := faultyNewNode(t, sc.dualStack)
+	od, err := faultyStartDaemon(t, on, owners, sc.graceful, new(bool))
+	if err != nil {
+		t.Fatalf("seed %d: the owners-only daemon: %v", sc.seed, err)
+	}
+	if err := od.sync(ctx, true); err != nil {
+		t.Fatalf("seed %d: the owners-only sync failed: %v", sc.seed, err)
+	}
+	own := on.dumps(t)
+	blocksGot, blocksOwn := ipvsBlocks(got["ipvs"]), ipvsBlocks(own["ipvs"])
+	for _, k := range slices.SortedFunc(maps.Keys(blocksOwn), func(x, y vsKey) int { return strings.Compare(x.String(), y.String()) }) {
+		if !clusterIPs[k.addr.Addr()] {
+			continue
+		}
+		if blocksGot[k] != blocksOwn[k] || keyMembers(got["ipset"], k) != keyMembers(own["ipset"], k) {
+			res.problem = fmt.Sprintf("INVARIANT ownership: cluster IP virtual server %s differs from what it is with no claims:\n%s\n%s\nvs\n%s\n%s",
+				k, blocksGot[k], keyMembers(got["ipset"], k), blocksOwn[k], keyMembers(own["ipset"], k))
+			return res
+		}
 	}
 	return res
 }

@@ -20,7 +20,9 @@ import (
 //     faults are bad list elements is programmed as its copy without them (run B); whatever
 //     else is in the kernel is made of a malformed Service's valid values;
 //   - a second sync, full and incremental, changes nothing and plans nothing;
-//   - removing the bad objects converges to the state of never having had them.
+//   - removing the bad objects converges to the state of never having had them;
+//   - no Service's external or ingress IPs change the virtual servers (real servers, set
+//     members) of another Service's cluster IP, whatever the names (checkOwnership).
 //
 // The input is a choice stream (see genScenario); seeds and corpus files are built from
 // named scripts (fuzzSeeds), so each states the defect class it covers.

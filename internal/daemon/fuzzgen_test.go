@@ -146,9 +146,9 @@ var (
 	tabETP        = tab(2, "$auto", "Local", "Bogus", "")
 	tabITP        = tab(2, "Cluster", "Local", "Bogus")
 	tabHCPort     = tab(1, "$auto", "0", "-1", "65536")
-	tabExtIP      = tab(2, "$ext4", "$ext6", "239.1.1.1", "$node4", "bad", "fe80::1%eth0", "0.0.0.0", "255.255.255.255", "ff05::1", "169.254.169.254", "$node6", "::")
+	tabExtIP      = tab(2, "$ext4", "$ext6", "239.1.1.1", "$node4", "bad", "fe80::1%eth0", "0.0.0.0", "255.255.255.255", "ff05::1", "169.254.169.254", "$node6", "::", "$claim4", "$claim6", "$claim4b", "$claim6b")
 	tabLBIP       = tab(-1, "", "$lb4")
-	tabIngressIP  = tab(3, "$lb4", "$lb6", "", "0.0.0.0", "239.1.1.1", "ff05::1", "169.254.169.254", "fe80::1", "$node4", "bad", "fe80::1%eth0", "255.255.255.255")
+	tabIngressIP  = tab(3, "$lb4", "$lb6", "", "0.0.0.0", "239.1.1.1", "ff05::1", "169.254.169.254", "fe80::1", "$node4", "bad", "fe80::1%eth0", "255.255.255.255", "$claim4", "$claim6", "$claim4b", "$claim6b")
 	tabIPMode     = tab(-1, "nil", "VIP", "Proxy")
 	tabSrcRange   = tab(5, "10.0.0.0/8", "192.168.1.0/24", "203.0.113.7/32", "2001:db8::/32", "2001:db8::10/128", "0.0.0.0/0", "::/0", "bad", "10.0.0.0/33", "fe80::/64%eth0")
 	tabScheduler  = tab(4, "none", "rr", "sh", "mh", "bogus", "")
@@ -465,6 +465,17 @@ func resolveAddr(v, good4, good6 string) string {
 		return fuzzNodeIP4
 	case "$node6":
 		return fuzzNodeIP6
+	// Hostile claims (issue 23): another Service's cluster IP as an external or ingress
+	// IP: s0's (claimed by a Service that sorts after it) or s1's (claimed by s0, which
+	// sorts first), of the ordinary cluster IPs genService gives them.
+	case "$claim4":
+		return "10.96.0.10"
+	case "$claim6":
+		return "fd00:96::a0"
+	case "$claim4b":
+		return "10.96.0.11"
+	case "$claim6b":
+		return "fd00:96::a1"
 	}
 	return v
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -244,6 +245,9 @@ func checkSync(sc *scenario) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := checkOwnership(c, dumpA, sc.localMode); err != nil {
+		return err
+	}
 
 	// A second sync, full then incremental over every Service, changes nothing.
 	m := a.node.mutations()
@@ -294,6 +298,117 @@ func checkSync(sc *scenario) (err error) {
 		return fmt.Errorf("INVARIANT sync-error: full sync after removing the bad objects: %w", err)
 	}
 	return sameDump(a.node, dumpB, [2]int{-1, -1}, "INVARIANT converge: full sync after removing the bad objects vs never having had them")
+}
+
+// ownersOnly returns the objects with every external IP and load balancer ingress IP
+// removed: each cluster IP as it is with no claim on it.
+func ownersOnly(o objects) objects {
+	out := o.deepCopy()
+	for _, s := range out.services {
+		s.Spec.ExternalIPs = nil
+		s.Status.LoadBalancer.Ingress = nil
+	}
+	return out
+}
+
+// checkOwnership is issue 23's invariant over a whole sync: every virtual server of a
+// cluster IP holds in run A (every object) exactly what it holds with no external or
+// ingress IP anywhere (run O): its -A line, its real servers and the set members of its
+// address, protocol and port. No Service's claims, whatever the names, change the
+// virtual servers another Service's cluster IP owns.
+func checkOwnership(c *fuzzCase, a nodeDump, localMode string) error {
+	o, err := newFuzzDaemon(localMode)
+	if err != nil {
+		return fmt.Errorf("build daemon: %w", err)
+	}
+	defer o.close()
+	o.set(ownersOnly(c.all), false)
+	if err := o.d.sync(context.Background(), true); err != nil {
+		return fmt.Errorf("INVARIANT sync-error: full sync without external and ingress IPs: %w", err)
+	}
+	dumpO, err := o.node.dump()
+	if err != nil {
+		return err
+	}
+	clusterIPs := map[netip.Addr]bool{}
+	for _, s := range c.all.services {
+		if len(s.Spec.Ports) >= fuzzHugeCount || len(s.Spec.LoadBalancerSourceRanges) >= fuzzHugeCount {
+			// A Service over the per-Service member limit is refused whole for its own
+			// size, which its own ingress IPs count in: with them removed (run O) it may
+			// fit. Its cluster IP says nothing of other Services' claims.
+			continue
+		}
+		for _, ip := range append([]string{s.Spec.ClusterIP}, s.Spec.ClusterIPs...) {
+			if a, err := netip.ParseAddr(ip); err == nil {
+				clusterIPs[a.Unmap()] = true
+			}
+		}
+	}
+	blocksA, blocksO := ipvsBlocks(a.ipvs), ipvsBlocks(dumpO.ipvs)
+	keys := slices.SortedFunc(maps.Keys(blocksO), func(x, y vsKey) int { return strings.Compare(x.String(), y.String()) })
+	for _, key := range keys {
+		if !clusterIPs[key.addr.Addr()] {
+			continue
+		}
+		if ba, bo := blocksA[key], blocksO[key]; ba != bo {
+			return fmt.Errorf("INVARIANT ownership: cluster IP virtual server %s %s differs when other Services claim it:\n--- no claims ---\n%s\n--- every object ---\n%s", key.proto, key.addr, bo, ba)
+		}
+		if ma, mo := keyMembers(a.ipset, key), keyMembers(dumpO.ipset, key); ma != mo {
+			return fmt.Errorf("INVARIANT ownership: set members of cluster IP %s %s differ when other Services claim it:\n--- no claims ---\n%s\n--- every object ---\n%s", key.proto, key.addr, mo, ma)
+		}
+	}
+	return nil
+}
+
+// vsKey is a virtual server in an ipvsadm -Sn dump: its protocol option and address.
+type vsKey struct {
+	proto string // -t, -u, --sctp-service
+	addr  netip.AddrPort
+}
+
+func (k vsKey) String() string { return k.proto + " " + k.addr.String() }
+
+// ipvsBlocks splits an ipvsadm -Sn dump into each virtual server's -A line and its sorted
+// -a lines.
+func ipvsBlocks(dump string) map[vsKey]string {
+	lines := map[vsKey][]string{}
+	for _, l := range strings.Split(dump, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 || (f[0] != "-A" && f[0] != "-a") {
+			continue
+		}
+		ap, err := netip.ParseAddrPort(f[2])
+		if err != nil {
+			continue
+		}
+		k := vsKey{proto: f[1], addr: ap}
+		lines[k] = append(lines[k], l)
+	}
+	out := map[vsKey]string{}
+	for k, ls := range lines {
+		slices.Sort(ls) // "-A" sorts before "-a"
+		out[k] = strings.Join(ls, "\n")
+	}
+	return out
+}
+
+// keyMembers returns the ipset member lines of a virtual server's address, protocol and
+// port, sorted.
+func keyMembers(dump string, k vsKey) string {
+	proto := map[string]string{"-t": "tcp", "-u": "udp"}[k.proto]
+	if proto == "" {
+		proto = "sctp"
+	}
+	prefix := fmt.Sprintf("%s,%s:%d", k.addr.Addr(), proto, k.addr.Port())
+	var out []string
+	for _, l := range strings.Split(dump, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && f[0] == "add" && (f[2] == prefix || strings.HasPrefix(f[2], prefix+",")) {
+			out = append(out, l)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "\n")
 }
 
 // sameDump compares the node's dump with want and, unless m is {-1,-1}, its mutation counts.

@@ -36,6 +36,14 @@ var lb = []string{"s0.type", "LoadBalancer", "s0.ingresses", "1"}
 func with(base []string, kv ...string) []string { return append(append([]string{}, base...), kv...) }
 
 var fuzzSeeds = []fuzzSeed{
+	// Hostile claims (issue 23): another Service's cluster IP and port as an external IP
+	// and as an ingress IP, by a Service that sorts after the owner (s1 on s0's) and by
+	// one that sorts first (s0 on s1's), in both families. The owner keeps its virtual
+	// servers (checkOwnership).
+	seed("hostile-claims-on-first-clusterip", "s1.shape", "partial", "s1.ext0", "$claim4", "s1.ing0", "$claim4", "s1.ing1", "$claim6",
+		"s0.fam", "v4v6"),
+	seed("hostile-claims-by-first-service", with(lb, "s0.shape", "partial", "s0.exts", "2", "s0.ext0", "$claim4b", "s0.ext1", "$claim6b",
+		"s0.ing0", "$claim4b", "s0.fam", "v4v6", "s0.srcs", "1")...),
 	// Well-formed baselines.
 	seed("wellformed-clusterip-and-lb"),
 	seed("wellformed-dualstack-v6-first", "s0.fam", "v6v4", "s0.slices", "2", "s0.affinity", "ClientIP", "s0.timeout", "86400",

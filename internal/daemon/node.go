@@ -27,6 +27,11 @@ func buildOptions(cfg *config.Config, f inet.Family, nodeName string, node *v1.N
 	}
 	if node != nil {
 		o.NodeLabels = node.Labels
+		for _, a := range node.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && f.Matches(ip.Unmap()) && !slices.Contains(o.NodeStatusAddresses, ip.Unmap()) {
+				o.NodeStatusAddresses = append(o.NodeStatusAddresses, ip.Unmap())
+			}
+		}
 	}
 	for _, a := range host {
 		if f.Matches(a) {

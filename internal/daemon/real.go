@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"runtime"
 	"strings"
@@ -121,10 +122,11 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		sink = NewAPIEvents(ctx, eventsClient, nodeName)
 	}
 	deps := Deps{
-		Source:    src,
-		Events:    sink,
-		IPVS:      v,
-		StatsIPVS: stats,
+		Source:         src,
+		APIServerAddrs: apiServerAddrs(cfg, log),
+		Events:         sink,
+		IPVS:           v,
+		StatsIPVS:      stats,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
 			h, err := netfilter.New(ns, f, backend)
 			if err != nil {
@@ -165,6 +167,45 @@ const (
 	EventsQPS   = 1
 	EventsBurst = 10
 )
+
+// apiServerAddrs returns the apiserver's address as this node reaches it: the host of the
+// kubeconfig's (or --master's, or the in-cluster) server URL when it is an IP address. No
+// external or load balancer IP may take it (proxy.Options.APIServerAddresses). A host name
+// is not resolved (the answer could change under kipvs); that is logged once.
+func apiServerAddrs(cfg *config.Config, log *zap.Logger) []netip.Addr {
+	if cfg.Kipvs.SourceFile != "" {
+		return nil
+	}
+	cc := cfg.ClientConnection
+	rc, err := clientcmd.BuildConfigFromFlags(cc.Master, cc.Kubeconfig)
+	if err != nil {
+		return nil // newSource reports it
+	}
+	a, ok := hostAddr(rc.Host)
+	if !ok {
+		log.Info("the apiserver is named by a host name, not an address: external and load balancer IPs are not checked against it",
+			zap.String("server", rc.Host))
+		return nil
+	}
+	return []netip.Addr{a}
+}
+
+// hostAddr returns the IP address of a server URL's host ("https://192.168.1.100:6443",
+// "[fd00::1]:6443", "10.96.0.1").
+func hostAddr(server string) (netip.Addr, bool) {
+	if !strings.Contains(server, "://") {
+		server = "https://" + server
+	}
+	u, err := url.Parse(server)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
+}
 
 // newSource returns the file source, or the API source with the client Events are written
 // with (nil with the file source).

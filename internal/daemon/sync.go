@@ -260,7 +260,6 @@ func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, re
 		}
 	}
 	err = d.syncFamilies(ctx, true, readTook, nil, func(i int, f *family) error {
-		d.reportConflicts(f)
 		res, err := f.rec.FullSyncFrom(ctx, f.desired, &f.opts, reads[i])
 		if err == nil && !res.Plan.Empty() {
 			d.log.Info("full sync applied changes", zap.String("family", f.ipFamily.String()), zap.Int("changes", res.Plan.Len()),
@@ -295,7 +294,42 @@ func (d *Daemon) options(f inet.Family, node *v1.Node, host []netip.Addr) proxy.
 		}
 	}
 	slices.Sort(o.UnavailableSchedulers)
+	var sc watch.ServiceCIDRs
+	if d.deps.Source != nil {
+		sc = d.deps.Source.ServiceCIDRs()
+	}
+	o.ServiceCIDRs = serviceCIDRs(f, sc, d.cfg.Kipvs.ServiceCIDRs)
+	for _, a := range d.deps.APIServerAddrs {
+		if f.Matches(a) {
+			o.APIServerAddresses = append(o.APIServerAddresses, a)
+		}
+	}
+	o.ExternalIPCIDRs = d.cfg.Kipvs.ExternalIPCIDRs
+	o.LoadBalancerIPCIDRs = d.cfg.Kipvs.LoadBalancerIPCIDRs
 	return o
+}
+
+// serviceCIDRs returns the Service CIDRs of family f no external or load balancer IP may
+// come from: the cluster's ServiceCIDR objects when the API serves them, else the
+// configured ones (--kipvs-service-cidr), and default/kubernetes's cluster IPs in any case
+// (as single addresses; they prove a range, not its length).
+func serviceCIDRs(f inet.Family, sc watch.ServiceCIDRs, configured []netip.Prefix) []netip.Prefix {
+	cidrs := sc.CIDRs
+	if sc.Origin != watch.ServiceCIDRsFromAPI || len(cidrs) == 0 {
+		cidrs = configured
+	}
+	var out []netip.Prefix
+	for _, p := range cidrs {
+		if f.Matches(p.Addr()) {
+			out = append(out, p)
+		}
+	}
+	for _, a := range sc.KubernetesServiceIPs {
+		if f.Matches(a) && !slices.ContainsFunc(out, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out
 }
 
 // probeSchedulers checks that every scheduler a Service asks for by annotation can be
@@ -387,7 +421,11 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 			delete(d.problems, k)
 		}
 	}
-	d.reportConflicts(f)
+	// Conflicts are known once every Service is in.
+	for name := range snap.Services {
+		d.reportService(f, name)
+	}
+	d.countNotProgrammed(f)
 	res, err := f.rec.FullSyncFrom(ctx, f.desired, &f.opts, rd)
 	if err != nil {
 		return err
@@ -409,7 +447,24 @@ func (d *Daemon) incrementalSync(ctx context.Context, f *family, ch watch.Change
 		f.desired.Update(name, st, touched)
 		d.track(f, name, f.desired.Service(name))
 	}
-	d.trackReadmitted(f)
+	// A changed Service may have won or lost a virtual server from another one, and may have
+	// let a held-back Service into a set: report each of them as they are now.
+	report := map[types.NamespacedName]bool{}
+	for name := range ch.Services {
+		report[name] = true
+	}
+	for _, name := range d.trackReadmitted(f) {
+		report[name] = true
+	}
+	for k := range touched.VirtualServers {
+		for _, name := range f.desired.Claimants(k) {
+			report[name] = true
+		}
+	}
+	for name := range report {
+		d.reportService(f, name)
+	}
+	d.countNotProgrammed(f)
 	if touched.Empty() {
 		return nil
 	}
@@ -421,32 +476,38 @@ func (d *Daemon) incrementalSync(ctx context.Context, f *family, ch watch.Change
 	return nil
 }
 
-// reportConflicts reports the virtual servers two Services of the family claim.
-func (d *Daemon) reportConflicts(f *family) {
-	for _, p := range f.desired.Conflicts() {
-		d.report(f, p.Service, append(slices.Clone(f.desired.Service(p.Service).Problems), p))
-	}
-}
-
-// track updates the per-Service bookkeeping of one family after a Service was rebuilt:
-// its problems (reported when they change) and its no-local-endpoints state.
-func (d *Daemon) track(f *family, name types.NamespacedName, st *proxy.ServiceState) {
+// reportService reports the problems a Service has in the family now: its own, and the
+// virtual servers it claims but another Service wins (never on the winner).
+func (d *Daemon) reportService(f *family, name types.NamespacedName) {
 	var problems []proxy.Problem
-	if st != nil {
-		problems = st.Problems
+	if st := f.desired.Service(name); st != nil {
+		problems = append(slices.Clone(st.Problems), f.desired.ConflictsOf(name)...)
 	}
 	d.report(f, name, problems)
+}
+
+// track updates the per-Service bookkeeping of one family after a Service was rebuilt: its
+// no-local-endpoints state. (Its problems are reported once every change is in, with the
+// conflicts the change made: reportService.)
+func (d *Daemon) track(f *family, name types.NamespacedName, st *proxy.ServiceState) {
 	setFlag(f.noLocalInternal, name, st != nil && st.NoLocalInternal)
 	setFlag(f.noLocalExternal, name, st != nil && st.NoLocalExternal)
 }
 
-// trackReadmitted reports again the Services that other Services' changes let into a set
-// they had been held back from (their problems changed), and sets the gauge of Services not
-// programmed for a capacity limit.
-func (d *Daemon) trackReadmitted(f *family) {
-	for _, name := range f.desired.TakeReadmitted() {
+// trackReadmitted updates the bookkeeping of the Services that other Services' changes let
+// into a set they had been held back from, and returns them: their problems changed, and the
+// caller reports them (reportService).
+func (d *Daemon) trackReadmitted(f *family) []types.NamespacedName {
+	names := f.desired.TakeReadmitted()
+	for _, name := range names {
 		d.track(f, name, f.desired.Service(name))
 	}
+	return names
+}
+
+// countNotProgrammed sets the gauge of Services not programmed for a capacity limit from the
+// problems reported.
+func (d *Daemon) countNotProgrammed(f *family) {
 	counts := map[string]int{proxy.ReasonTooManySetMembers: 0, proxy.ReasonSetCapacityExceeded: 0}
 	for k, ps := range d.problems {
 		if k.family != f.ipFamily {

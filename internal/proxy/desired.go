@@ -15,14 +15,21 @@ import (
 
 // Desired is the aggregate desired state of one family: the union of every Service's
 // contribution. Members and addresses are reference counted, so a VIP shared by two Services
-// stays bound until both are gone. When two Services claim the same virtual server (e.g. the
-// same externalIP:port), the owner that sorts first wins and the others get a Problem.
+// stays bound until both are gone.
+//
+// When two Services claim the same virtual server (address, port, protocol), one claim wins
+// and the others get a Problem (Conflicts): a cluster IP always wins over an external IP, a
+// load balancer IP or a node port, so no Service can take over another Service's cluster IP
+// however their names sort; among claims of one rank, the owner that sorts first wins. Only
+// the winning claim puts the set members of that address, protocol and port (Set.claimed)
+// and its out-filter entry in: a losing claim adds nothing that could masquerade, filter or
+// redirect the winner's traffic.
 //
 // Desired is not safe for concurrent use; the sync loop owns it.
 type Desired struct {
 	family   inet.Family
 	services map[types.NamespacedName]*ServiceState
-	vs       map[VSKey][]*VirtualServer // claimants, sorted by owner
+	vs       map[VSKey][]claim // claimants, the winner first (compareClaim)
 	members  map[Member]int
 	setSize  [numSets]int
 	addrs    map[netip.Addr]int
@@ -41,7 +48,7 @@ func NewDesired(f inet.Family) *Desired {
 	return &Desired{
 		family:   f,
 		services: map[types.NamespacedName]*ServiceState{},
-		vs:       map[VSKey][]*VirtualServer{},
+		vs:       map[VSKey][]claim{},
 		members:  map[Member]int{},
 		addrs:    map[netip.Addr]int{},
 		out:      map[VSKey]int{},
@@ -93,27 +100,28 @@ func (d *Desired) update(name types.NamespacedName, st *ServiceState, t *Touched
 	shrunk := false
 	old := d.services[name]
 	if st.contributesNothing() {
-		delete(d.services, name)
 		st = nil
-	} else {
-		d.services[name] = st
 	}
 	var oldVS, newVS []*VirtualServer
 	var oldM, newM []Member
 	var oldA, newA []netip.Addr
 	if old != nil {
 		oldVS, oldM, oldA = old.VirtualServers, old.Members, old.Addresses
-		for _, k := range old.OutFilter {
-			if d.out[k]--; d.out[k] == 0 {
-				delete(d.out, k)
-			}
-		}
 	}
 	if st != nil {
 		newVS, newM, newA = st.VirtualServers, st.Members, st.Addresses
-		for _, k := range st.OutFilter {
-			d.out[k]++
-		}
+	}
+	// The claimed members of every key this Service claims or claimed follow the key's
+	// winner: note whose they are now, and move them once the claims are updated.
+	keys := claimedKeys(oldVS, newVS)
+	winners := make([]*ServiceState, len(keys))
+	for i, k := range keys {
+		winners[i] = d.winnerState(k)
+	}
+	if st == nil {
+		delete(d.services, name)
+	} else {
+		d.services[name] = st
 	}
 
 	// Virtual servers: both lists are sorted by key.
@@ -124,38 +132,45 @@ func (d *Desired) update(name types.NamespacedName, st *ServiceState, t *Touched
 			d.removeVS(oldVS[i], t)
 			i++
 		case i == len(oldVS) || oldVS[i].VSKey.Compare(newVS[j].VSKey) > 0:
-			d.addVS(newVS[j], t)
+			d.addVS(claim{newVS[j], st}, t)
 			j++
 		default:
-			if !oldVS[i].Equal(newVS[j]) || oldVS[i].Owner != newVS[j].Owner {
+			switch {
+			case !oldVS[i].Equal(newVS[j]) || oldVS[i].Owner != newVS[j].Owner:
 				d.removeVS(oldVS[i], nil)
-				d.addVS(newVS[j], nil)
+				d.addVS(claim{newVS[j], st}, nil)
 				touch(t, newVS[j].VSKey)
-			} else {
-				d.replaceVS(oldVS[i], newVS[j])
+			case oldVS[i].Kind != newVS[j].Kind:
+				// Same kernel state, another rank: the claim may win or lose the key now.
+				was := d.VirtualServer(newVS[j].VSKey)
+				d.removeVS(oldVS[i], nil)
+				d.addVS(claim{newVS[j], st}, nil)
+				if is := d.VirtualServer(newVS[j].VSKey); was != oldVS[i] || is != newVS[j] {
+					touch(t, newVS[j].VSKey)
+				}
+			default:
+				d.replaceVS(oldVS[i], claim{newVS[j], st})
 			}
 			i++
 			j++
 		}
 	}
 
-	// Members and addresses: both lists are sorted and unique.
+	// Members and addresses: both lists are sorted and unique. Claimed members follow the
+	// winners (below).
 	for _, m := range minus(oldM, newM, Member.Compare) {
-		if d.members[m]--; d.members[m] == 0 {
-			delete(d.members, m)
-			d.setSize[m.Set]--
+		if !m.Set.claimed() && d.dropMember(m, t) {
 			shrunk = true
-			if t != nil {
-				t.Members[m] = struct{}{}
-			}
 		}
 	}
 	for _, m := range minus(newM, oldM, Member.Compare) {
-		if d.members[m]++; d.members[m] == 1 {
-			d.setSize[m.Set]++
-			if t != nil {
-				t.Members[m] = struct{}{}
-			}
+		if !m.Set.claimed() {
+			d.addMember(m, t)
+		}
+	}
+	for i, k := range keys {
+		if d.moveClaim(k, winners[i], d.winnerState(k), t) {
+			shrunk = true
 		}
 	}
 	for _, a := range minus(oldA, newA, netip.Addr.Compare) {
@@ -174,28 +189,137 @@ func (d *Desired) update(name types.NamespacedName, st *ServiceState, t *Touched
 	return shrunk
 }
 
+func (d *Desired) addMember(m Member, t *Touched) {
+	if d.members[m]++; d.members[m] == 1 {
+		d.setSize[m.Set]++
+		if t != nil {
+			t.Members[m] = struct{}{}
+		}
+	}
+}
+
+// dropMember releases one reference to m and reports whether m left its set.
+func (d *Desired) dropMember(m Member, t *Touched) bool {
+	if d.members[m]--; d.members[m] == 0 {
+		delete(d.members, m)
+		d.setSize[m.Set]--
+		if t != nil {
+			t.Members[m] = struct{}{}
+		}
+		return true
+	}
+	return false
+}
+
+// claimedKeys returns the sorted union of the keys of two lists sorted by key.
+func claimedKeys(a, b []*VirtualServer) []VSKey {
+	out := make([]VSKey, 0, max(len(a), len(b)))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i].VSKey.Compare(b[j].VSKey) < 0):
+			out = append(out, a[i].VSKey)
+			i++
+		case i == len(a) || a[i].VSKey.Compare(b[j].VSKey) > 0:
+			out = append(out, b[j].VSKey)
+			j++
+		default:
+			out = append(out, a[i].VSKey)
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// winnerState returns the contribution of the Service whose claim wins key k, or nil.
+func (d *Desired) winnerState(k VSKey) *ServiceState {
+	if list := d.vs[k]; len(list) > 0 {
+		return list[0].st
+	}
+	return nil
+}
+
+// moveClaim hands the claimed members and the out-filter entry of key k from the state
+// that won it (from, nil: none) to the one that wins it now (to); it reports whether a member
+// left its set.
+func (d *Desired) moveClaim(k VSKey, from, to *ServiceState, t *Touched) (shrunk bool) {
+	if from == to {
+		return false
+	}
+	for s := range numSets {
+		if !s.claimed() {
+			continue
+		}
+		a, b := claimedMembers(from, s, k), claimedMembers(to, s, k)
+		for _, m := range minus(a, b, Member.Compare) {
+			if d.dropMember(m, t) {
+				shrunk = true
+			}
+		}
+		for _, m := range minus(b, a, Member.Compare) {
+			d.addMember(m, t)
+		}
+	}
+	was, is := from != nil && hasKey(from.OutFilter, k), to != nil && hasKey(to.OutFilter, k)
+	switch {
+	case was && !is:
+		delete(d.out, k)
+	case is && !was:
+		d.out[k] = 1
+	}
+	return shrunk
+}
+
+// claimedMembers returns the members of set s that st holds for key k (a sub-slice of its
+// sorted members).
+func claimedMembers(st *ServiceState, s Set, k VSKey) []Member {
+	if st == nil {
+		return nil
+	}
+	ms := st.Members
+	lo := Member{Set: s, Addr: k.Address, Proto: k.Protocol, Port: k.Port}
+	i, _ := slices.BinarySearchFunc(ms, lo, Member.Compare)
+	j := i
+	for j < len(ms) && ms[j].Set == s && ms[j].Addr == k.Address && ms[j].Proto == k.Protocol && ms[j].Port == k.Port {
+		j++
+	}
+	return ms[i:j]
+}
+
+func hasKey(keys []VSKey, k VSKey) bool {
+	_, ok := slices.BinarySearchFunc(keys, k, VSKey.Compare)
+	return ok
+}
+
 func touch(t *Touched, k VSKey) {
 	if t != nil {
 		t.VirtualServers[k] = struct{}{}
 	}
 }
 
-func (d *Desired) addVS(v *VirtualServer, t *Touched) {
-	list := d.vs[v.VSKey]
-	pos, _ := slices.BinarySearchFunc(list, v, compareOwner)
-	d.vs[v.VSKey] = slices.Insert(list, pos, v)
+// claim is one Service's virtual server for a key, with the contribution it came in.
+type claim struct {
+	*VirtualServer
+	st *ServiceState
+}
+
+func (d *Desired) addVS(c claim, t *Touched) {
+	list := d.vs[c.VSKey]
+	pos, _ := slices.BinarySearchFunc(list, c, func(a, b claim) int { return compareClaim(a.VirtualServer, b.VirtualServer) })
+	d.vs[c.VSKey] = slices.Insert(list, pos, c)
 	if pos == 0 {
-		touch(t, v.VSKey)
+		touch(t, c.VSKey)
 	}
 }
 
-// replaceVS swaps in an equal virtual server of the same owner, so later removals (which
-// match by identity) find it.
-func (d *Desired) replaceVS(old, v *VirtualServer) {
-	list := d.vs[v.VSKey]
+// replaceVS swaps in an equal virtual server of the same owner and kind, so later removals
+// (which match by identity) find it.
+func (d *Desired) replaceVS(old *VirtualServer, c claim) {
+	list := d.vs[c.VSKey]
 	for i, x := range list {
-		if x == old {
-			list[i] = v
+		if x.VirtualServer == old {
+			list[i] = c
 			return
 		}
 	}
@@ -204,7 +328,7 @@ func (d *Desired) replaceVS(old, v *VirtualServer) {
 func (d *Desired) removeVS(v *VirtualServer, t *Touched) {
 	list := d.vs[v.VSKey]
 	for i, x := range list {
-		if x == v {
+		if x.VirtualServer == v {
 			list = slices.Delete(list, i, i+1)
 			if i == 0 {
 				touch(t, v.VSKey)
@@ -219,7 +343,12 @@ func (d *Desired) removeVS(v *VirtualServer, t *Touched) {
 	}
 }
 
-func compareOwner(a, b *VirtualServer) int {
+// compareClaim orders the claims of one key, the winner first: a cluster IP before any
+// other kind, then by owner.
+func compareClaim(a, b *VirtualServer) int {
+	if c := cmp.Compare(a.Kind.rank(), b.Kind.rank()); c != 0 {
+		return c
+	}
 	return cmp.Compare(a.Owner.String(), b.Owner.String())
 }
 
@@ -242,7 +371,7 @@ func minus[T any](a, b []T, cmpFn func(T, T) int) []T {
 // VirtualServer returns the desired virtual server for a key, or nil.
 func (d *Desired) VirtualServer(k VSKey) *VirtualServer {
 	if list := d.vs[k]; len(list) > 0 {
-		return list[0]
+		return list[0].VirtualServer
 	}
 	return nil
 }
@@ -263,7 +392,7 @@ func (d *Desired) NumServices() int { return len(d.services) }
 func (d *Desired) VirtualServers() []*VirtualServer {
 	out := make([]*VirtualServer, 0, len(d.vs))
 	for _, list := range d.vs {
-		out = append(out, list[0])
+		out = append(out, list[0].VirtualServer)
 	}
 	slices.SortFunc(out, func(a, b *VirtualServer) int { return a.VSKey.Compare(b.VSKey) })
 	return out
@@ -290,21 +419,57 @@ func (d *Desired) OutFilter() []VSKey {
 	return out
 }
 
-// Conflicts returns a Problem for every Service that lost a virtual server to another one.
+// Conflicts returns a Problem for every Service that lost a virtual server to another one
+// (on the loser only: the winner is not at fault, and may be the victim of the claim).
 func (d *Desired) Conflicts() []Problem {
 	var out []Problem
 	for _, list := range d.vs {
 		for _, loser := range list[1:] {
-			out = append(out, Problem{
-				Service: loser.Owner.NamespacedName,
-				Field:   "spec",
-				Reason:  "VirtualServerConflict",
-				Message: fmt.Sprintf("%s %s is already served for %s; this port is not programmed there", loser.Kind, loser.VSKey, list[0].Owner),
-			})
+			out = append(out, conflict(loser.VirtualServer, list[0].VirtualServer))
 		}
 	}
 	slices.SortFunc(out, func(a, b Problem) int { return cmp.Compare(a.String(), b.String()) })
 	return out
+}
+
+// ConflictsOf returns the Problems of the virtual servers Service name claims and lost,
+// sorted.
+func (d *Desired) ConflictsOf(name types.NamespacedName) []Problem {
+	st := d.services[name]
+	if st == nil {
+		return nil
+	}
+	var out []Problem
+	for _, v := range st.VirtualServers {
+		if list := d.vs[v.VSKey]; len(list) > 0 && list[0].VirtualServer != v {
+			out = append(out, conflict(v, list[0].VirtualServer))
+		}
+	}
+	slices.SortFunc(out, func(a, b Problem) int { return cmp.Compare(a.String(), b.String()) })
+	return out
+}
+
+// Claimants returns the Services that claim virtual server k, the winner first.
+func (d *Desired) Claimants(k VSKey) []types.NamespacedName {
+	list := d.vs[k]
+	out := make([]types.NamespacedName, len(list))
+	for i, c := range list {
+		out[i] = c.Owner.NamespacedName
+	}
+	return out
+}
+
+func conflict(loser, winner *VirtualServer) Problem {
+	why := "it claimed the address and port first (by namespace/name)"
+	if winner.Kind == kindClusterIP {
+		why = "a cluster IP always wins over another Service's claim"
+	}
+	return Problem{
+		Service: loser.Owner.NamespacedName,
+		Field:   loser.Kind.field(),
+		Reason:  "VirtualServerConflict",
+		Message: fmt.Sprintf("%s %s is the %s of %s, which keeps it (%s); this claim is not programmed", loser.Kind, loser.VSKey, winner.Kind, winner.Owner, why),
+	}
 }
 
 // Problems returns every Service's problems plus the conflicts, sorted.

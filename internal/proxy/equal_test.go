@@ -76,6 +76,11 @@ func TestOptionsEqualChecksEveryField(t *testing.T) {
 			CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.245.0.0/16")}},
 		StrictARP:             true,
 		UnavailableSchedulers: []string{"mh", "sh"},
+		ServiceCIDRs:          []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.0.0.1/32")},
+		APIServerAddresses:    two("192.168.1.100", "192.168.1.101"),
+		NodeStatusAddresses:   two("192.168.1.10", "34.1.2.3"),
+		ExternalIPCIDRs:       []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("fd00:ee::/64")},
+		LoadBalancerIPCIDRs:   []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("fd00:1b::/64")},
 	}
 	fieldguard.Check(t, base, nil, func(a, b Options) bool { return !a.Equal(b) })
 }
@@ -85,6 +90,7 @@ func TestOptionsEqualEmptyIsMissing(t *testing.T) {
 	empty := Options{
 		NodeLabels: map[string]string{}, NodePortAddresses: []netip.Addr{}, LocalAddresses: []netip.Addr{},
 		LocalDetector: LocalDetector{CIDRs: []netip.Prefix{}}, UnavailableSchedulers: []string{},
+		ServiceCIDRs: []netip.Prefix{}, APIServerAddresses: []netip.Addr{}, NodeStatusAddresses: []netip.Addr{}, ExternalIPCIDRs: []netip.Prefix{}, LoadBalancerIPCIDRs: []netip.Prefix{},
 	}
 	if !empty.Equal(Options{}) || !(Options{}).Equal(empty) {
 		t.Error("empty lists and maps differ from missing ones")

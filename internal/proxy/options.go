@@ -64,6 +64,24 @@ type Options struct {
 	LocalDetector         LocalDetector
 	// StrictARP only affects sysctls; it is here so a change triggers a rebuild.
 	StrictARP bool
+	// ServiceCIDRs are the cluster's Service (cluster IP) ranges: the ServiceCIDR objects,
+	// --kipvs-service-cidr, and default/kubernetes's cluster IPs as single addresses. An
+	// external or load balancer IP inside one is refused (only a Service's own cluster IP may
+	// be a VIP there).
+	ServiceCIDRs []netip.Prefix
+	// NodeStatusAddresses are the addresses of this family in this node's Node status
+	// (InternalIP, ExternalIP), on a link of the node or not (a cloud's NATed public
+	// address); no external or load balancer IP may be one.
+	NodeStatusAddresses []netip.Addr
+	// APIServerAddresses are the apiserver's addresses as this node reaches it (the host of
+	// the kubeconfig's server URL, when it is an IP); an external or load balancer IP equal
+	// to one is refused.
+	APIServerAddresses []netip.Addr
+	// ExternalIPCIDRs and LoadBalancerIPCIDRs, when not empty, are the only ranges external
+	// IPs and load balancer IPs may come from, in both families (--kipvs-external-ip-cidrs,
+	// --kipvs-load-balancer-ip-cidrs); empty allows every address, as kube-proxy does.
+	ExternalIPCIDRs     []netip.Prefix
+	LoadBalancerIPCIDRs []netip.Prefix
 	// UnavailableSchedulers are scheduler names whose kernel module failed to load (found by
 	// probing); a Service asking for one gets the global scheduler and a Problem. Sorted.
 	UnavailableSchedulers []string
@@ -89,6 +107,11 @@ func (o Options) canonical() Options {
 	o.LocalAddresses = nilIfEmpty(o.LocalAddresses)
 	o.LocalDetector.CIDRs = nilIfEmpty(o.LocalDetector.CIDRs)
 	o.UnavailableSchedulers = nilIfEmpty(o.UnavailableSchedulers)
+	o.ServiceCIDRs = nilIfEmpty(o.ServiceCIDRs)
+	o.APIServerAddresses = nilIfEmpty(o.APIServerAddresses)
+	o.NodeStatusAddresses = nilIfEmpty(o.NodeStatusAddresses)
+	o.ExternalIPCIDRs = nilIfEmpty(o.ExternalIPCIDRs)
+	o.LoadBalancerIPCIDRs = nilIfEmpty(o.LoadBalancerIPCIDRs)
 	return o
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -398,13 +399,21 @@ func (b *builder) finish() {
 		seen[p] = true
 		return dup
 	})
-	slices.SortFunc(st.VirtualServers, func(x, y *VirtualServer) int { return x.VSKey.Compare(y.VSKey) })
+	slices.SortFunc(st.VirtualServers, func(x, y *VirtualServer) int {
+		if c := x.VSKey.Compare(y.VSKey); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Kind, y.Kind)
+	})
 	// Two ports of one Service cannot share a key (the apiserver forbids it), but a
-	// ClusterIP equal to an externalIP could collide: keep the first.
+	// ClusterIP equal to one of its own external or load balancer IPs could collide: the
+	// cluster IP is kept, as between Services (Desired), and so are only its set members.
 	st.VirtualServers = slices.CompactFunc(st.VirtualServers, func(x, y *VirtualServer) bool { return x.VSKey == y.VSKey })
 	st.Members = make([]Member, 0, len(b.members))
 	for m := range b.members {
-		st.Members = append(st.Members, m)
+		if !m.Set.claimed() || st.claimKind(VSKey{Protocol: m.Proto, Address: m.Addr, Port: m.Port}) == m.Set.claimKind() {
+			st.Members = append(st.Members, m)
+		}
 	}
 	slices.SortFunc(st.Members, Member.Compare)
 	st.Addresses = make([]netip.Addr, 0, len(b.addrs))
@@ -414,6 +423,16 @@ func (b *builder) finish() {
 	slices.SortFunc(st.Addresses, netip.Addr.Compare)
 	slices.SortFunc(st.OutFilter, VSKey.Compare)
 	st.OutFilter = slices.Compact(st.OutFilter)
+}
+
+// claimKind returns the kind of st's virtual server for k (st.VirtualServers is sorted and
+// compact).
+func (st *ServiceState) claimKind(k VSKey) VSKind {
+	i, ok := slices.BinarySearchFunc(st.VirtualServers, k, func(v *VirtualServer, k VSKey) int { return v.VSKey.Compare(k) })
+	if !ok {
+		return kindClusterIP
+	}
+	return st.VirtualServers[i].Kind
 }
 
 // RequestedScheduler returns the scheduler a Service asks for with the kipvs.io/scheduler

@@ -144,7 +144,11 @@ func buildCases() []buildCase {
 		},
 		{
 			name: "loadbalancer-proxy-ipmode-skipped-and-local-lb-ip-not-bound",
-			opts: func(o *Options) { o.LocalAddresses = []netip.Addr{netip.MustParseAddr("198.51.100.9")} },
+			opts: func(o *Options) {
+				o.LocalAddresses = []netip.Addr{netip.MustParseAddr("198.51.100.9")}
+				// A load balancer IP on the node's own link only with the operator's consent.
+				o.LoadBalancerIPCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("198.51.100.9/32")}
+			},
 			svc: svc("default", "lb", "10.96.0.17", lbIngress("203.0.113.30", "198.51.100.9"), ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30082}), func(s *v1.Service) {
 				mode := v1.LoadBalancerIPModeProxy
 				s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: "203.0.113.31", IPMode: &mode})
@@ -165,7 +169,7 @@ func buildCases() []buildCase {
 		},
 		{
 			name: "loadbalancer-source-ranges-exclude-node",
-			svc: svc("default", "fw", "10.96.0.18", lbIngress("203.0.113.40"), ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30083}), func(s *v1.Service) {
+			svc: svc("default", "fw", "10.96.0.18", lbIngress("203.0.113.41"), ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30083}), func(s *v1.Service) {
 				s.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
 			}),
 			slices: []*discoveryv1.EndpointSlice{slice("fw", "fw-1", "http", 8080, tcp, "10.244.1.5")},

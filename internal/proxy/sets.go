@@ -39,6 +39,28 @@ const (
 	numSets
 )
 
+// claimed reports whether the members of s belong to one virtual server (its address,
+// protocol and port): only the claim that wins the virtual server puts them in (Desired).
+func (s Set) claimed() bool {
+	switch s {
+	case SetClusterIP, SetExternalIP, SetExternalIPLocal, SetLoadBalancer, SetLoadBalancerFW, SetLoadBalancerLocal,
+		SetLoadBalancerSourceNet, SetLoadBalancerSourceIP:
+		return true
+	}
+	return false
+}
+
+// claimKind is the kind of virtual server whose claim puts members in claimed set s.
+func (s Set) claimKind() VSKind {
+	switch s {
+	case SetExternalIP, SetExternalIPLocal:
+		return kindExternalIP
+	case SetLoadBalancer, SetLoadBalancerFW, SetLoadBalancerLocal, SetLoadBalancerSourceNet, SetLoadBalancerSourceIP:
+		return kindLoadBalancer
+	}
+	return kindClusterIP
+}
+
 // AllSets returns every set, in the order upstream kube-proxy creates them.
 func AllSets() []Set {
 	return []Set{SetLoopBack, SetClusterIP, SetExternalIP, SetExternalIPLocal, SetLoadBalancer, SetLoadBalancerLocal,

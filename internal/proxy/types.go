@@ -78,6 +78,20 @@ func (k VSKind) String() string {
 	return [...]string{"ClusterIP", "ExternalIP", "LoadBalancer", "NodePort"}[k]
 }
 
+// rank orders the kinds of the claims of one virtual server: a cluster IP (0) wins over
+// every other kind (1), which rank equal.
+func (k VSKind) rank() int {
+	if k == kindClusterIP {
+		return 0
+	}
+	return 1
+}
+
+// field names the Service field a claim of this kind comes from.
+func (k VSKind) field() string {
+	return [...]string{"spec.clusterIPs", "spec.externalIPs", "status.loadBalancer.ingress", "spec.ports.nodePort"}[k]
+}
+
 // VirtualServer is one desired IPVS virtual server (NAT) with its real servers.
 type VirtualServer struct {
 	VSKey

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -241,9 +242,7 @@ func (b *builder) externalIPs() []netip.Addr {
 		case bad != "" || !b.o.Family.Matches(ip):
 		case unusableAddress(ip) != "":
 			b.problem(field, "UnusableExternalIP", fmt.Sprintf("%s is %s; it cannot be a virtual server on kube-ipvs0, so it is skipped", ip, unusableAddress(ip)))
-		case slices.Contains(b.o.NodePortAddresses, ip) || b.o.isLocalAddress(ip):
-			b.problem(field, "ExternalIPIsNodeAddress",
-				fmt.Sprintf("external IP %s is an address of node %s; binding it on kube-ipvs0 would hijack the node's own traffic, so it is skipped", ip, b.o.NodeName))
+		case b.refuseClaim(field, ip, kindExternalIP):
 		case !slices.Contains(out, ip):
 			out = append(out, ip)
 		}
@@ -251,8 +250,55 @@ func (b *builder) externalIPs() []netip.Addr {
 	return out
 }
 
+// refuseClaim reports, with a Problem on field, whether ip is an address no Service may
+// claim as an external IP or a load balancer IP (kind), however valid: a virtual server
+// there would take traffic that belongs to someone else. In order:
+//
+//   - an address of this node: a NodePort address, an address of its Node's status (a
+//     cloud's public address need not be on a link), or for an external IP any address on
+//     another link (the node's SSH port, its kubelet). A load balancer IP on another link
+//     of the node is allowed only inside --kipvs-load-balancer-ip-cidrs (the operator
+//     declares the range as load balancer addresses, e.g. a VIP kube-vip or keepalived puts
+//     on the node); it is then served and not bound again;
+//   - the apiserver's address: bound on kube-ipvs0 it would cut the node off the apiserver;
+//   - inside the Service CIDRs, where only a Service's own cluster IP may be a VIP;
+//   - outside the allow list of its kind, when one is given.
+func (b *builder) refuseClaim(field string, ip netip.Addr, kind VSKind) bool {
+	o := b.o
+	label, prefix, allow, flag := "external IP", "ExternalIP", o.ExternalIPCIDRs, "--kipvs-external-ip-cidrs"
+	if kind == kindLoadBalancer {
+		label, prefix, allow, flag = "load balancer IP", "LoadBalancerIP", o.LoadBalancerIPCIDRs, "--kipvs-load-balancer-ip-cidrs"
+	}
+	allowed := slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) })
+	var reason, why string
+	switch {
+	case slices.Contains(o.NodePortAddresses, ip) || slices.Contains(o.NodeStatusAddresses, ip) ||
+		(o.isLocalAddress(ip) && (kind != kindLoadBalancer || !allowed)):
+		reason, why = "IsNodeAddress", fmt.Sprintf("is an address of node %s; a virtual server on it would hijack the node's own traffic (its SSH port, its kubelet)", o.NodeName)
+	case slices.Contains(o.APIServerAddresses, ip):
+		reason, why = "IsAPIServer", "is the apiserver's address; bound on kube-ipvs0 it would cut the node off the apiserver"
+	case slices.ContainsFunc(o.ServiceCIDRs, func(p netip.Prefix) bool { return p.Contains(ip) }):
+		i := slices.IndexFunc(o.ServiceCIDRs, func(p netip.Prefix) bool { return p.Contains(ip) })
+		reason, why = "InServiceCIDR", fmt.Sprintf("is inside the Service CIDR %s, where only a Service's own cluster IP may be a virtual server", o.ServiceCIDRs[i])
+	case len(allow) > 0 && !allowed:
+		reason, why = "NotAllowed", fmt.Sprintf("is outside %s (%s), the ranges this node accepts %ss from", flag, prefixes(allow), label)
+	default:
+		return false
+	}
+	b.problem(field, prefix+reason, fmt.Sprintf("%s %s %s; it is skipped", label, ip, why))
+	return true
+}
+
+func prefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
 // lbIP is a usable load balancer ingress IP; local ones are already on another link of
-// the node and are served but not bound again.
+// the node (allowed by --kipvs-load-balancer-ip-cidrs) and are served but not bound again.
 type lbIP struct {
 	addr  netip.Addr
 	local bool
@@ -276,9 +322,7 @@ func (b *builder) loadBalancerIPs() []lbIP {
 		case bad != "" || !b.o.Family.Matches(ip):
 		case unusableAddress(ip) != "":
 			b.problem(field, "UnusableLoadBalancerIP", fmt.Sprintf("load balancer IP %s is %s; it cannot be a virtual server on kube-ipvs0, so it is skipped", ip, unusableAddress(ip)))
-		case slices.Contains(b.o.NodePortAddresses, ip):
-			b.problem(field, "LoadBalancerIPIsNodeAddress",
-				fmt.Sprintf("load balancer IP %s is an address of node %s; it is skipped so node traffic is not hijacked", ip, b.o.NodeName))
+		case b.refuseClaim(field, ip, kindLoadBalancer):
 		case !slices.ContainsFunc(out, func(l lbIP) bool { return l.addr == ip }):
 			out = append(out, lbIP{addr: ip, local: b.o.isLocalAddress(ip)})
 		}

@@ -359,6 +359,111 @@ func badInputCases() []buildCase {
 			slices:   ep("ds"),
 			problems: []string{},
 		},
+		// Addresses no Service may claim (issue 23): the cluster's Service CIDRs, the
+		// apiserver's address, the node's own addresses, and outside the allow lists.
+		{
+			name:     "bad-externalip-in-service-cidr",
+			opts:     func(o *Options) { o.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")} },
+			svc:      svc("app", "evil", "10.96.200.7", externalIPs("10.96.0.10", "203.0.113.8")),
+			slices:   ep("evil"),
+			problems: []string{"ExternalIPInServiceCIDR spec.externalIPs[0]"},
+		},
+		{
+			name:     "bad-lb-ip-in-service-cidr",
+			opts:     func(o *Options) { o.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")} },
+			svc:      svc("app", "evil", "10.96.200.7", lbIngress("203.0.113.30", "10.96.0.1")),
+			slices:   ep("evil"),
+			problems: []string{"LoadBalancerIPInServiceCIDR status.loadBalancer.ingress[1].ip"},
+		},
+		{
+			name:     "bad-externalip-is-apiserver",
+			opts:     func(o *Options) { o.APIServerAddresses = []netip.Addr{netip.MustParseAddr("192.168.1.100")} },
+			svc:      svc("app", "evil", "10.96.200.7", externalIPs("203.0.113.8", "192.168.1.100")),
+			slices:   ep("evil"),
+			problems: []string{"ExternalIPIsAPIServer spec.externalIPs[1]"},
+		},
+		{
+			name:     "bad-lb-ip-is-apiserver",
+			opts:     func(o *Options) { o.APIServerAddresses = []netip.Addr{netip.MustParseAddr("192.168.1.100")} },
+			svc:      svc("app", "evil", "10.96.200.7", lbIngress("192.168.1.100")),
+			slices:   ep("evil"),
+			problems: []string{"LoadBalancerIPIsAPIServer status.loadBalancer.ingress[0].ip"},
+		},
+		{
+			// Finding 5: the node's other address (not a NodePort address) on port 22.
+			name:     "bad-lb-ip-is-local-address",
+			opts:     func(o *Options) { o.LocalAddresses = []netip.Addr{netip.MustParseAddr("198.51.100.9")} },
+			svc:      svc("app", "evil", "10.96.200.7", lbIngress("198.51.100.9"), ports(v1.ServicePort{Name: "http", Port: 22, NodePort: 30022})),
+			slices:   ep("evil"),
+			problems: []string{"LoadBalancerIPIsNodeAddress status.loadBalancer.ingress[0].ip"},
+		},
+		{
+			// A cloud node's public address is in its Node status, on no link.
+			name:     "bad-lb-ip-is-node-status-address",
+			opts:     func(o *Options) { o.NodeStatusAddresses = []netip.Addr{netip.MustParseAddr("198.51.100.77")} },
+			svc:      svc("app", "evil", "10.96.200.7", lbIngress("198.51.100.77")),
+			slices:   ep("evil"),
+			problems: []string{"LoadBalancerIPIsNodeAddress status.loadBalancer.ingress[0].ip"},
+		},
+		{
+			name:     "bad-externalip-outside-allow-list",
+			opts:     func(o *Options) { o.ExternalIPCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")} },
+			svc:      svc("app", "evil", "10.96.200.7", externalIPs("198.51.100.7", "203.0.113.8", "fd00::7")),
+			slices:   ep("evil"),
+			problems: []string{"ExternalIPNotAllowed spec.externalIPs[0]"},
+		},
+		{
+			name:     "bad-lb-ip-outside-allow-list",
+			opts:     func(o *Options) { o.LoadBalancerIPCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")} },
+			svc:      svc("app", "evil", "10.96.200.7", lbIngress("203.0.113.30", "198.51.100.30")),
+			slices:   ep("evil"),
+			problems: []string{"LoadBalancerIPNotAllowed status.loadBalancer.ingress[1].ip"},
+		},
+	}
+}
+
+// The addresses refused above are nowhere in the kernel state: no virtual server, no set
+// member, not bound on kube-ipvs0.
+func TestRefusedAddressesAreNotProgrammed(t *testing.T) {
+	refused := map[string]string{
+		"bad-externalip-in-service-cidr":    "10.96.0.10",
+		"bad-lb-ip-in-service-cidr":         "10.96.0.1",
+		"bad-externalip-is-apiserver":       "192.168.1.100",
+		"bad-lb-ip-is-apiserver":            "192.168.1.100",
+		"bad-lb-ip-is-local-address":        "198.51.100.9",
+		"bad-lb-ip-is-node-status-address":  "198.51.100.77",
+		"bad-externalip-outside-allow-list": "198.51.100.7",
+		"bad-lb-ip-outside-allow-list":      "198.51.100.30",
+	}
+	for _, tc := range badInputCases() {
+		addr, ok := refused[tc.name]
+		if !ok {
+			continue
+		}
+		delete(refused, tc.name)
+		o := testOptions()
+		tc.opts(o)
+		st := BuildService(ServiceInput{Service: tc.svc, Slices: tc.slices}, o)
+		a := netip.MustParseAddr(addr)
+		for _, v := range st.VirtualServers {
+			if v.Address == a {
+				t.Errorf("%s: refused %s has a virtual server %s", tc.name, a, v.VSKey)
+			}
+		}
+		for _, m := range st.Members {
+			if m.Addr == a {
+				t.Errorf("%s: refused %s is in %s", tc.name, a, m.Set)
+			}
+		}
+		if slices.Contains(st.Addresses, a) {
+			t.Errorf("%s: refused %s is bound", tc.name, a)
+		}
+		if len(st.VirtualServers) == 0 {
+			t.Errorf("%s: the rest of the Service must still be programmed", tc.name)
+		}
+	}
+	if len(refused) > 0 {
+		t.Errorf("cases missing: %v", refused)
 	}
 }
 
