@@ -107,9 +107,17 @@ func startFileSource(t *testing.T, ctx context.Context, path string, log *zap.Lo
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The source's goroutine logs through t: it must be gone before the test ends (a log
+	// after the end panics), so it stops with a context of its own in a cleanup.
+	ctx, cancel := context.WithCancel(ctx)
 	if err := src.Start(ctx); err != nil {
+		cancel()
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		cancel()
+		<-src.Done()
+	})
 	return src
 }
 
