@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kipvs/kipvs/e2e/harness"
+	"github.com/kipvs/kipvs/internal/daemon"
 )
 
 // Limits for waits under TCG (10-50x slower than a real node).
@@ -428,13 +429,14 @@ func TestRBACMinimalAndSufficient(t *testing.T) {
 		})
 
 		// Events: created for the problem Service, then patched into a series when the
-		// problem comes back.
+		// problem comes back: kipvs sends it again once daemon.EventInterval has passed
+		// (Events are aggregated, at most one per object and reason per interval).
 		k.Until(t, programLimit, "a Warning Event for the problem Service", func() (bool, string) {
 			evs, _ := f.problemEvents(t, started)
 			return len(evs) > 0, fmt.Sprint(evs)
 		})
 		f.reproblem(t, k)
-		k.Until(t, programLimit, "the Event patched into a series", func() (bool, string) {
+		k.Until(t, daemon.EventInterval+programLimit, "the Event patched into a series", func() (bool, string) {
 			evs, series := f.problemEvents(t, started)
 			return series >= 2, fmt.Sprintf("series count %d, events %v", series, evs)
 		})
