@@ -42,7 +42,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kipvs ./cmd/kipvs
 
-test: deps lint-quick test-unit test-configdiff test-kernel test-e2e
+test: deps lint-quick test-unit test-configdiff test-kernel test-e2e node-smoke
 
 # Boots the VM, runs kipvs on the standalone source e2e/demo/services.yaml with three
 # backends in network namespaces, and shows requests to the ClusterIP and ipvsadm -Ln.
