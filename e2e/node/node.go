@@ -52,6 +52,8 @@ type Config struct {
 	// Until, when set, ends the run after that step: "node" (Ready), "kipvs" (the DaemonSet
 	// pod Ready); empty runs the smoke too.
 	Until string
+	// Suite, when set, runs upstream's e2e suite after the smoke (make conformance).
+	Suite *Suite
 
 	Log io.Writer // progress lines
 }
@@ -107,17 +109,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cancel()
 	r := &runner{cfg: cfg, rep: &Report{}}
 	defer r.teardown()
-	steps := []struct {
-		name  string
-		fn    func(context.Context) error
-		until string
-	}{
+	steps := []step{
 		{"preflight", r.preflight, ""},
 		{"link", r.linkUp, ""},
 		{"control plane", r.controlPlane, ""},
 		{"node Ready", r.nodeUp, "node"},
 		{"kipvs DaemonSet Ready", r.deployKipvs, "kipvs"},
 		{"Service answers", r.smoke, ""},
+	}
+	if cfg.Suite != nil {
+		steps = append(steps, step{"suite", r.runSuite, ""})
 	}
 	switch cfg.Until {
 	case "", "node", "kipvs":
@@ -141,6 +142,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	return r.rep, nil
+}
+
+// step is one named, timed step of a run; until names the Config.Until value that ends the
+// run after it.
+type step struct {
+	name  string
+	fn    func(context.Context) error
+	until string
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -193,7 +202,7 @@ func (r *runner) preflight(ctx context.Context) error {
 		return errors.New("the pause, kipvs and echo image names are needed (--pause-image, --kipvs-image, --echo-image)")
 	}
 	r.kubectl = filepath.Join(c.NodeBin, "kubectl")
-	return nil
+	return r.preflightSuite()
 }
 
 func (r *runner) linkUp(ctx context.Context) error {

@@ -50,7 +50,20 @@ func main() {
 	flag.IntVar(&cfg.CPUs, "cpus", 2, "VM CPUs")
 	flag.DurationVar(&cfg.Timeout, "timeout", 20*time.Minute, "limit for the whole run")
 	flag.StringVar(&cfg.Until, "until", "", "end after this step: node (Ready) or kipvs (its pod Ready); empty: the whole smoke")
+	var suite node.Suite
+	var suiteArgs multi
+	flag.StringVar(&suite.Bin, "suite", "", "e2e.test (make conformance-bins): run upstream's suite after the smoke")
+	flag.StringVar(&suite.Focus, "focus", "", "the suite's --ginkgo.focus")
+	flag.StringVar(&suite.Skip, "skip", "", "the suite's --ginkgo.skip")
+	flag.StringVar(&suite.Dir, "report-dir", ".cache/conformance/kipvs", "the suite's report directory (removed first)")
+	flag.DurationVar(&suite.Timeout, "suite-timeout", 4*time.Hour, "the suite's --ginkgo.timeout")
+	flag.StringVar(&suite.Commit, "commit", "", "kipvs's version, recorded in the report")
+	flag.Var(&suiteArgs, "suite-arg", "another e2e.test flag (repeatable)")
 	flag.Parse()
+	if suite.Bin != "" {
+		suite.Args = suiteArgs
+		cfg.Suite = &suite
+	}
 	cfg.Images = images
 	cfg.HostIP, cfg.NodeIP = net.ParseIP(hostIP).To4(), net.ParseIP(nodeIP).To4()
 	if cfg.HostIP == nil || cfg.NodeIP == nil {
@@ -73,7 +86,11 @@ func main() {
 			fmt.Printf("  %-28s %s\n", p.Name, p.Elapsed.Round(100*time.Millisecond))
 		}
 	}
-	fmt.Printf("node smoke: %s in %s\n", map[bool]string{true: "PASS", false: "FAIL"}[err == nil], time.Since(start).Round(time.Second))
+	what := "node smoke"
+	if cfg.Suite != nil {
+		what = "conformance run"
+	}
+	fmt.Printf("%s: %s in %s\n", what, map[bool]string{true: "PASS", false: "FAIL"}[err == nil], time.Since(start).Round(time.Second))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "noderun: %v\n", err)
 		os.Exit(1)

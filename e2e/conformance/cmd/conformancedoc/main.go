@@ -1,0 +1,73 @@
+// Command conformancedoc renders the JUnit reports of `make conformance` (one directory per
+// proxy: kube-proxy/, kipvs/, each with run.json and the suite's JUnit file) side by side into
+// the generated section of docs/conformance.md, with the reasons in e2e/conformance/notes.yaml.
+// It prints the summary and lists tests kipvs did not pass without a recorded reason.
+//
+//	conformancedoc -results .cache/conformance -doc docs/conformance.md -notes e2e/conformance/notes.yaml
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/kipvs/kipvs/e2e/conformance"
+)
+
+func main() {
+	results := flag.String("results", ".cache/conformance", "directory with one run directory per proxy")
+	doc := flag.String("doc", "docs/conformance.md", "the document whose generated section is rewritten")
+	notesPath := flag.String("notes", "e2e/conformance/notes.yaml", "reasons for tests that do not pass")
+	flag.Parse()
+	if err := run(*results, *doc, *notesPath); err != nil {
+		fmt.Fprintf(os.Stderr, "conformancedoc: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir, docPath, notesPath string) error {
+	notes, err := conformance.ReadNotes(notesPath)
+	if err != nil {
+		return err
+	}
+	res := map[string]*conformance.Result{}
+	for _, p := range conformance.Proxies {
+		r, err := conformance.ReadResult(filepath.Join(dir, p))
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Printf("%s: no run in %s\n", p, filepath.Join(dir, p))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		res[p] = r
+		fmt.Printf("%s (%s, %s): %d passed, %d failed, %d skipped\n", p, r.Run.Started.UTC().Format("2006-01-02 15:04"),
+			r.Run.Commit, r.Report.Count(conformance.Passed), r.Report.Count(conformance.Failed), r.Report.Count(conformance.Skipped))
+	}
+	if len(res) == 0 {
+		return fmt.Errorf("no run in %s: run make conformance first", dir)
+	}
+	section, sum := conformance.Render(res, notes)
+	old, err := os.ReadFile(docPath)
+	if err != nil {
+		return err
+	}
+	out, err := conformance.Splice(string(old), section)
+	if err != nil {
+		return fmt.Errorf("%s: %w", docPath, err)
+	}
+	if err := os.WriteFile(docPath, []byte(out), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s\n", docPath)
+	for _, n := range sum.Regressions {
+		fmt.Printf("passed with kube-proxy, not with kipvs: %s\n", n)
+	}
+	for _, n := range sum.Unexplained {
+		fmt.Printf("UNEXPLAINED (add a note to %s): %s\n", notesPath, n)
+	}
+	return nil
+}

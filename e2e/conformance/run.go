@@ -1,0 +1,120 @@
+package conformance
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Run is what a conformance run on the node records next to its JUnit report (run.json):
+// enough to say what was judged, when, on what.
+type Run struct {
+	Proxy      string            `json:"proxy"` // kipvs or kube-proxy
+	Started    time.Time         `json:"started"`
+	Commit     string            `json:"commit"` // kipvs's git describe
+	Kubernetes string            `json:"kubernetes"`
+	Images     map[string]string `json:"images"` // name:tag -> digest of the archive imported
+	Focus      string            `json:"focus"`
+	Skip       string            `json:"skip"`
+	Phases     []Phase           `json:"phases"`
+	// SuiteExit is e2e.test's exit status: 0 all selected passed, 1 some failed.
+	SuiteExit int    `json:"suiteExit"`
+	Node      string `json:"node"` // kubectl get nodes -o wide
+	Pods      string `json:"pods"` // kubectl get pods -A -o wide, before the suite
+	JUnit     string `json:"junit"`
+	Machine   string `json:"machine"` // the host: cores, what ran the VM
+}
+
+// Phase is one timed step of the run.
+type Phase struct {
+	Name    string        `json:"name"`
+	Elapsed time.Duration `json:"elapsed"`
+}
+
+// Total is the run's wall time over its phases.
+func (r *Run) Total() time.Duration {
+	var t time.Duration
+	for _, p := range r.Phases {
+		t += p.Elapsed
+	}
+	return t
+}
+
+// WriteRun writes run.json into dir.
+func WriteRun(dir string, r *Run) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "run.json"), append(b, '\n'), 0o644)
+}
+
+// Result is one proxy's run and its report, read back from a run directory.
+type Result struct {
+	Run    Run
+	Report *Report
+}
+
+// ReadResult reads run.json and the JUnit file it names from dir.
+func ReadResult(dir string) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res.Run); err != nil {
+		return nil, fmt.Errorf("%s/run.json: %w", dir, err)
+	}
+	if res.Run.JUnit == "" {
+		return nil, fmt.Errorf("%s/run.json: the suite wrote no JUnit report", dir)
+	}
+	rep, err := ReadJUnit(filepath.Join(dir, res.Run.JUnit))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	res.Report = rep
+	return &res, nil
+}
+
+// Note says why a test does not pass for a proxy (notes.yaml).
+type Note struct {
+	Test     string `json:"test"`            // the test's name as the report has it
+	Proxy    string `json:"proxy,omitempty"` // kipvs (default) or kube-proxy
+	Reason   string `json:"reason"`          // fixed, upstream, environment
+	Evidence string `json:"evidence"`
+}
+
+// Reasons a note may give.
+var reasons = map[string]string{
+	"fixed":       "fixed in kipvs since this run",
+	"upstream":    "kube-proxy fails it the same way",
+	"environment": "the test environment, not the proxy",
+}
+
+// ReadNotes reads notes.yaml.
+func ReadNotes(path string) ([]Note, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var notes []Note
+	if err := yaml.UnmarshalStrict(b, &notes); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i, n := range notes {
+		if n.Test == "" || n.Evidence == "" {
+			return nil, fmt.Errorf("%s: note %d: test and evidence are required", path, i)
+		}
+		if _, ok := reasons[n.Reason]; !ok {
+			return nil, fmt.Errorf("%s: note %d (%s): reason %q: want fixed, upstream or environment", path, i, n.Test, n.Reason)
+		}
+		if n.Proxy == "" {
+			notes[i].Proxy = "kipvs"
+		}
+	}
+	return notes, nil
+}
