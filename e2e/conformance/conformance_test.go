@@ -49,7 +49,7 @@ func TestRenderSideBySide(t *testing.T) {
 		"kipvs":      {Run: Run{Proxy: "kipvs", Commit: "abc", Phases: []Phase{{"suite", time.Minute}}}, Report: kv},
 		"kube-proxy": {Run: Run{Proxy: "kube-proxy"}, Report: kp},
 	}
-	out, sum := Render(res, nil)
+	out, sum := Render(res, nil, "")
 	for _, s := range []string{
 		"| [sig-network] Services should serve a basic endpoint from pods [Conformance] | pass 40s | pass 40s |",
 		"| [sig-network] Services should be able to change the type from ExternalName to ClusterIP [Conformance] | pass 1s | **FAIL** 1m1s |",
@@ -69,7 +69,7 @@ func TestRenderSideBySide(t *testing.T) {
 		t.Errorf("summary %+v", sum)
 	}
 	out, sum = Render(res, []Note{{Test: "[sig-network] Services should be able to change the type from ExternalName to ClusterIP [Conformance]",
-		Proxy: "kipvs", Reason: "environment", Evidence: "the VM was out of memory."}})
+		Proxy: "kipvs", Reason: "environment", Evidence: "the VM was out of memory."}}, "")
 	if len(sum.Unexplained) != 0 || !strings.Contains(out, "environment — the test environment, not the proxy. the VM was out of memory.") {
 		t.Errorf("note not used: %+v\n%s", sum, out)
 	}
@@ -97,5 +97,59 @@ func TestNotesFileIsValid(t *testing.T) {
 	os.WriteFile(bad, []byte("- test: x\n  reason: flaky\n  evidence: y\n"), 0o644)
 	if _, err := ReadNotes(bad); err == nil || !strings.Contains(err.Error(), `reason "flaky"`) {
 		t.Errorf("a bad reason: %v", err)
+	}
+}
+
+func TestCompareMetrics(t *testing.T) {
+	kp, err := ParseMetrics(strings.NewReader(`# TYPE kubeproxy_sync_proxy_rules_duration_seconds histogram
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="+Inf"} 3
+kubeproxy_sync_proxy_rules_duration_seconds_sum 0.3
+kubeproxy_sync_proxy_rules_duration_seconds_count 3
+# TYPE kubeproxy_sync_proxy_rules_endpoint_changes_total counter
+kubeproxy_sync_proxy_rules_endpoint_changes_total 5
+# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="200",host="10.0.0.1:6443",method="GET"} 9
+# TYPE workqueue_depth gauge
+workqueue_depth{name="x"} 0
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := ParseMetrics(strings.NewReader(`# TYPE kubeproxy_sync_proxy_rules_duration_seconds histogram
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="+Inf"} 0
+kubeproxy_sync_proxy_rules_duration_seconds_sum 0
+kubeproxy_sync_proxy_rules_duration_seconds_count 0
+# TYPE kubeproxy_sync_proxy_rules_endpoint_changes_total gauge
+kubeproxy_sync_proxy_rules_endpoint_changes_total 5
+# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="201",host="10.0.0.1:6443",method="GET"} 9
+# TYPE kipvs_services_not_programmed gauge
+kipvs_services_not_programmed{reason="x"} 0
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range CompareMetrics(kp, kv) {
+		got = append(got, d.Family+" "+d.Kind+" "+d.Detail)
+	}
+	want := []string{
+		"kipvs_services_not_programmed only-kipvs gauge",
+		"kubeproxy_sync_proxy_rules_duration_seconds observed observed something: kube-proxy true, kipvs false",
+		"kubeproxy_sync_proxy_rules_endpoint_changes_total type kube-proxy counter, kipvs gauge",
+		`rest_client_requests_total values code: kube-proxy ["200"], kipvs ["201"]`,
+		"workqueue_depth only-kube-proxy gauge",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	md, un := RenderMetrics(CompareMetrics(kp, kv), len(kp), len(kv), func(f, k string) string {
+		if k == "only-kipvs" {
+			return "own-metrics"
+		}
+		return ""
+	})
+	if len(un) != 4 || !strings.Contains(md, "| `kipvs_services_not_programmed` | only-kipvs | gauge | `own-metrics` |") {
+		t.Errorf("unexplained %d:\n%s", len(un), md)
 	}
 }

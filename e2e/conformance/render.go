@@ -28,9 +28,9 @@ type Summary struct {
 	Regressions []string // passed with kube-proxy, not with kipvs
 }
 
-// Render writes the generated section from the results by proxy (either may be missing)
-// and the notes.
-func Render(results map[string]*Result, notes []Note) (string, Summary) {
+// Render writes the generated section from the results by proxy (either may be missing),
+// the notes, and the metrics comparison's rendering (RenderMetrics; may be empty).
+func Render(results map[string]*Result, notes []Note, metrics string) (string, Summary) {
 	var b strings.Builder
 	var sum Summary
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -105,6 +105,7 @@ func Render(results map[string]*Result, notes []Note) (string, Summary) {
 			}
 		}
 	}
+	w("%s", metrics)
 	w("\n%s\n", EndMarker)
 	return b.String(), sum
 }

@@ -42,6 +42,9 @@ type Difference struct {
 	Kernel []KernelMatch `json:"kernel,omitempty"`
 	// Config lists the findings of the config and flag differential it explains.
 	Config []ConfigMatch `json:"config,omitempty"`
+	// Metrics lists the differences of the /metrics comparison on the real node
+	// (e2e/conformance) it explains.
+	Metrics []MetricMatch `json:"metrics,omitempty"`
 	// Intermittent marks a difference that shows only in some runs (kube-proxy losing a
 	// race): the differential does not require its kernel lines to appear.
 	Intermittent bool `json:"intermittent,omitempty"`
@@ -69,6 +72,21 @@ type ConfigMatch struct {
 	// decision).
 	Field string `json:"field,omitempty"`
 }
+
+// MetricMatch explains one finding of the /metrics comparison (e2e/conformance).
+type MetricMatch struct {
+	// Family is a regular expression the whole metric family name matches.
+	Family string `json:"family"`
+	// Kind is the finding: only-kube-proxy, only-kipvs (the family is exported by that
+	// side only), labels (label names differ), values (a label's values differ), type, or
+	// observed (one side has observed or counted something, the other nothing).
+	Kind string `json:"kind"`
+
+	re *regexp.Regexp
+}
+
+// MetricKinds are the findings a MetricMatch may explain.
+var MetricKinds = []string{"only-kube-proxy", "only-kipvs", "labels", "values", "type", "observed"}
 
 // Differences is the whole data file.
 type Differences []*Difference
@@ -109,6 +127,17 @@ func Parse(data []byte) (Differences, error) {
 			}
 			m.re = re
 		}
+		for j := range d.Metrics {
+			m := &d.Metrics[j]
+			if !contains(MetricKinds, m.Kind) {
+				return nil, fmt.Errorf("differences.yaml: %s: metric kind %q: want one of %v", d.ID, m.Kind, MetricKinds)
+			}
+			re, err := regexp.Compile("^(?:" + m.Family + ")$")
+			if err != nil {
+				return nil, fmt.Errorf("differences.yaml: %s: family: %w", d.ID, err)
+			}
+			m.re = re
+		}
 		for _, c := range d.Config {
 			if c.Case == "" {
 				return nil, fmt.Errorf("differences.yaml: %s: a config match needs a case", d.ID)
@@ -130,6 +159,19 @@ func (ds Differences) ExplainKernel(c, section string, side Side, line string) *
 				continue
 			}
 			return d
+		}
+	}
+	return nil
+}
+
+// ExplainMetric returns the difference that explains a finding of kind about family in the
+// /metrics comparison, or nil.
+func (ds Differences) ExplainMetric(family, kind string) *Difference {
+	for _, d := range ds {
+		for _, m := range d.Metrics {
+			if m.Kind == kind && m.re.MatchString(family) {
+				return d
+			}
 		}
 	}
 	return nil

@@ -15,7 +15,11 @@ import (
 	"path/filepath"
 
 	"github.com/kipvs/kipvs/e2e/conformance"
+	"github.com/kipvs/kipvs/e2e/oracle"
 )
+
+// metricsFile is what noderun saves of each proxy's /metrics after the suite.
+const metricsFile = "metrics.txt"
 
 func main() {
 	results := flag.String("results", ".cache/conformance", "directory with one run directory per proxy")
@@ -50,7 +54,11 @@ func run(dir, docPath, notesPath string) error {
 	if len(res) == 0 {
 		return fmt.Errorf("no run in %s: run make conformance first", dir)
 	}
-	section, sum := conformance.Render(res, notes)
+	metrics, unexplained, err := compareMetrics(dir)
+	if err != nil {
+		return err
+	}
+	section, sum := conformance.Render(res, notes, metrics)
 	old, err := os.ReadFile(docPath)
 	if err != nil {
 		return err
@@ -69,5 +77,35 @@ func run(dir, docPath, notesPath string) error {
 	for _, n := range sum.Unexplained {
 		fmt.Printf("UNEXPLAINED (add a note to %s): %s\n", notesPath, n)
 	}
+	for _, d := range unexplained {
+		fmt.Printf("UNEXPLAINED metrics finding (add it to e2e/oracle/differences.yaml or fix kipvs): %s %s: %s\n", d.Family, d.Kind, d.Detail)
+	}
 	return nil
+}
+
+// compareMetrics compares the two proxies' saved /metrics when both runs saved them.
+func compareMetrics(dir string) (string, []conformance.MetricDiff, error) {
+	kp, err := conformance.ReadMetrics(filepath.Join(dir, "kube-proxy", metricsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, nil
+	} else if err != nil {
+		return "", nil, err
+	}
+	kv, err := conformance.ReadMetrics(filepath.Join(dir, "kipvs", metricsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, nil
+	} else if err != nil {
+		return "", nil, err
+	}
+	ds, err := oracle.Load()
+	if err != nil {
+		return "", nil, err
+	}
+	out, unexplained := conformance.RenderMetrics(conformance.CompareMetrics(kp, kv), len(kp), len(kv), func(family, kind string) string {
+		if d := ds.ExplainMetric(family, kind); d != nil {
+			return d.ID
+		}
+		return ""
+	})
+	return out, unexplained, nil
 }
