@@ -35,7 +35,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage node-bins node-prepare node-smoke node-images image-echo
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage node-bins conformance-bins node-prepare node-smoke node-images image-echo
 
 all: build
 
@@ -92,6 +92,13 @@ node-bins:
 		echo "build $$b"; \
 		CGO_ENABLED=0 $(GO) build -ldflags '$(K8S_LDFLAGS)' -o $(NODEBIN)/$$b k8s.io/kubernetes/cmd/$$b || exit 1; \
 	done
+
+# Kubernetes' own e2e suite (docs/conformance.md, "The suite"): e2e.test from k8s.io/kubernetes/test/e2e
+# v1.34.10, a test binary built inside the nested module (go test -c of a dependency's package), with
+# the same version stamping so it reports v1.34.10. agnhost, the image its tests run, is make image-agnhost.
+conformance-bins:
+	@mkdir -p $(NODEBIN)
+	cd e2e/k8s && CGO_ENABLED=0 $(GO) test -c -ldflags '$(K8S_LDFLAGS)' -o $(NODEBIN)/e2e.test k8s.io/kubernetes/test/e2e
 
 # API-level end-to-end tests: etcd + kube-apiserver run natively on the host (127.0.0.1),
 # the tests and kipvs run inside the VM, which reaches only the apiserver.
