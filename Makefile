@@ -35,7 +35,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage node-bins conformance-bins node-prepare node-smoke node-images image-echo
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo
 
 all: build
 
@@ -99,6 +99,20 @@ node-bins:
 conformance-bins:
 	@mkdir -p $(NODEBIN)
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) test -c -ldflags '$(K8S_LDFLAGS)' -o $(NODEBIN)/e2e.test k8s.io/kubernetes/test/e2e
+
+# The suite's default selection (docs/conformance.md, "The suite"): every [sig-network] test less
+# what needs a feature, a cloud, a load balancer, SSH to the node, IPv6, SCTP or a /coredns in agnhost.
+CONFORMANCE_FOCUS ?= \[sig-network\]
+CONFORMANCE_SKIP  ?= \[Feature:|\[Disruptive\]|\[Flaky\]|LoadBalancer|load.balancer|LB.health.check|GCE|NetworkPolicy|DualStack|SCTP|DNS configMap
+CONFORMANCE_SELECTION := e2e/node/testdata/conformance-selection.txt
+# The tests the selection picks, by the suite's own dry run (no cluster needed), into CONFORMANCE_SELECTION.
+conformance-selection:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(NODEBIN)/e2e.test --provider=skeleton --ginkgo.dry-run --ginkgo.no-color --report-dir="$$tmp" \
+		--ginkgo.focus='$(CONFORMANCE_FOCUS)' --ginkgo.skip='$(CONFORMANCE_SKIP)' >"$$tmp/log" 2>&1 || { cat "$$tmp/log" >&2; exit 1; } && \
+	{ echo "# $$($(NODEBIN)/e2e.test --version) selection, by: make conformance-selection (e2e.test --ginkgo.dry-run --ginkgo.focus='$(CONFORMANCE_FOCUS)' --ginkgo.skip='$(CONFORMANCE_SKIP)', the passed testcases of junit_01.xml)"; \
+	  sed -n 's/.*<testcase name="\[It\] \(.*\)" classname=.* status="passed".*/\1/p' "$$tmp/junit_01.xml" | sort; } >$(CONFORMANCE_SELECTION)
+	@echo "$(CONFORMANCE_SELECTION): $$(grep -vc '^#' $(CONFORMANCE_SELECTION)) tests"
 
 # API-level end-to-end tests: etcd + kube-apiserver run natively on the host (127.0.0.1),
 # the tests and kipvs run inside the VM, which reaches only the apiserver.

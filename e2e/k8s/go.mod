@@ -1,5 +1,10 @@
 // Nested module that builds the real kube-apiserver and etcd binaries the API-level e2e tests
 // run natively on the host. It is separate so k8s.io/kubernetes never enters the main module.
+// It also builds Kubernetes' e2e suite (make conformance-bins: go test -c k8s.io/kubernetes/test/e2e),
+// whose test-only requirements (ginkgo, gomega, testify, ...) were added with
+// `go get -t k8s.io/kubernetes/test/e2e@v1.34.10`. Do not `go mod tidy` this module: it drops agnhost's
+// sctp (no tools.go import reaches agnhost). sample-apiserver is v0.34.4: the module proxy refuses
+// v0.34.5-v0.34.10, and only an apimachinery test imports it.
 module github.com/kipvs/kipvs/e2e/k8s
 
 go 1.26
