@@ -35,7 +35,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo
 
 all: build
 
@@ -238,8 +238,20 @@ image-agnhost: ociimage
 		--input porter-crt=$$porter/localhost.crt --input porter-key=$$porter/localhost.key \
 		--debs $(DEBCACHE) --out $(AGNHOST_ARCHIVE) --digest-file $(AGNHOST_ARCHIVE).digest
 
+# The other images the suite's default selection runs (hack/ociimage/recipes.go, docs/conformance.md):
+# the DNS tests' jessie prober, and busybox, the conntrack regression server and distroless-iptables,
+# which only the tests that need two nodes run. Each under its upstream name, into bin/NAME-image.oci.tar.
+SUITE_IMAGES := jessie-dnsutils busybox regression-issue-74839 distroless-iptables
+image-jessie-dnsutils image-busybox image-distroless-iptables: image-%: ociimage
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build $* --debs $(DEBCACHE) \
+		--out $(BIN)/$*-image.oci.tar --digest-file $(BIN)/$*-image.oci.tar.digest
+image-regression-issue-74839: ociimage
+	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/regression-issue-74839 k8s.io/kubernetes/test/images/regression-issue-74839
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build regression-issue-74839 --input regression-issue-74839=$(BIN)/regression-issue-74839 \
+		--out $(BIN)/regression-issue-74839-image.oci.tar --digest-file $(BIN)/regression-issue-74839-image.oci.tar.digest
+
 # Every image a node of the conformance run imports, as OCI archives in bin/.
-e2e-images: image-archive image-pause image-agnhost
+e2e-images: image-archive image-pause image-agnhost $(addprefix image-,$(SUITE_IMAGES))
 
 # The same image built by a container engine from deploy/Containerfile (its build stage runs
 # hack/ociimage's kipvs recipe on an installed Debian 12, so the file system is the same); for
