@@ -150,6 +150,8 @@ func agnhostRecipe() recipe {
 				{Path: "etc/group", Mode: 0o644, Data: "root:x:0:\nnogroup:x:65534:\nuser-defined-in-image:x:1000:\n" +
 					"group-defined-in-image:x:50000:user-defined-in-image\n"},
 				{Path: "etc/nsswitch.conf", Mode: 0o644, Data: nsswitchConf},
+				// GNU wget retries a timed-out request 20 times; busybox's wget (upstream's) tries once.
+				{Path: "etc/wgetrc", Mode: 0o644, Data: "tries = 1\n"},
 			},
 		},
 		Inputs: []input{
