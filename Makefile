@@ -101,9 +101,10 @@ conformance-bins:
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) test -c -ldflags '$(K8S_LDFLAGS)' -o $(NODEBIN)/e2e.test k8s.io/kubernetes/test/e2e
 
 # The suite's default selection (docs/conformance.md, "The suite"): every [sig-network] test less
-# what needs a feature, a cloud, a load balancer, SSH to the node, IPv6, SCTP or a /coredns in agnhost.
+# what needs a feature, a cloud, a load balancer, IPv6, SCTP or a /coredns in agnhost (tests that need
+# SSH, more nodes or zones skip themselves).
 CONFORMANCE_FOCUS ?= \[sig-network\]
-CONFORMANCE_SKIP  ?= \[Feature:|\[Disruptive\]|\[Flaky\]|LoadBalancer|load.balancer|LB.health.check|GCE|NetworkPolicy|DualStack|SCTP|DNS configMap
+CONFORMANCE_SKIP  ?= \[Feature:|\[Flaky\]|LoadBalancer|load.balancer|LB.health.check|GCE|NetworkPolicy|DualStack|SCTP|DNS configMap
 CONFORMANCE_SELECTION := e2e/node/testdata/conformance-selection.txt
 # The tests the selection picks, by the suite's own dry run (no cluster needed), into CONFORMANCE_SELECTION.
 conformance-selection:
