@@ -35,7 +35,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage node-bins node-prepare node-smoke node-images image-echo
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo
 
 all: build
 
@@ -92,6 +92,28 @@ node-bins:
 		echo "build $$b"; \
 		CGO_ENABLED=0 $(GO) build -ldflags '$(K8S_LDFLAGS)' -o $(NODEBIN)/$$b k8s.io/kubernetes/cmd/$$b || exit 1; \
 	done
+
+# Kubernetes' own e2e suite (docs/conformance.md, "The suite"): e2e.test from k8s.io/kubernetes/test/e2e
+# v1.34.10, a test binary built inside the nested module (go test -c of a dependency's package), with
+# the same version stamping so it reports v1.34.10. agnhost, the image its tests run, is make image-agnhost.
+conformance-bins:
+	@mkdir -p $(NODEBIN)
+	cd e2e/k8s && CGO_ENABLED=0 $(GO) test -c -ldflags '$(K8S_LDFLAGS)' -o $(NODEBIN)/e2e.test k8s.io/kubernetes/test/e2e
+
+# The suite's default selection (docs/conformance.md, "The suite"): every [sig-network] test less
+# what needs a feature, a cloud, a load balancer, IPv6, SCTP or a /coredns in agnhost (tests that need
+# SSH, more nodes or zones skip themselves).
+CONFORMANCE_FOCUS ?= \[sig-network\]
+CONFORMANCE_SKIP  ?= \[Feature:|\[Flaky\]|LoadBalancer|load.balancer|LB.health.check|GCE|NetworkPolicy|DualStack|SCTP|DNS configMap
+CONFORMANCE_SELECTION := e2e/node/testdata/conformance-selection.txt
+# The tests the selection picks, by the suite's own dry run (no cluster needed), into CONFORMANCE_SELECTION.
+conformance-selection:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(NODEBIN)/e2e.test --provider=skeleton --ginkgo.dry-run --ginkgo.no-color --report-dir="$$tmp" \
+		--ginkgo.focus='$(CONFORMANCE_FOCUS)' --ginkgo.skip='$(CONFORMANCE_SKIP)' >"$$tmp/log" 2>&1 || { cat "$$tmp/log" >&2; exit 1; } && \
+	{ echo "# $$($(NODEBIN)/e2e.test --version) selection, by: make conformance-selection (e2e.test --ginkgo.dry-run --ginkgo.focus='$(CONFORMANCE_FOCUS)' --ginkgo.skip='$(CONFORMANCE_SKIP)', the passed testcases of junit_01.xml)"; \
+	  sed -n 's/.*<testcase name="\[It\] \(.*\)" classname=.* status="passed".*/\1/p' "$$tmp/junit_01.xml" | sort; } >$(CONFORMANCE_SELECTION)
+	@echo "$(CONFORMANCE_SELECTION): $$(grep -vc '^#' $(CONFORMANCE_SELECTION)) tests"
 
 # API-level end-to-end tests: etcd + kube-apiserver run natively on the host (127.0.0.1),
 # the tests and kipvs run inside the VM, which reaches only the apiserver.
@@ -217,8 +239,20 @@ image-agnhost: ociimage
 		--input porter-crt=$$porter/localhost.crt --input porter-key=$$porter/localhost.key \
 		--debs $(DEBCACHE) --out $(AGNHOST_ARCHIVE) --digest-file $(AGNHOST_ARCHIVE).digest
 
+# The other images the suite's default selection runs (hack/ociimage/recipes.go, docs/conformance.md):
+# the DNS tests' jessie prober, and busybox, the conntrack regression server and distroless-iptables,
+# which only the tests that need two nodes run. Each under its upstream name, into bin/NAME-image.oci.tar.
+SUITE_IMAGES := jessie-dnsutils busybox regression-issue-74839 distroless-iptables
+image-jessie-dnsutils image-busybox image-distroless-iptables: image-%: ociimage
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build $* --debs $(DEBCACHE) \
+		--out $(BIN)/$*-image.oci.tar --digest-file $(BIN)/$*-image.oci.tar.digest
+image-regression-issue-74839: ociimage
+	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/regression-issue-74839 k8s.io/kubernetes/test/images/regression-issue-74839
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build regression-issue-74839 --input regression-issue-74839=$(BIN)/regression-issue-74839 \
+		--out $(BIN)/regression-issue-74839-image.oci.tar --digest-file $(BIN)/regression-issue-74839-image.oci.tar.digest
+
 # Every image a node of the conformance run imports, as OCI archives in bin/.
-e2e-images: image-archive image-pause image-agnhost
+e2e-images: image-archive image-pause image-agnhost $(addprefix image-,$(SUITE_IMAGES))
 
 # The same image built by a container engine from deploy/Containerfile (its build stage runs
 # hack/ociimage's kipvs recipe on an installed Debian 12, so the file system is the same); for

@@ -1,5 +1,10 @@
 // Nested module that builds the real kube-apiserver and etcd binaries the API-level e2e tests
 // run natively on the host. It is separate so k8s.io/kubernetes never enters the main module.
+// It also builds Kubernetes' e2e suite (make conformance-bins: go test -c k8s.io/kubernetes/test/e2e),
+// whose test-only requirements (ginkgo, gomega, testify, ...) were added with
+// `go get -t k8s.io/kubernetes/test/e2e@v1.34.10`. Do not `go mod tidy` this module: it drops agnhost's
+// sctp (no tools.go import reaches agnhost). sample-apiserver is v0.34.4: the module proxy refuses
+// v0.34.5-v0.34.10, and only an apimachinery test imports it.
 module github.com/kipvs/kipvs/e2e/k8s
 
 go 1.26
@@ -50,6 +55,7 @@ require (
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect
 	github.com/go-openapi/jsonreference v0.20.2 // indirect
 	github.com/go-openapi/swag v0.23.0 // indirect
+	github.com/go-task/slim-sprig/v3 v3.0.0 // indirect
 	github.com/godbus/dbus/v5 v5.1.0 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang-jwt/jwt/v5 v5.2.2 // indirect
@@ -60,6 +66,7 @@ require (
 	github.com/google/cel-go v0.26.0 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/google/pprof v0.0.0-20241029153458-d1b30febd7db // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/gregjones/httpcache v0.0.0-20190611155906-901d90724c79 // indirect
@@ -92,6 +99,8 @@ require (
 	github.com/monochromegane/go-gitignore v0.0.0-20200626010858-205db1a8cc00 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/mxk/go-flowrate v0.0.0-20140419014527-cca7078d478f // indirect
+	github.com/onsi/ginkgo/v2 v2.21.0 // indirect
+	github.com/onsi/gomega v1.35.1 // indirect
 	github.com/opencontainers/cgroups v0.0.1 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
@@ -112,6 +121,8 @@ require (
 	github.com/spf13/cobra v1.9.1 // indirect
 	github.com/spf13/pflag v1.0.6 // indirect
 	github.com/stoewer/go-strcase v1.3.0 // indirect
+	github.com/stretchr/objx v0.5.2 // indirect
+	github.com/stretchr/testify v1.11.1 // indirect
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
@@ -229,7 +240,7 @@ replace (
 	k8s.io/metrics => k8s.io/metrics v0.34.10
 	k8s.io/mount-utils => k8s.io/mount-utils v0.34.10
 	k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.34.10
-	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.34.10
+	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.34.4
 	k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.34.10
 	k8s.io/sample-controller => k8s.io/sample-controller v0.34.10
 )
