@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"crypto/x509"
 	"encoding/pem"
 	"net"
@@ -119,5 +120,25 @@ func TestOverlay(t *testing.T) {
 	r.cfg.Repo = fake
 	if _, err := r.overlay(); err == nil || !strings.Contains(err.Error(), "no longer holds") {
 		t.Errorf("overlay over a ConfigMap without placeholders: %v", err)
+	}
+}
+
+func TestSuiteProgressLines(t *testing.T) {
+	var out bytes.Buffer
+	p := &progress{out: &out}
+	in := "------------------------------\n[sig-network] Services should serve a basic endpoint from pods  [Conformance]\n" +
+		"k8s.io/kubernetes/test/e2e/network/service.go:787\n  STEP: Creating a kubernetes client @ 11/27/26 12:00:00\n" +
+		"• [42.101 seconds]\n------------------------------\nS [SKIPPED] [0.001 seconds]\n" +
+		"[sig-network] Services should fail\nx.go:1\n• [FAILED] [61.000 seconds]\n" +
+		"Ran 2 of 7000 Specs in 103.2 seconds\nFAIL! -- 1 Passed | 1 Failed | 0 Pending | 6998 Skipped\n"
+	// Written in odd pieces, as a pipe delivers it.
+	for i := 0; i < len(in); i += 7 {
+		p.Write([]byte(in[i:min(i+7, len(in))]))
+	}
+	want := "suite:   1 [42.101 seconds]  [sig-network] Services should serve a basic endpoint from pods  [Conformance]\n" +
+		"suite:   2 [FAILED] [61.000 seconds]  [sig-network] Services should fail\n" +
+		"suite: Ran 2 of 7000 Specs in 103.2 seconds\nsuite: FAIL! -- 1 Passed | 1 Failed | 0 Pending | 6998 Skipped\n"
+	if out.String() != want {
+		t.Errorf("progress:\n%s\nwant:\n%s", out.String(), want)
 	}
 }

@@ -27,8 +27,11 @@ type Suite struct {
 	Commit  string        // kipvs's version, for run.json
 }
 
-// junitName is the file e2e.test's --report-dir gets (test/e2e/framework's JUnit reporter).
-const junitName = "junit_01.xml"
+// The JUnit file e2e.test writes into --report-dir: junit_<--report-prefix>01.xml.
+const (
+	junitPrefix = "suite_"
+	junitName   = "junit_" + junitPrefix + "01.xml"
+)
 
 // suiteGrace is how long the step waits beyond --ginkgo.timeout for the suite to write its
 // report and exit.
@@ -59,23 +62,33 @@ func (r *runner) preflightSuite() error {
 	return os.MkdirAll(s.Dir, 0o755)
 }
 
-// suiteArgs is e2e.test's command line against this cluster.
+// suiteArgs is e2e.test's command line against this cluster. The provider is skeleton: with
+// local the suite would run its SSH tests; kubectl is the cluster's own; the seed is fixed so
+// both proxies meet the tests in the same order.
 func (r *runner) suiteArgs() []string {
 	s := r.cfg.Suite
 	args := []string{
-		"--kubeconfig", r.admin,
-		"--provider", "local",
-		"--report-dir", s.Dir,
-		"--e2e-output-dir", filepath.Join(s.Dir, "output"),
-		"--ginkgo.focus", s.Focus,
-		"--ginkgo.timeout", s.Timeout.String(),
+		"--kubeconfig=" + r.admin,
+		"--kubectl-path=" + r.kubectl,
+		"--provider=skeleton",
+		"--num-nodes=1",
+		"--node-os-distro=debian",
+		"--allowed-not-ready-nodes=0",
+		"--system-pods-startup-timeout=5m",
+		"--report-dir=" + s.Dir,
+		"--report-prefix=" + junitPrefix,
+		"--e2e-output-dir=" + filepath.Join(s.Dir, "output"),
+		"--disable-log-dump",
+		"--dump-logs-on-failure",
+		"--ginkgo.focus=" + s.Focus,
+		"--ginkgo.timeout=" + s.Timeout.String(),
+		"--ginkgo.seed=1",
+		"--ginkgo.v",
 		"--ginkgo.no-color",
-		"--ginkgo.poll-progress-after", "10m",
-		"--dump-logs-on-failure=false",
-		"--num-nodes", "1",
+		"--ginkgo.poll-progress-after=5m",
 	}
 	if s.Skip != "" {
-		args = append(args, "--ginkgo.skip", s.Skip)
+		args = append(args, "--ginkgo.skip="+s.Skip)
 	}
 	return append(args, s.Args...)
 }
@@ -111,7 +124,7 @@ func (r *runner) runSuite(ctx context.Context) error {
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.admin)
 	var out io.Writer = logf
 	if r.cfg.Log != nil {
-		out = io.MultiWriter(logf, r.cfg.Log)
+		out = io.MultiWriter(logf, &progress{out: r.cfg.Log})
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 30 * time.Second
@@ -178,3 +191,42 @@ func quoteArgs(args []string) []string {
 
 // proxyName is the proxy under test.
 func (r *runner) proxyName() string { return "kipvs" }
+
+// progress is the console's view of the suite's verbose output (the whole of it goes to
+// e2e.log): one line per finished test with its outcome, and the suite's summary.
+type progress struct {
+	out  io.Writer
+	buf  []byte
+	name string // the last test name seen
+	done int
+}
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		p.line(strings.TrimRight(string(p.buf[:i]), "\r"))
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
+
+func (p *progress) line(l string) {
+	switch {
+	case strings.HasPrefix(l, "[sig-") || strings.HasPrefix(l, "[It] ") || strings.HasPrefix(l, "[SynchronizedBeforeSuite]"):
+		p.name = strings.TrimSpace(l)
+	case strings.HasPrefix(l, "• ") || strings.HasPrefix(l, "S [SKIPPED]") || strings.HasPrefix(l, "P [PENDING]"):
+		if strings.HasPrefix(l, "S ") || p.name == "" {
+			return // skipped specs are many and say nothing here
+		}
+		p.done++
+		fmt.Fprintf(p.out, "suite: %3d %s  %s\n", p.done, strings.TrimPrefix(l, "• "), p.name)
+		p.name = ""
+	case strings.HasPrefix(l, "Ran ") || strings.HasPrefix(l, "FAIL!") || strings.HasPrefix(l, "SUCCESS!") ||
+		strings.HasPrefix(l, "Summarizing") || strings.HasPrefix(l, "  [FAIL]") || strings.HasPrefix(l, "[FAIL]"):
+		fmt.Fprintf(p.out, "suite: %s\n", l)
+	}
+}
