@@ -56,6 +56,9 @@ func (l *Link) Up() (err error) {
 	}
 	for _, r := range l.Routes {
 		if err := ip("route", "add", r, "via", l.NodeIP.String(), "dev", l.Tap); err != nil {
+			if strings.Contains(err.Error(), "File exists") {
+				return fmt.Errorf("%w: the route to %s is taken, by another node run (ip route show %s) or one that crashed (ip route del %s)", err, r, r, r)
+			}
 			return err
 		}
 	}
