@@ -38,11 +38,12 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // recipes returns every image this tool builds, by name.
 func recipes() map[string]recipe {
 	return map[string]recipe{
-		"kipvs":   kipvsRecipe(),
-		"pause":   pauseRecipe(),
-		"agnhost": agnhostRecipe(),
-		"coredns": corednsRecipe(),
-		"echo":    echoRecipe(),
+		"kipvs":      kipvsRecipe(),
+		"pause":      pauseRecipe(),
+		"agnhost":    agnhostRecipe(),
+		"coredns":    corednsRecipe(),
+		"echo":       echoRecipe(),
+		"kube-proxy": kubeProxyRecipe(),
 	}
 }
 
