@@ -141,4 +141,3 @@ TCP  C0A88402:7594 rr persistent 10800
 		t.Error("not /proc/net/ip_vs: accepted")
 	}
 }
-
