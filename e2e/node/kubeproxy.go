@@ -67,6 +67,14 @@ func (c Config) proxyName() string {
 	return c.Proxy
 }
 
+// proxySelector selects the proxy's pods.
+func (c Config) proxySelector() string {
+	if c.proxyName() == ProxyKubeProxy {
+		return "k8s-app=kube-proxy"
+	}
+	return "app.kubernetes.io/name=kipvs"
+}
+
 // deployProxy deploys the run's proxy and waits until it serves.
 func (r *runner) deployProxy(ctx context.Context) error {
 	if r.cfg.proxyName() == ProxyKubeProxy {
@@ -88,7 +96,7 @@ func (r *runner) deployKubeProxy(ctx context.Context) error {
 		return err
 	}
 	r.logf("applied e2e/node/manifests/kube-proxy.yaml:\n%s", strings.TrimSpace(out))
-	if err := r.waitPodsReady(ctx, 4*time.Minute, "kube-system", "k8s-app=kube-proxy", 1); err != nil {
+	if err := r.waitPodsReady(ctx, 4*time.Minute, "kube-system", r.cfg.proxySelector(), 1); err != nil {
 		return err
 	}
 	url := "http://" + net.JoinHostPort(r.cfg.NodeIP.String(), healthzPort) + "/healthz"

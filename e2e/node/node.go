@@ -303,6 +303,7 @@ func (r *runner) diagnose() {
 		{"get", "nodes", "-o", "wide"},
 		{"get", "pods", "-A", "-o", "wide"},
 		{"get", "events", "-A", "--sort-by", ".lastTimestamp"},
+		{"logs", "-n", "kube-system", "-l", r.cfg.proxySelector(), "--tail", "80"},
 	} {
 		out, _ := r.kubectlRun(ctx, 20*time.Second, nil, args...)
 		r.logf("kubectl %s:\n%s", strings.Join(args, " "), out)
