@@ -83,9 +83,9 @@ func (r *runner) deployProxy(ctx context.Context) error {
 	return r.deployKipvs(ctx)
 }
 
-// deployKubeProxy applies kubeadm's kube-proxy objects and waits for its pod Running and its
-// /healthz answering 200 from the host: kubeadm's DaemonSet has no readiness probe, so the
-// pod is Ready as soon as it runs, before kube-proxy has synced.
+// deployKubeProxy applies kubeadm's kube-proxy objects and waits for its pod Running, its
+// /healthz answering 200 from the host and its first sync done: kubeadm's DaemonSet has no
+// readiness probe, so the pod is Ready as soon as it runs, before kube-proxy has synced.
 func (r *runner) deployKubeProxy(ctx context.Context) error {
 	m, err := renderKubeProxy(kubeProxyValues{ControlPlaneEndpoint: r.server(), ClusterCIDR: PodCIDR, Image: r.cfg.KubeProxyImage})
 	if err != nil {
@@ -115,6 +115,27 @@ func (r *runner) deployKubeProxy(ctx context.Context) error {
 		return err
 	}
 	r.logf("%s answers 200", url)
+	// /healthz is 200 from the start, before the first sync; under TCG that sync takes
+	// minutes (every ipset and iptables change is a program run). Its end is when kube-proxy
+	// first sets kubeproxy_sync_proxy_rules_last_timestamp_seconds.
+	murl := "http://" + net.JoinHostPort(r.cfg.NodeIP.String(), metricsPort) + "/metrics"
+	const synced = `kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}`
+	_, err = poll.Wait(5*time.Minute, "kube-proxy's first IPv4 sync ("+synced+" in "+murl+")", func() (bool, string) {
+		resp, err := client.Get(murl)
+		if err != nil {
+			return false, err.Error()
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(string(b), synced), resp.Status
+	})
+	if err != nil {
+		return err
+	}
+	r.logf("kube-proxy synced (%s set)", synced)
 	return nil
 }
 
