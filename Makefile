@@ -35,7 +35,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy
 
 all: build
 
@@ -138,11 +138,15 @@ node-prepare: deps
 # from its imported image, one ClusterIP Service answering from a pod through kipvs.
 # NODE_ARGS="--until node" (or kipvs) stops after that step; --memory, --timeout, --tap, --host-ip,
 # --node-ip: see `go run ./e2e/node/cmd/noderun -h`.
+# NODE_PROXY=kube-proxy (or --proxy kube-proxy in NODE_ARGS) runs kube-proxy v1.34.10 from
+# kubeadm's manifest (e2e/node/manifests/kube-proxy.yaml) in kipvs's place: the reference run.
 NODE_ARGS    ?=
-node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images
+NODE_PROXY   ?= $(if $(findstring --proxy kube-proxy,$(NODE_ARGS)),kube-proxy,kipvs)
+NODE_PROXY_IMAGES = $(if $(filter kube-proxy,$(NODE_PROXY)),--image $(KUBE_PROXY_ARCHIVE) --kube-proxy-image $(KUBE_PROXY_IMAGE),--image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE))
+node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images $(if $(filter kube-proxy,$(NODE_PROXY)),image-kube-proxy)
 	$(GO) run ./e2e/node/cmd/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
-		--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e \
-		--image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE) --image $(PAUSE_ARCHIVE) --pause-image registry.k8s.io/pause:3.10.1 \
+		--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e --proxy $(NODE_PROXY) $(NODE_PROXY_IMAGES) \
+		--image $(PAUSE_ARCHIVE) --pause-image registry.k8s.io/pause:3.10.1 \
 		--image $(ECHO_ARCHIVE) --echo-image $(ECHO_IMAGE) $(NODE_ARGS)
 
 # The images the node smoke imports into containerd: kipvs's, the pause image, and e2e/echo's.
@@ -250,6 +254,15 @@ image-regression-issue-74839: ociimage
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/regression-issue-74839 k8s.io/kubernetes/test/images/regression-issue-74839
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build regression-issue-74839 --input regression-issue-74839=$(BIN)/regression-issue-74839 \
 		--out $(BIN)/regression-issue-74839-image.oci.tar --digest-file $(BIN)/regression-issue-74839-image.oci.tar.digest
+
+# kube-proxy v1.34.10 as registry.k8s.io/kube-proxy:v1.34.10 (hack/ociimage's kube-proxy recipe):
+# the binary of make e2e-bins with iptables (a wrapper picks nft or legacy), ipset, modprobe and
+# nft from Debian 12; the node runs' reference proxy (NODE_PROXY=kube-proxy, docs/conformance.md).
+KUBE_PROXY_ARCHIVE ?= $(BIN)/kube-proxy-image.oci.tar
+KUBE_PROXY_IMAGE   := registry.k8s.io/kube-proxy:v1.34.10
+image-kube-proxy: ociimage e2e-bins
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build kube-proxy --input kube-proxy=$(K8SBIN)/kube-proxy \
+		--tag $(KUBE_PROXY_IMAGE) --debs $(DEBCACHE) --out $(KUBE_PROXY_ARCHIVE) --digest-file $(KUBE_PROXY_ARCHIVE).digest
 
 # Every image a node of the conformance run imports, as OCI archives in bin/.
 e2e-images: image-archive image-pause image-agnhost $(addprefix image-,$(SUITE_IMAGES))

@@ -18,6 +18,9 @@ import (
 const (
 	placeholderServer = "https://control-plane.invalid:6443"
 	placeholderCIDR   = `clusterCIDR: ""`
+	// The run serves /metrics to the host (--metrics-out), as its kube-proxy does.
+	localMetrics = "metricsBindAddress: 127.0.0.1:10249"
+	runMetrics   = "metricsBindAddress: 0.0.0.0:10249"
 )
 
 // overlay writes a kustomization over the repository's deploy/ that does what its comments ask
@@ -38,11 +41,12 @@ func (r *runner) overlay() (string, error) {
 		return "", fmt.Errorf("deploy/base/configmap.yaml: %w", err)
 	}
 	conf, kc := cm.Data["config.conf"], cm.Data["kubeconfig.conf"]
-	if !strings.Contains(kc, placeholderServer) || !strings.Contains(conf, placeholderCIDR) {
-		return "", fmt.Errorf("deploy/base/configmap.yaml no longer holds %q in kubeconfig.conf and %q in config.conf: update e2e/node", placeholderServer, placeholderCIDR)
+	if !strings.Contains(kc, placeholderServer) || !strings.Contains(conf, placeholderCIDR) || !strings.Contains(conf, localMetrics) {
+		return "", fmt.Errorf("deploy/base/configmap.yaml no longer holds %q in kubeconfig.conf and %q and %q in config.conf: update e2e/node", placeholderServer, placeholderCIDR, localMetrics)
 	}
 	cm.Data["kubeconfig.conf"] = strings.ReplaceAll(kc, placeholderServer, r.server())
-	cm.Data["config.conf"] = strings.ReplaceAll(conf, placeholderCIDR, "clusterCIDR: "+PodCIDR)
+	conf = strings.ReplaceAll(conf, placeholderCIDR, "clusterCIDR: "+PodCIDR)
+	cm.Data["config.conf"] = strings.ReplaceAll(conf, localMetrics, runMetrics)
 	patch := map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": cm.Name, "namespace": cm.Namespace},

@@ -40,6 +40,13 @@ type Config struct {
 	KipvsImage string   // the kipvs image's name:tag in Images (the DaemonSet's image becomes it)
 	EchoImage  string   // an image in Images with /echo (e2e/echo), for the smoke's pods
 	PauseImage string   // containerd's sandbox image, in Images
+	// Proxy is the service proxy deployed: "kipvs" (deploy/, the default) or "kube-proxy"
+	// (kubeadm's DaemonSet, e2e/node/manifests/kube-proxy.yaml, from KubeProxyImage).
+	Proxy          string
+	KubeProxyImage string // kube-proxy's image name:tag in Images
+	// MetricsOut, when set, is where the proxy's /metrics (from the host, NODE_IP:10249) is
+	// saved at the end of the run.
+	MetricsOut string
 
 	Tap      string // host tap device name
 	HostIP   net.IP // host end of the link; the apiserver listens and advertises here
@@ -77,9 +84,11 @@ type Phase struct {
 type Report struct {
 	Phases []Phase
 	Pods   string // kubectl get pods -A -o wide, at the end
-	IPVS   string // kipvs status -Ln in the kipvs pod
+	IPVS   string // the IPVS table, as IPVSCommand printed it
 	Answer string // the smoke's answers
 	VM     string // the node script's output
+	// IPVSCommand: kipvs status -Ln in kipvs's pod, or /proc/net/ip_vs in kube-proxy's.
+	IPVSCommand string
 }
 
 // runner holds one run's state.
@@ -114,16 +123,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"link", r.linkUp, ""},
 		{"control plane", r.controlPlane, ""},
 		{"node Ready", r.nodeUp, "node"},
-		{"kipvs DaemonSet Ready", r.deployKipvs, "kipvs"},
+		{cfg.proxyName() + " DaemonSet Ready", r.deployProxy, "kipvs"},
 		{"Service answers", r.smoke, ""},
 	}
 	if cfg.Suite != nil {
 		steps = append(steps, step{"suite", r.runSuite, ""})
 	}
+	if cfg.MetricsOut != "" {
+		steps = append(steps, step{"metrics saved", r.saveMetrics, ""})
+	}
 	switch cfg.Until {
 	case "", "node", "kipvs":
 	default:
 		return r.rep, fmt.Errorf("until %q: want node or kipvs", cfg.Until)
+	}
+	switch cfg.Proxy {
+	case "", ProxyKipvs, ProxyKubeProxy:
+	default:
+		return r.rep, fmt.Errorf("proxy %q: want %s or %s", cfg.Proxy, ProxyKipvs, ProxyKubeProxy)
 	}
 	for _, s := range steps {
 		r.logf("step %q", s.name)
@@ -198,8 +215,18 @@ func (r *runner) preflight(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the node's tap device needs root")
 	}
-	if c.PauseImage == "" || (c.Until != "node" && c.KipvsImage == "") || (c.Until == "" && c.EchoImage == "") {
+	if c.PauseImage == "" || (c.Until != "node" && c.KipvsImage == "" && c.proxyName() == ProxyKipvs) || (c.Until == "" && c.EchoImage == "") {
 		return errors.New("the pause, kipvs and echo image names are needed (--pause-image, --kipvs-image, --echo-image)")
+	}
+	if c.Until != "node" && c.proxyName() == ProxyKubeProxy && c.KubeProxyImage == "" {
+		return errors.New("--proxy kube-proxy needs kube-proxy's image name (--kube-proxy-image) and its archive (--image)")
+	}
+	if c.MetricsOut != "" {
+		abs, err := filepath.Abs(c.MetricsOut)
+		if err != nil {
+			return err
+		}
+		c.MetricsOut = abs
 	}
 	r.kubectl = filepath.Join(c.NodeBin, "kubectl")
 	return r.preflightSuite()
@@ -281,6 +308,7 @@ func (r *runner) diagnose() {
 		{"get", "nodes", "-o", "wide"},
 		{"get", "pods", "-A", "-o", "wide"},
 		{"get", "events", "-A", "--sort-by", ".lastTimestamp"},
+		{"logs", "-n", "kube-system", "-l", r.cfg.proxySelector(), "--tail", "80"},
 	} {
 		out, _ := r.kubectlRun(ctx, 20*time.Second, nil, args...)
 		r.logf("kubectl %s:\n%s", strings.Join(args, " "), out)

@@ -101,7 +101,8 @@ func TestOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(cm.Data["kubeconfig.conf"], "server: https://192.168.123.1:34567\n") ||
-		!strings.Contains(cm.Data["config.conf"], "clusterCIDR: 10.244.0.0/16\n") {
+		!strings.Contains(cm.Data["config.conf"], "clusterCIDR: 10.244.0.0/16\n") ||
+		!strings.Contains(cm.Data["config.conf"], "metricsBindAddress: 0.0.0.0:10249\n") {
 		t.Errorf("patched ConfigMap:\n%s", b)
 	}
 	if cm.Name != "kipvs" || cm.Namespace != "kube-system" {

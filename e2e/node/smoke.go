@@ -128,8 +128,7 @@ func (r *runner) smoke(ctx context.Context) error {
 	if err := r.nodePort(ctx, want); err != nil {
 		return err
 	}
-	r.rep.IPVS, _ = r.kubectlRun(ctx, 30*time.Second, nil, "exec", "-n", "kube-system", "daemonset/kipvs", "--",
-		"/usr/local/bin/kipvs", "status", "-Ln")
+	r.ipvsTable(ctx)
 	r.rep.Pods, _ = r.kubectlRun(ctx, 20*time.Second, nil, "get", "pods", "-A", "-o", "wide")
 	return nil
 }

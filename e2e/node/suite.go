@@ -99,7 +99,7 @@ func (r *runner) suiteArgs() []string {
 func (r *runner) runSuite(ctx context.Context) error {
 	s := r.cfg.Suite
 	rec := &conformance.Run{
-		Proxy: r.proxyName(), Started: time.Now().UTC(), Commit: s.Commit, Kubernetes: "v1.34.10",
+		Proxy: r.cfg.proxyName(), Started: time.Now().UTC(), Commit: s.Commit, Kubernetes: "v1.34.10",
 		Focus: s.Focus, Skip: s.Skip, Images: imageDigests(r.cfg.Images),
 		Machine: fmt.Sprintf("%d host cores; node VM qemu TCG %d vCPU %d MiB", runtime.NumCPU(), r.cfg.CPUs, r.cfg.MemoryMB),
 	}
@@ -188,9 +188,6 @@ func quoteArgs(args []string) []string {
 	}
 	return out
 }
-
-// proxyName is the proxy under test.
-func (r *runner) proxyName() string { return "kipvs" }
 
 // progress is the console's view of the suite's verbose output (the whole of it goes to
 // e2e.log): one line per finished test with its outcome, and the suite's summary.

@@ -123,6 +123,8 @@ func TestRecipeNames(t *testing.T) {
 		"agnhost": "registry.k8s.io/e2e-test-images/agnhost:2.56",
 		"coredns": "registry.k8s.io/coredns/coredns:v1.12.1",
 		"echo":    "localhost/kipvs-e2e-echo:dev",
+		// kubeadm v1.34.10's image for kube-proxy (its GetKubernetesImage).
+		"kube-proxy": "registry.k8s.io/kube-proxy:v1.34.10",
 
 		"jessie-dnsutils":        "registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7",
 		"busybox":                "registry.k8s.io/e2e-test-images/busybox:1.37.0-1",

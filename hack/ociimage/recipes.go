@@ -50,6 +50,7 @@ func recipes() map[string]recipe {
 		"busybox":                busyboxRecipe(),
 		"regression-issue-74839": regressionIssue74839Recipe(),
 		"distroless-iptables":    distrolessIptablesRecipe(),
+		"kube-proxy":             kubeProxyRecipe(),
 	}
 }
 

@@ -49,6 +49,9 @@ func main() {
 	flag.IntVar(&cfg.MemoryMB, "memory", 3072, "VM memory in MiB")
 	flag.IntVar(&cfg.CPUs, "cpus", 2, "VM CPUs")
 	flag.DurationVar(&cfg.Timeout, "timeout", 20*time.Minute, "limit for the whole run")
+	flag.StringVar(&cfg.Proxy, "proxy", node.ProxyKipvs, "the service proxy: kipvs (deploy/) or kube-proxy (kubeadm's DaemonSet, e2e/node/manifests/kube-proxy.yaml)")
+	flag.StringVar(&cfg.KubeProxyImage, "kube-proxy-image", "registry.k8s.io/kube-proxy:v1.34.10", "kube-proxy's image name:tag in the archives (with --proxy kube-proxy)")
+	flag.StringVar(&cfg.MetricsOut, "metrics-out", "", "save the proxy's /metrics (GET http://NODE_IP:10249/metrics from the host) to this file at the end")
 	flag.StringVar(&cfg.Until, "until", "", "end after this step: node (Ready) or kipvs (its pod Ready); empty: the whole smoke")
 	var suite node.Suite
 	var suiteArgs multi
@@ -79,7 +82,7 @@ func main() {
 			fmt.Printf("\n$ kubectl get pods -A -o wide\n%s", rep.Pods)
 		}
 		if rep.IPVS != "" {
-			fmt.Printf("\n$ kubectl exec -n kube-system daemonset/kipvs -- kipvs status -Ln\n%s", rep.IPVS)
+			fmt.Printf("\n$ %s\n%s", rep.IPVSCommand, rep.IPVS)
 		}
 		fmt.Println("\nphases:")
 		for _, p := range rep.Phases {
