@@ -35,7 +35,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc
 
 all: build
 
@@ -148,6 +148,40 @@ node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images $(if $(filter
 		--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e --proxy $(NODE_PROXY) $(NODE_PROXY_IMAGES) \
 		--image $(PAUSE_ARCHIVE) --pause-image registry.k8s.io/pause:3.10.1 \
 		--image $(ECHO_ARCHIVE) --echo-image $(ECHO_IMAGE) $(NODE_ARGS)
+
+# Upstream's [sig-network] suite on the real node, against kube-proxy v1.34.10 and kipvs in turn
+# (a fresh cluster and VM each), then docs/conformance.md's results from both JUnit reports and
+# both /metrics (docs/conformance.md). Needs root; hours on 2 cores, not part of make test.
+# CONFORMANCE_PROXY=kipvs|kube-proxy|both, CONFORMANCE_FOCUS / CONFORMANCE_SKIP (the suite's
+# --ginkgo.focus / --ginkgo.skip: one test by name works), CONFORMANCE_ARGS (more noderun flags,
+# e.g. --suite-arg=--ginkgo.fail-fast), CONFORMANCE_TIMEOUT (each run's limit).
+CONFORMANCE_PROXY   ?= both
+CONFORMANCE_DIR     ?= $(CACHE)/conformance
+CONFORMANCE_TIMEOUT ?= 6h
+CONFORMANCE_ARGS    ?=
+CONFORMANCE_IMAGES   = --image $(PAUSE_ARCHIVE) --image $(ECHO_ARCHIVE) --image $(AGNHOST_ARCHIVE) \
+	$(foreach i,$(SUITE_IMAGES),--image $(BIN)/$(i)-image.oci.tar)
+conformance: vm-prepare node-prepare e2e-bins node-bins conformance-bins node-images e2e-images image-kube-proxy
+	@case '$(CONFORMANCE_PROXY)' in \
+	both) proxies='kube-proxy kipvs';; kipvs|kube-proxy) proxies='$(CONFORMANCE_PROXY)';; \
+	*) echo "make conformance: CONFORMANCE_PROXY=$(CONFORMANCE_PROXY): want kipvs, kube-proxy or both" >&2; exit 2;; esac; \
+	for p in $$proxies; do \
+		echo "make conformance: the $$p run"; \
+		$(GO) run ./e2e/node/cmd/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
+			--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e --proxy $$p \
+			--image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE) --image $(KUBE_PROXY_ARCHIVE) --kube-proxy-image $(KUBE_PROXY_IMAGE) \
+			--pause-image registry.k8s.io/pause:3.10.1 --echo-image $(ECHO_IMAGE) $(CONFORMANCE_IMAGES) \
+			--timeout $(CONFORMANCE_TIMEOUT) --suite $(NODEBIN)/e2e.test --report-dir $(CONFORMANCE_DIR)/$$p \
+			--metrics-out $(CONFORMANCE_DIR)/$$p/metrics.txt --commit $(VERSION) \
+			--focus '$(CONFORMANCE_FOCUS)' --skip '$(CONFORMANCE_SKIP)' $(CONFORMANCE_ARGS) \
+			|| { echo "make conformance: the $$p run failed at the step named above" >&2; exit 1; }; \
+	done
+	$(MAKE) --no-print-directory conformance-doc
+
+# docs/conformance.md's results from the runs in CONFORMANCE_DIR (e2e/conformance).
+conformance-doc:
+	$(GO) run ./e2e/conformance/cmd/conformancedoc --results $(CONFORMANCE_DIR) --doc docs/conformance.md \
+		--notes e2e/conformance/notes.yaml
 
 # The images the node smoke imports into containerd: kipvs's, the pause image, and e2e/echo's.
 node-images: image-archive image-pause image-echo
