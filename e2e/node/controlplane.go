@@ -81,7 +81,7 @@ func (r *runner) controlPlane(ctx context.Context) error {
 		"--leader-elect=false", "--use-service-account-credentials=true",
 		"--service-account-private-key-file", saKey, "--root-ca-file", p.Cert("ca"),
 		"--cluster-signing-cert-file", p.Cert("ca"), "--cluster-signing-key-file", p.Key("ca"),
-		"--allocate-node-cidrs=true", "--cluster-cidr", PodCIDR, "--node-cidr-mask-size", "24",
+		"--allocate-node-cidrs=true", "--cluster-cidr", c.PodCIDR, "--node-cidr-mask-size", "24",
 		"--service-cluster-ip-range", ServiceCIDR, "--v", "1"); err != nil {
 		return err
 	}

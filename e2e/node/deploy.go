@@ -45,7 +45,7 @@ func (r *runner) overlay() (string, error) {
 		return "", fmt.Errorf("deploy/base/configmap.yaml no longer holds %q in kubeconfig.conf and %q and %q in config.conf: update e2e/node", placeholderServer, placeholderCIDR, localMetrics)
 	}
 	cm.Data["kubeconfig.conf"] = strings.ReplaceAll(kc, placeholderServer, r.server())
-	conf = strings.ReplaceAll(conf, placeholderCIDR, "clusterCIDR: "+PodCIDR)
+	conf = strings.ReplaceAll(conf, placeholderCIDR, "clusterCIDR: "+c.PodCIDR)
 	cm.Data["config.conf"] = strings.ReplaceAll(conf, localMetrics, runMetrics)
 	patch := map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",

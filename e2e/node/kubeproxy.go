@@ -87,7 +87,7 @@ func (r *runner) deployProxy(ctx context.Context) error {
 // /healthz answering 200 from the host and its first sync done: kubeadm's DaemonSet has no
 // readiness probe, so the pod is Ready as soon as it runs, before kube-proxy has synced.
 func (r *runner) deployKubeProxy(ctx context.Context) error {
-	m, err := renderKubeProxy(kubeProxyValues{ControlPlaneEndpoint: r.server(), ClusterCIDR: PodCIDR, Image: r.cfg.KubeProxyImage})
+	m, err := renderKubeProxy(kubeProxyValues{ControlPlaneEndpoint: r.server(), ClusterCIDR: r.cfg.PodCIDR, Image: r.cfg.KubeProxyImage})
 	if err != nil {
 		return err
 	}

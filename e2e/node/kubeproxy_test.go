@@ -27,7 +27,7 @@ func splitDocs(t *testing.T, b []byte) [][]byte {
 // pod CIDR, the apiserver, the image, metrics served to the host.
 func TestKubeProxyManifest(t *testing.T) {
 	const server, image = "https://192.168.132.1:6443", "registry.k8s.io/kube-proxy:v1.34.10"
-	b, err := renderKubeProxy(kubeProxyValues{ControlPlaneEndpoint: server, ClusterCIDR: PodCIDR, Image: image})
+	b, err := renderKubeProxy(kubeProxyValues{ControlPlaneEndpoint: server, ClusterCIDR: DefaultPodCIDR, Image: image})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestKubeProxyManifest(t *testing.T) {
 		t.Fatalf("config.conf: %v", err)
 	}
 	if conf.Kind != "KubeProxyConfiguration" || conf.APIVersion != "kubeproxy.config.k8s.io/v1alpha1" || conf.Mode != "ipvs" ||
-		conf.ClusterCIDR != PodCIDR || conf.MetricsBindAddress != "0.0.0.0:10249" ||
+		conf.ClusterCIDR != DefaultPodCIDR || conf.MetricsBindAddress != "0.0.0.0:10249" ||
 		conf.ClientConnection.Kubeconfig != "/var/lib/kube-proxy/kubeconfig.conf" {
 		t.Errorf("config.conf: %+v\n%s", conf, cm.Data["config.conf"])
 	}
@@ -110,7 +110,7 @@ func TestKubeProxyManifest(t *testing.T) {
 		t.Errorf("tolerations: %+v", spec.Tolerations)
 	}
 
-	if _, err := renderKubeProxy(kubeProxyValues{ControlPlaneEndpoint: server, ClusterCIDR: PodCIDR}); err == nil ||
+	if _, err := renderKubeProxy(kubeProxyValues{ControlPlaneEndpoint: server, ClusterCIDR: DefaultPodCIDR}); err == nil ||
 		!strings.Contains(err.Error(), "image") {
 		t.Errorf("no image: %v", err)
 	}

@@ -52,6 +52,9 @@ type Config struct {
 	HostIP   net.IP // host end of the link; the apiserver listens and advertises here
 	NodeIP   net.IP // the node's InternalIP
 	Prefix   int    // of the link's subnet
+	// PodCIDR is the cluster's pod network (default DefaultPodCIDR), routed from the host to
+	// the node: runs at the same time on one machine need different ones.
+	PodCIDR string
 	NodeName string
 	MemoryMB int
 	CPUs     int
@@ -69,7 +72,7 @@ type Config struct {
 const (
 	DefaultTap      = "kipvs-node0"
 	DefaultNodeName = "node-1"
-	PodCIDR         = "10.244.0.0/16"
+	DefaultPodCIDR  = "10.244.0.0/16"
 	ServiceCIDR     = "10.96.0.0/16"
 	ClusterDNS      = "10.96.0.10"
 )
@@ -113,6 +116,9 @@ type runner struct {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 20 * time.Minute
+	}
+	if cfg.PodCIDR == "" {
+		cfg.PodCIDR = DefaultPodCIDR
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -234,12 +240,12 @@ func (r *runner) preflight(ctx context.Context) error {
 
 func (r *runner) linkUp(ctx context.Context) error {
 	c := r.cfg
-	r.link = &Link{Tap: c.Tap, HostIP: c.HostIP, Prefix: c.Prefix, NodeIP: c.NodeIP, Routes: []string{PodCIDR}}
+	r.link = &Link{Tap: c.Tap, HostIP: c.HostIP, Prefix: c.Prefix, NodeIP: c.NodeIP, Routes: []string{c.PodCIDR}}
 	if err := r.link.Up(); err != nil {
 		r.link = nil
 		return err
 	}
-	r.logf("tap %s: host %s/%d, node %s, pod CIDR %s routed to the node; nothing forwarded beyond", c.Tap, c.HostIP, c.Prefix, c.NodeIP, PodCIDR)
+	r.logf("tap %s: host %s/%d, node %s, pod CIDR %s routed to the node; nothing forwarded beyond", c.Tap, c.HostIP, c.Prefix, c.NodeIP, c.PodCIDR)
 	// The tap is the run's lock: only its holder clears the state directory.
 	_ = os.RemoveAll(c.State)
 	return os.MkdirAll(c.State, 0o755)

@@ -77,7 +77,7 @@ func TestOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
-	r := &runner{cfg: Config{Repo: repo, State: state, KipvsImage: "ghcr.io/kipvs/kipvs:node-e2e", HostIP: net.ParseIP("192.168.123.1")}}
+	r := &runner{cfg: Config{Repo: repo, State: state, KipvsImage: "ghcr.io/kipvs/kipvs:node-e2e", HostIP: net.ParseIP("192.168.123.1"), PodCIDR: DefaultPodCIDR}}
 	r.serverURL = "https://192.168.123.1:34567"
 	dir, err := r.overlay()
 	if err != nil {

@@ -45,6 +45,7 @@ func main() {
 	flag.StringVar(&hostIP, "host-ip", "192.168.123.1", "the host's end of the link (the apiserver listens here)")
 	flag.StringVar(&nodeIP, "node-ip", "192.168.123.2", "the node's InternalIP")
 	flag.IntVar(&cfg.Prefix, "prefix", 24, "prefix length of the link's subnet")
+	flag.StringVar(&cfg.PodCIDR, "pod-cidr", node.DefaultPodCIDR, "the pod network, routed from the host to the node (runs at the same time need different ones)")
 	flag.StringVar(&cfg.NodeName, "node-name", node.DefaultNodeName, "the node's name")
 	flag.IntVar(&cfg.MemoryMB, "memory", 3072, "VM memory in MiB")
 	flag.IntVar(&cfg.CPUs, "cpus", 2, "VM CPUs")
