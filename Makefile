@@ -35,7 +35,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage node-bins node-prepare node-smoke node-images image-echo
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost e2e-images ociimage node-bins node-prepare node-smoke node-images image-echo image-coredns
 
 all: build
 
@@ -115,13 +115,16 @@ node-prepare: deps
 # containerd in the VM on a tap link (needs root), kipvs applied from deploy/ as the DaemonSet
 # from its imported image, one ClusterIP Service answering from a pod through kipvs.
 # NODE_ARGS="--until node" (or kipvs) stops after that step; --memory, --timeout, --tap, --host-ip,
-# --node-ip: see `go run ./e2e/node/cmd/noderun -h`.
+# --node-ip: see `go run ./e2e/node/cmd/noderun -h`. NODE_DNS=1 also deploys kube-dns (CoreDNS,
+# make image-coredns) after kipvs and resolves a name through it from a pod (about 1 minute more).
 NODE_ARGS    ?=
-node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images
+NODE_DNS     ?=
+node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images $(if $(NODE_DNS),image-coredns)
 	$(GO) run ./e2e/node/cmd/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
 		--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e \
 		--image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE) --image $(PAUSE_ARCHIVE) --pause-image registry.k8s.io/pause:3.10.1 \
-		--image $(ECHO_ARCHIVE) --echo-image $(ECHO_IMAGE) $(NODE_ARGS)
+		--image $(ECHO_ARCHIVE) --echo-image $(ECHO_IMAGE) \
+		$(if $(NODE_DNS),--image $(COREDNS_ARCHIVE) --coredns-image $(COREDNS_IMAGE)) $(NODE_ARGS)
 
 # The images the node smoke imports into containerd: kipvs's, the pause image, and e2e/echo's.
 node-images: image-archive image-pause image-echo
@@ -217,8 +220,20 @@ image-agnhost: ociimage
 		--input porter-crt=$$porter/localhost.crt --input porter-key=$$porter/localhost.key \
 		--debs $(DEBCACHE) --out $(AGNHOST_ARCHIVE) --digest-file $(AGNHOST_ARCHIVE).digest
 
+# CoreDNS v1.12.1, kubeadm v1.34's cluster DNS, built from its Go module in the nested module
+# e2e/coredns (its dependencies stay out of the main module and away from e2e/k8s) as upstream
+# builds it (-s -w, GitCommit of the v1.12.1 tag), as the image COREDNS_IMAGE (hack/ociimage's
+# coredns recipe). Cold: about 10 minutes on 2 cores; then seconds.
+COREDNS_ARCHIVE ?= $(BIN)/coredns-image.oci.tar
+COREDNS_IMAGE   := registry.k8s.io/coredns/coredns:v1.12.1
+image-coredns: ociimage
+	cd e2e/coredns && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X github.com/coredns/coredns/coremain.GitCommit=707c7c1' \
+		-o $(BIN)/coredns github.com/coredns/coredns
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build coredns --input coredns=$(BIN)/coredns \
+		--out $(COREDNS_ARCHIVE) --digest-file $(COREDNS_ARCHIVE).digest
+
 # Every image a node of the conformance run imports, as OCI archives in bin/.
-e2e-images: image-archive image-pause image-agnhost
+e2e-images: image-archive image-pause image-agnhost image-coredns
 
 # The same image built by a container engine from deploy/Containerfile (its build stage runs
 # hack/ociimage's kipvs recipe on an installed Debian 12, so the file system is the same); for

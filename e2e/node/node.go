@@ -40,6 +40,9 @@ type Config struct {
 	KipvsImage string   // the kipvs image's name:tag in Images (the DaemonSet's image becomes it)
 	EchoImage  string   // an image in Images with /echo (e2e/echo), for the smoke's pods
 	PauseImage string   // containerd's sandbox image, in Images
+	// CorednsImage, when set, is CoreDNS's image in Images: kube-dns is applied after the
+	// proxy (dns.go) and resolved from a pod after the smoke.
+	CorednsImage string
 
 	Tap      string // host tap device name
 	HostIP   net.IP // host end of the link; the apiserver listens and advertises here
@@ -117,7 +120,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"control plane", r.controlPlane, ""},
 		{"node Ready", r.nodeUp, "node"},
 		{"kipvs DaemonSet Ready", r.deployKipvs, "kipvs"},
+		{stepKubeDNS, r.deployKubeDNS, ""},
 		{"Service answers", r.smoke, ""},
+		{stepDNS, r.dnsCheck, ""},
 	}
 	switch cfg.Until {
 	case "", "node", "kipvs":
@@ -125,6 +130,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return r.rep, fmt.Errorf("until %q: want node or kipvs", cfg.Until)
 	}
 	for _, s := range steps {
+		if !r.wantStep(s.name) {
+			continue
+		}
 		r.logf("step %q", s.name)
 		start := time.Now()
 		err := s.fn(ctx)
