@@ -38,6 +38,9 @@ const (
 // dnsName is what the DNS check resolves: the `kubernetes` Service, at serviceIP.
 const dnsName = "kubernetes.default.svc.cluster.local"
 
+// outsideName is a name outside the cluster (.invalid is reserved, RFC 2606).
+const outsideName = "kipvs-dns-check.invalid"
+
 // kubeDNS is manifests/coredns.yaml, parsed.
 type kubeDNS struct {
 	ServiceAccount     *corev1.ServiceAccount
@@ -242,7 +245,9 @@ func (r *runner) deployKubeDNS(ctx context.Context) error {
 
 // dnsCheck resolves the `kubernetes` Service's name from the smoke's client pod through the
 // kube-dns ClusterIP (so through the proxy's IPVS) over UDP and over TCP, then by the pod's own
-// resolv.conf and search list (the kubelet's clusterDNS), and wants serviceIP each time.
+// resolv.conf and search list (the kubelet's clusterDNS), and wants serviceIP each time. A name
+// outside the cluster must fail at once with SERVFAIL: the Corefile does not forward. The
+// IPVS table is taken again afterwards, with CoreDNS's log.
 func (r *runner) dnsCheck(ctx context.Context) error {
 	server := ClusterDNS + ":53"
 	queries := [][]string{
@@ -267,6 +272,21 @@ func (r *runner) dnsCheck(ctx context.Context) error {
 			return err
 		}
 		r.logf("DNS: %s", line)
+	}
+	// Go's resolver calls a SERVFAIL answer "server misbehaving"; a forwarding CoreDNS would
+	// answer NXDOMAIN ("no such host") or time out.
+	start := time.Now()
+	out, err := r.kubectlRun(ctx, 20*time.Second, nil, "exec", "client", "--", "/echo", "-resolve", outsideName, "-dns-net", "udp")
+	if err == nil || !strings.Contains(out, "server misbehaving") {
+		return fmt.Errorf("%s, outside the cluster, want SERVFAIL (no forward in the Corefile): %v: %s", outsideName, err, strings.TrimSpace(out))
+	}
+	r.logf("DNS: %s fails as it should, in %s: %s", outsideName, time.Since(start).Round(100*time.Millisecond), strings.TrimSpace(out))
+	if out, err := r.kubectlRun(ctx, 30*time.Second, nil, "exec", "-n", "kube-system", "daemonset/kipvs", "--",
+		"/usr/local/bin/kipvs", "status", "-Ln"); err == nil {
+		r.rep.IPVS = out
+	}
+	if out, err := r.kubectlRun(ctx, 20*time.Second, nil, "logs", "-n", "kube-system", "-l", "k8s-app=kube-dns", "--tail", "20"); err == nil {
+		r.logf("CoreDNS log (last lines):\n%s", strings.TrimSpace(out))
 	}
 	return nil
 }
