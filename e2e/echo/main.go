@@ -13,7 +13,7 @@
 //
 // As a client (the node smoke's pods have no curl): `echo -get URL` prints the body of one GET
 // (5 s limit) and exits non-zero on an error or a status other than 200. `echo -resolve NAME`
-// prints NAME's IPv4 addresses ("NAME IP[,IP...] via SERVER/NET") as Go's resolver gets them,
+// prints NAME's IPv4 addresses ("NAME IP[,IP...] via SERVER/NET in DURATION") as Go's resolver gets them,
 // from /etc/resolv.conf's nameserver or from -dns-server HOST:PORT, over -dns-net udp or tcp
 // (the node's DNS check; the image has no DNS tool), and exits non-zero when there is none.
 package main

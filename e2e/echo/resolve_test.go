@@ -134,9 +134,9 @@ func TestResolveOverUDPAndTCP(t *testing.T) {
 			if err := resolve(&out, name, s.addr, network); err != nil {
 				t.Fatal(err)
 			}
-			want := name + " 10.96.0.1 via " + s.addr + "/" + network + "\n"
-			if out.String() != want {
-				t.Errorf("printed %q, want %q", out.String(), want)
+			want := name + " 10.96.0.1 via " + s.addr + "/" + network + " in "
+			if !strings.HasPrefix(out.String(), want) || !strings.HasSuffix(out.String(), "s\n") {
+				t.Errorf("printed %q, want %q and the lookup's duration", out.String(), want)
 			}
 			if got := s.counts(); len(got) != 1 || got[network] == 0 {
 				t.Errorf("queries the server got per protocol: %v, want %s only", got, network)
@@ -150,7 +150,7 @@ func TestResolveUnknownName(t *testing.T) {
 	s := startDNS(t, "kubernetes.default.svc.cluster.local.", [4]byte{10, 96, 0, 1})
 	var out bytes.Buffer
 	err := resolve(&out, "nope.default.svc.cluster.local.", s.addr, "tcp")
-	if err == nil || !strings.Contains(err.Error(), "nope.default.svc.cluster.local.") || !strings.Contains(err.Error(), s.addr+"/tcp") {
+	if err == nil || !strings.Contains(err.Error(), "nope.default.svc.cluster.local.") || !strings.Contains(err.Error(), s.addr+"/tcp in ") {
 		t.Fatalf("err = %v, want one naming the name and %s/tcp", err, s.addr)
 	}
 	if out.Len() != 0 {
