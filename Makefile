@@ -35,7 +35,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
 
 all: build
 
@@ -137,17 +137,20 @@ node-prepare: deps
 # containerd in the VM on a tap link (needs root), kipvs applied from deploy/ as the DaemonSet
 # from its imported image, one ClusterIP Service answering from a pod through kipvs.
 # NODE_ARGS="--until node" (or kipvs) stops after that step; --memory, --timeout, --tap, --host-ip,
-# --node-ip: see `go run ./e2e/node/cmd/noderun -h`.
+# --node-ip: see `go run ./e2e/node/cmd/noderun -h`. NODE_DNS=1 also deploys kube-dns (CoreDNS,
+# make image-coredns) after the proxy and resolves a name through it from a pod (about 1 minute more).
 # NODE_PROXY=kube-proxy (or --proxy kube-proxy in NODE_ARGS) runs kube-proxy v1.34.10 from
 # kubeadm's manifest (e2e/node/manifests/kube-proxy.yaml) in kipvs's place: the reference run.
 NODE_ARGS    ?=
+NODE_DNS     ?=
 NODE_PROXY   ?= $(if $(findstring --proxy kube-proxy,$(NODE_ARGS)),kube-proxy,kipvs)
 NODE_PROXY_IMAGES = $(if $(filter kube-proxy,$(NODE_PROXY)),--image $(KUBE_PROXY_ARCHIVE) --kube-proxy-image $(KUBE_PROXY_IMAGE),--image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE))
-node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images $(if $(filter kube-proxy,$(NODE_PROXY)),image-kube-proxy)
+node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images $(if $(filter kube-proxy,$(NODE_PROXY)),image-kube-proxy) $(if $(NODE_DNS),image-coredns)
 	$(GO) run ./e2e/node/cmd/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
 		--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e --proxy $(NODE_PROXY) $(NODE_PROXY_IMAGES) \
 		--image $(PAUSE_ARCHIVE) --pause-image registry.k8s.io/pause:3.10.1 \
-		--image $(ECHO_ARCHIVE) --echo-image $(ECHO_IMAGE) $(NODE_ARGS)
+		--image $(ECHO_ARCHIVE) --echo-image $(ECHO_IMAGE) \
+		$(if $(NODE_DNS),--image $(COREDNS_ARCHIVE) --coredns-image $(COREDNS_IMAGE)) $(NODE_ARGS)
 
 # Upstream's [sig-network] suite on the real node, against kube-proxy v1.34.10 and kipvs in turn
 # (a fresh cluster and VM each), then docs/conformance.md's results from both JUnit reports and
@@ -298,8 +301,20 @@ image-kube-proxy: ociimage e2e-bins
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build kube-proxy --input kube-proxy=$(K8SBIN)/kube-proxy \
 		--tag $(KUBE_PROXY_IMAGE) --debs $(DEBCACHE) --out $(KUBE_PROXY_ARCHIVE) --digest-file $(KUBE_PROXY_ARCHIVE).digest
 
+# CoreDNS v1.12.1, kubeadm v1.34's cluster DNS, built from its Go module in the nested module
+# e2e/coredns (its dependencies stay out of the main module and away from e2e/k8s) as upstream
+# builds it (-s -w, GitCommit of the v1.12.1 tag), as the image COREDNS_IMAGE (hack/ociimage's
+# coredns recipe). Cold: about 10 minutes on 2 cores; then seconds.
+COREDNS_ARCHIVE ?= $(BIN)/coredns-image.oci.tar
+COREDNS_IMAGE   := registry.k8s.io/coredns/coredns:v1.12.1
+image-coredns: ociimage
+	cd e2e/coredns && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X github.com/coredns/coredns/coremain.GitCommit=707c7c1' \
+		-o $(BIN)/coredns github.com/coredns/coredns
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build coredns --input coredns=$(BIN)/coredns \
+		--out $(COREDNS_ARCHIVE) --digest-file $(COREDNS_ARCHIVE).digest
+
 # Every image a node of the conformance run imports, as OCI archives in bin/.
-e2e-images: image-archive image-pause image-agnhost $(addprefix image-,$(SUITE_IMAGES))
+e2e-images: image-archive image-pause image-agnhost image-coredns $(addprefix image-,$(SUITE_IMAGES))
 
 # The same image built by a container engine from deploy/Containerfile (its build stage runs
 # hack/ociimage's kipvs recipe on an installed Debian 12, so the file system is the same); for

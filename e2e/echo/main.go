@@ -12,7 +12,10 @@
 // answers the first message of every SCTP association on the listen port the same way.
 //
 // As a client (the node smoke's pods have no curl): `echo -get URL` prints the body of one GET
-// (5 s limit) and exits non-zero on an error or a status other than 200.
+// (5 s limit) and exits non-zero on an error or a status other than 200. `echo -resolve NAME`
+// prints NAME's IPv4 addresses ("NAME IP[,IP...] via SERVER/NET in DURATION") as Go's resolver gets them,
+// from /etc/resolv.conf's nameserver or from -dns-server HOST:PORT, over -dns-net udp or tcp
+// (the node's DNS check; the image has no DNS tool), and exits non-zero when there is none.
 package main
 
 import (
@@ -33,7 +36,16 @@ func main() {
 	tcpOnly := flag.Bool("tcp-only", false, "do not listen on UDP")
 	withSCTP := flag.Bool("sctp", false, "also listen on SCTP (needs the kernel's sctp module)")
 	get := flag.String("get", "", "client mode: GET this URL, print the body and exit")
+	lookup := flag.String("resolve", "", "client mode: print this name's IPv4 addresses and exit")
+	dnsServer := flag.String("dns-server", "", "with -resolve: the DNS server (HOST:PORT); default: /etc/resolv.conf's")
+	dnsNet := flag.String("dns-net", "", "with -resolve: udp or tcp for every query; default: UDP, TCP when truncated")
 	flag.Parse()
+	if *lookup != "" {
+		if err := resolve(os.Stdout, *lookup, *dnsServer, *dnsNet); err != nil {
+			log.Fatalf("echo: %v", err)
+		}
+		return
+	}
 	if *get != "" {
 		if err := fetch(*get); err != nil {
 			log.Fatalf("echo: %v", err)

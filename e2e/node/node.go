@@ -47,14 +47,17 @@ type Config struct {
 	// MetricsOut, when set, is where the proxy's /metrics (from the host, NODE_IP:10249) is
 	// saved at the end of the run.
 	MetricsOut string
+	// CorednsImage, when set, is CoreDNS's image in Images: kube-dns is applied after the
+	// proxy (dns.go) and resolved from a pod after the smoke.
+	CorednsImage string
 
-	Tap      string // host tap device name
-	HostIP   net.IP // host end of the link; the apiserver listens and advertises here
-	NodeIP   net.IP // the node's InternalIP
-	Prefix   int    // of the link's subnet
+	Tap    string // host tap device name
+	HostIP net.IP // host end of the link; the apiserver listens and advertises here
+	NodeIP net.IP // the node's InternalIP
+	Prefix int    // of the link's subnet
 	// PodCIDR is the cluster's pod network (default DefaultPodCIDR), routed from the host to
 	// the node: runs at the same time on one machine need different ones.
-	PodCIDR string
+	PodCIDR  string
 	NodeName string
 	MemoryMB int
 	CPUs     int
@@ -130,7 +133,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"control plane", r.controlPlane, ""},
 		{"node Ready", r.nodeUp, "node"},
 		{cfg.proxyName() + " DaemonSet Ready", r.deployProxy, "kipvs"},
+		{stepKubeDNS, r.deployKubeDNS, ""},
 		{"Service answers", r.smoke, ""},
+		{stepDNS, r.dnsCheck, ""},
 	}
 	if cfg.Suite != nil {
 		steps = append(steps, step{"suite", r.runSuite, ""})
@@ -149,6 +154,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return r.rep, fmt.Errorf("proxy %q: want %s or %s", cfg.Proxy, ProxyKipvs, ProxyKubeProxy)
 	}
 	for _, s := range steps {
+		if !r.wantStep(s.name) {
+			continue
+		}
 		r.logf("step %q", s.name)
 		start := time.Now()
 		err := s.fn(ctx)
