@@ -163,6 +163,7 @@ CONFORMANCE_DIR     ?= $(CACHE)/conformance
 CONFORMANCE_TIMEOUT ?= 6h
 CONFORMANCE_ARGS    ?=
 CONFORMANCE_IMAGES   = --image $(PAUSE_ARCHIVE) --image $(ECHO_ARCHIVE) --image $(AGNHOST_ARCHIVE) \
+	--image $(COREDNS_ARCHIVE) --coredns-image $(COREDNS_IMAGE) \
 	$(foreach i,$(SUITE_IMAGES),--image $(BIN)/$(i)-image.oci.tar)
 conformance: vm-prepare node-prepare e2e-bins node-bins conformance-bins node-images e2e-images image-kube-proxy
 	@case '$(CONFORMANCE_PROXY)' in \
