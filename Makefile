@@ -99,6 +99,7 @@ node-bins:
 conformance-bins:
 	@mkdir -p $(NODEBIN)
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) test -c -ldflags '$(K8S_LDFLAGS)' -o $(NODEBIN)/e2e.test k8s.io/kubernetes/test/e2e
+	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -o $(NODEBIN)/ginkgo github.com/onsi/ginkgo/v2/ginkgo
 
 # The suite's default selection (docs/conformance.md, "The suite"): every [sig-network] test less
 # what needs a feature, a cloud, a load balancer, IPv6, SCTP or a /coredns in agnhost (tests that need

@@ -130,7 +130,7 @@ func renderRuns(w func(string, ...any), results map[string]*Result) {
 		}
 		w("\n<details><summary>%s run: versions, selection, node, phases</summary>\n\n", p)
 		w("- Kubernetes %s (e2e.test, kubelet, control plane); machine: %s\n", r.Run.Kubernetes, r.Run.Machine)
-		w("- focus `%s`\n- skip `%s`\n", r.Run.Focus, r.Run.Skip)
+		w("- focus `%s`\n- skip `%s`\n- suite processes: %d\n", r.Run.Focus, r.Run.Skip, max(r.Run.Procs, 1))
 		imgs := make([]string, 0, len(r.Run.Images))
 		for n, d := range r.Run.Images {
 			imgs = append(imgs, fmt.Sprintf("`%s` %s", n, d))

@@ -20,6 +20,7 @@ type Run struct {
 	Images     map[string]string `json:"images"` // name:tag -> digest of the archive imported
 	Focus      string            `json:"focus"`
 	Skip       string            `json:"skip"`
+	Procs      int               `json:"procs"` // parallel suite processes (1: serial)
 	Phases     []Phase           `json:"phases"`
 	// SuiteExit is e2e.test's exit status: 0 all selected passed, 1 some failed.
 	SuiteExit int    `json:"suiteExit"`

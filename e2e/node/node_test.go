@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -141,5 +142,22 @@ func TestSuiteProgressLines(t *testing.T) {
 		"suite: Ran 2 of 7000 Specs in 103.2 seconds\nsuite: FAIL! -- 1 Passed | 1 Failed | 0 Pending | 6998 Skipped\n"
 	if out.String() != want {
 		t.Errorf("progress:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+func TestSuiteArgsSerialAndParallel(t *testing.T) {
+	r := &runner{admin: "/s/admin.kubeconfig", kubectl: "/b/kubectl", cfg: Config{Suite: &Suite{
+		Bin: "/b/e2e.test", Ginkgo: "/b/ginkgo", Focus: `\[sig-network\]`, Skip: "SCTP", Dir: "/r", Timeout: time.Hour}}}
+	serial := strings.Join(r.suiteArgs(), " ")
+	for _, w := range []string{"--kubeconfig=/s/admin.kubeconfig", "--provider=skeleton", `--ginkgo.focus=\[sig-network\]`, "--ginkgo.skip=SCTP", "--ginkgo.seed=1", "--report-prefix=suite_"} {
+		if !strings.Contains(serial, w) {
+			t.Errorf("serial args lack %s: %s", w, serial)
+		}
+	}
+	r.cfg.Suite.Procs = 3
+	par := strings.Join(r.suiteArgs(), " ")
+	if !strings.HasPrefix(par, `--procs=3 --focus=\[sig-network\] --timeout=1h0m0s --seed=1 --v`) || !strings.Contains(par, "--skip=SCTP /b/e2e.test -- --kubeconfig=") ||
+		strings.Contains(par, "--ginkgo.") {
+		t.Errorf("parallel args: %s", par)
 	}
 }

@@ -25,6 +25,10 @@ type Suite struct {
 	Timeout time.Duration // --ginkgo.timeout; the step's own limit adds a grace period
 	Args    []string      // more e2e.test flags
 	Commit  string        // kipvs's version, for run.json
+	// Procs > 1 runs the suite in that many processes through the ginkgo CLI (Ginkgo), as
+	// upstream's jobs do; tests marked [Serial] still run alone, at the end.
+	Procs  int
+	Ginkgo string
 }
 
 // The JUnit file e2e.test writes into --report-dir: junit_<--report-prefix>01.xml.
@@ -50,6 +54,14 @@ func (r *runner) preflightSuite() error {
 		return fmt.Errorf("the e2e suite is not built (make conformance-bins): %w", err)
 	}
 	s.Bin = abs
+	if s.Procs > 1 {
+		if s.Ginkgo, err = filepath.Abs(s.Ginkgo); err != nil {
+			return err
+		}
+		if _, err := os.Stat(s.Ginkgo); err != nil {
+			return fmt.Errorf("--procs %d needs the ginkgo CLI (make conformance-bins): %w", s.Procs, err)
+		}
+	}
 	if s.Dir, err = filepath.Abs(s.Dir); err != nil {
 		return err
 	}
@@ -80,15 +92,29 @@ func (r *runner) suiteArgs() []string {
 		"--e2e-output-dir=" + filepath.Join(s.Dir, "output"),
 		"--disable-log-dump",
 		"--dump-logs-on-failure",
-		"--ginkgo.focus=" + s.Focus,
-		"--ginkgo.timeout=" + s.Timeout.String(),
-		"--ginkgo.seed=1",
-		"--ginkgo.v",
-		"--ginkgo.no-color",
-		"--ginkgo.poll-progress-after=5m",
+	}
+	ginkgo := []string{
+		"focus=" + s.Focus,
+		"timeout=" + s.Timeout.String(),
+		"seed=1",
+		"v",
+		"no-color",
+		"poll-progress-after=5m",
 	}
 	if s.Skip != "" {
-		args = append(args, "--ginkgo.skip="+s.Skip)
+		ginkgo = append(ginkgo, "skip="+s.Skip)
+	}
+	if s.Procs > 1 {
+		// The ginkgo CLI runs the suite in Procs processes; its flags go before the binary,
+		// the suite's after "--".
+		cli := []string{fmt.Sprintf("--procs=%d", s.Procs)}
+		for _, g := range ginkgo {
+			cli = append(cli, "--"+g)
+		}
+		return append(append(append(cli, s.Bin, "--"), args...), s.Args...)
+	}
+	for _, g := range ginkgo {
+		args = append(args, "--ginkgo."+g)
 	}
 	return append(args, s.Args...)
 }
@@ -100,7 +126,7 @@ func (r *runner) runSuite(ctx context.Context) error {
 	s := r.cfg.Suite
 	rec := &conformance.Run{
 		Proxy: r.cfg.proxyName(), Started: time.Now().UTC(), Commit: s.Commit, Kubernetes: "v1.34.10",
-		Focus: s.Focus, Skip: s.Skip, Images: imageDigests(r.cfg.Images),
+		Focus: s.Focus, Skip: s.Skip, Procs: max(s.Procs, 1), Images: imageDigests(r.cfg.Images),
 		Machine: fmt.Sprintf("%d host cores; node VM qemu TCG %d vCPU %d MiB", runtime.NumCPU(), r.cfg.CPUs, r.cfg.MemoryMB),
 	}
 	rec.Node, _ = r.kubectlRun(ctx, 20*time.Second, nil, "get", "nodes", "-o", "wide")
@@ -116,10 +142,14 @@ func (r *runner) runSuite(ctx context.Context) error {
 	}
 	defer logf.Close()
 	args := r.suiteArgs()
-	r.logf("running %s %s\n  (output: %s)", s.Bin, strings.Join(quoteArgs(args), " "), logf.Name())
+	r.logf("running %s %s\n  (output: %s)", map[bool]string{true: s.Ginkgo, false: s.Bin}[s.Procs > 1], strings.Join(quoteArgs(args), " "), logf.Name())
 	sctx, cancel := context.WithTimeout(ctx, s.Timeout+suiteGrace)
 	defer cancel()
-	cmd := exec.CommandContext(sctx, s.Bin, args...)
+	bin := s.Bin
+	if s.Procs > 1 {
+		bin = s.Ginkgo
+	}
+	cmd := exec.CommandContext(sctx, bin, args...)
 	cmd.Dir = s.Dir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.admin)
 	var out io.Writer = logf

@@ -63,6 +63,8 @@ func main() {
 	flag.StringVar(&suite.Dir, "report-dir", ".cache/conformance/kipvs", "the suite's report directory (removed first)")
 	flag.DurationVar(&suite.Timeout, "suite-timeout", 4*time.Hour, "the suite's --ginkgo.timeout")
 	flag.StringVar(&suite.Commit, "commit", "", "kipvs's version, recorded in the report")
+	flag.IntVar(&suite.Procs, "procs", 1, "run the suite in this many parallel processes (through the ginkgo CLI, --ginkgo)")
+	flag.StringVar(&suite.Ginkgo, "ginkgo", ".cache/node-bin/ginkgo", "the ginkgo CLI (make conformance-bins), for --procs > 1")
 	flag.Var(&suiteArgs, "suite-arg", "another e2e.test flag (repeatable)")
 	flag.Parse()
 	if suite.Bin != "" {
