@@ -177,7 +177,8 @@ conformance: vm-prepare node-prepare e2e-bins node-bins conformance-bins node-im
 		echo "make conformance: the $$p run"; \
 		$(GO) run ./e2e/node/cmd/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
 			--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e --proxy $$p \
-			--image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE) --image $(KUBE_PROXY_ARCHIVE) --kube-proxy-image $(KUBE_PROXY_IMAGE) \
+			$$(if [ $$p = kipvs ]; then echo --image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE); \
+			   else echo --image $(KUBE_PROXY_ARCHIVE) --kube-proxy-image $(KUBE_PROXY_IMAGE); fi) \
 			--pause-image registry.k8s.io/pause:3.10.1 --echo-image $(ECHO_IMAGE) $(CONFORMANCE_IMAGES) \
 			--timeout $(CONFORMANCE_TIMEOUT) --suite $(NODEBIN)/e2e.test --report-dir $(CONFORMANCE_DIR)/$$p \
 			--metrics-out $(CONFORMANCE_DIR)/$$p/metrics.txt --commit $(VERSION) \
