@@ -4,7 +4,10 @@ GO           ?= go
 CACHE        ?= $(CURDIR)/.cache
 VMCACHE      := $(CACHE)/vm
 BIN          := $(CURDIR)/bin
-VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Evaluated once: a commit during a long target must not rename the image it built.
+ifeq ($(origin VERSION),undefined)
+VERSION      := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
 GIT_COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILD_DATE   ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 VPKG         := github.com/kipvs/kipvs/internal/version
