@@ -204,7 +204,7 @@ ECHO_IMAGE   := localhost/kipvs-e2e-echo:dev
 image-echo: ociimage
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/echo ./e2e/echo
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build echo --input echo=$(BIN)/echo --tag $(ECHO_IMAGE) \
-		--out $(ECHO_ARCHIVE)
+		--out $(ECHO_ARCHIVE) --digest-file $(ECHO_ARCHIVE).digest
 
 # kube-proxy v1.34.10 (IPVS mode) and kipvs side by side (e2e/bench, docs/performance.md): etcd and
 # kube-apiserver on the host, BENCH_N ClusterIP Services x BENCH_E endpoints loaded from the host, one

@@ -14,7 +14,8 @@ func TestParseJUnitGinkgo(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]Status{
-		"[SynchronizedBeforeSuite]": Passed,
+		"[SynchronizedBeforeSuite]":                                                                             Setup,
+		"[ReportAfterSuite] Kubernetes e2e suite report":                                                        Setup,
 		"[sig-network] Services should serve a basic endpoint from pods [Conformance]":                          Passed,
 		"[sig-network] Services should be able to change the type from ExternalName to ClusterIP [Conformance]": Failed,
 		"[sig-network] Services should preserve source pod IP for traffic thru service cluster IP [LinuxOnly]":  Skipped,
@@ -31,6 +32,9 @@ func TestParseJUnitGinkgo(t *testing.T) {
 	f := rep.Cases["[sig-network] Services should be able to change the type from ExternalName to ClusterIP [Conformance]"]
 	if f.Message != "Timed out after 60s." || f.Time != 60900*time.Millisecond {
 		t.Errorf("failure %+v", f)
+	}
+	if m := rep.Cases["[sig-network] Services should preserve source pod IP for traffic thru service cluster IP [LinuxOnly]"].Message; m != "requires at least 2 nodes" {
+		t.Errorf("skip message %q", m)
 	}
 	if rep.Time != 120500*time.Millisecond {
 		t.Errorf("suite time %s", rep.Time)

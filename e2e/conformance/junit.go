@@ -20,9 +20,13 @@ type Status string
 const (
 	Passed  Status = "passed"
 	Failed  Status = "failed"
-	Skipped Status = "skipped"
-	Absent  Status = "" // not in that run's report
+	Skipped Status = "skipped" // the test skipped itself (e.g. it needs two nodes)
+	Setup   Status = "setup"   // one of ginkgo's suite nodes ([SynchronizedBeforeSuite], ...), passed
+	Absent  Status = ""        // not in that run's report
 )
+
+// notSelected is the skip message ginkgo's JUnit gives every spec the focus and skip left out.
+const notSelected = "skipped"
 
 // Case is one testcase of a report.
 type Case struct {
@@ -88,6 +92,9 @@ func ParseJUnit(b []byte) (*Report, error) {
 	for _, s := range doc.Suites {
 		rep.Time += seconds(s.Time)
 		for _, c := range s.Cases {
+			if c.Skipped != nil && c.Skipped.Message == notSelected {
+				continue // not in the selection
+			}
 			k := Case{Name: CleanName(c.Name), Time: seconds(c.Time), Status: Passed}
 			switch {
 			case c.Failure != nil:
@@ -95,9 +102,11 @@ func ParseJUnit(b []byte) (*Report, error) {
 			case c.Error != nil:
 				k.Status, k.Message = Failed, firstLine(c.Error.Message, c.Error.Text)
 			case c.Skipped != nil || c.Status == "skipped" || c.Status == "pending":
-				k.Status, k.Message = Skipped, firstLine(c.Skipped.msg(), "")
+				k.Status, k.Message = Skipped, strings.TrimPrefix(firstLine(c.Skipped.msg(), ""), "skipped - ")
 			case c.Status == "failed" || c.Status == "panicked" || c.Status == "interrupted" || c.Status == "timedout" || c.Status == "aborted":
 				k.Status = Failed
+			case suiteNode(k.Name):
+				k.Status = Setup
 			}
 			if old, ok := rep.Cases[k.Name]; ok && old.Status == Failed {
 				continue // a flake attempt that failed stays failed
@@ -106,6 +115,17 @@ func ParseJUnit(b []byte) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// suiteNode reports whether a testcase is one of ginkgo's suite-level nodes rather than a test.
+func suiteNode(name string) bool {
+	for _, p := range []string{"[BeforeSuite]", "[AfterSuite]", "[SynchronizedBeforeSuite]", "[SynchronizedAfterSuite]",
+		"[ReportBeforeSuite]", "[ReportAfterSuite]", "[DeferCleanup (Suite)]"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *junitMsg) msg() string {

@@ -111,7 +111,7 @@ func Render(results map[string]*Result, notes []Note, metrics string) (string, S
 }
 
 func renderRuns(w func(string, ...any), results map[string]*Result) {
-	w("| proxy | started (UTC) | kipvs commit | ran | passed | failed | skipped by the suite | suite time | whole run |\n")
+	w("| proxy | started (UTC) | kipvs commit | ran | passed | failed | skipped themselves | suite time | whole run |\n")
 	w("|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range Proxies {
 		r := results[p]
