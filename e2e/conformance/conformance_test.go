@@ -57,8 +57,8 @@ func TestRenderSideBySide(t *testing.T) {
 	for _, s := range []string{
 		"| [sig-network] Services should serve a basic endpoint from pods [Conformance] | pass 40s | pass 40s |",
 		"| [sig-network] Services should be able to change the type from ExternalName to ClusterIP [Conformance] | pass 1s | **FAIL** 1m1s |",
-		"kipvs: `[sig-network] Services` `[Conformance]`: **1 of 2** that ran passed.",
-		"kube-proxy: `[sig-network] Services` `[Conformance]`: **2 of 2** that ran passed.",
+		"kipvs: the Service `[Conformance]` tests (`[sig-network] Services` and `Service endpoints latency`, 18 in v1.34.10): **1 of 2** that ran passed.",
+		"kube-proxy: the Service `[Conformance]` tests (`[sig-network] Services` and `Service endpoints latency`, 18 in v1.34.10): **2 of 2** that ran passed.",
 		"**1 test(s) passed with kube-proxy and not with kipvs**",
 		"No reason recorded yet",
 	} {

@@ -16,10 +16,11 @@ const (
 // Proxies in the order their columns appear.
 var Proxies = []string{"kube-proxy", "kipvs"}
 
-// servicesConformance matches the [sig-network] Services [Conformance] tests the issue
-// counts (18 in v1.34).
+// servicesConformance matches the Service [Conformance] tests of v1.34.10: the 17
+// `[sig-network] Services` ones and `[sig-network] Service endpoints latency`.
 func servicesConformance(name string) bool {
-	return strings.HasPrefix(name, "[sig-network] Services ") && strings.Contains(name, "[Conformance]")
+	return (strings.HasPrefix(name, "[sig-network] Services ") || strings.HasPrefix(name, "[sig-network] Service endpoints latency ")) &&
+		strings.Contains(name, "[Conformance]")
 }
 
 // Summary is what the rendering found, for the caller to report.
@@ -55,7 +56,7 @@ func Render(results map[string]*Result, notes []Note, metrics string) (string, S
 				}
 			}
 		}
-		w("- %s: `[sig-network] Services` `[Conformance]`: **%d of %d** that ran passed.\n", p, pass, total)
+		w("- %s: the Service `[Conformance]` tests (`[sig-network] Services` and `Service endpoints latency`, 18 in v1.34.10): **%d of %d** that ran passed.\n", p, pass, total)
 	}
 	if kp != nil && kv != nil {
 		for _, n := range names {
