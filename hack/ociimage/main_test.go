@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/kipvs/kipvs/internal/netfilter"
+
 	"os"
 	"path/filepath"
 	"slices"
@@ -163,6 +165,24 @@ func TestAgnhostUsers(t *testing.T) {
 	} {
 		if !strings.Contains(files[path], line) {
 			t.Errorf("%s lacks %q:\n%s", path, line, files[path])
+		}
+	}
+}
+
+// TestKipvsImageHasEveryProgram: kipvs runs iptables-nft --version and ip6tables-nft -t nat
+// -S POSTROUTING as well as the -save/-restore tools; an image without them ran IPv4 only and
+// wrote MASQUERADE without --random-fully on the real node (seen in the conformance run's
+// /metrics: no IPv6 family).
+func TestKipvsImageHasEveryProgram(t *testing.T) {
+	links := map[string]string{}
+	for _, l := range recipes()["kipvs"].Selection.Links {
+		links[l.Path] = l.Target
+	}
+	for _, m := range []netfilter.Mode{netfilter.ModeNFT, netfilter.ModeLegacy} {
+		for _, p := range netfilter.Programs(m) {
+			if got, want := links["usr/sbin/"+p], "xtables-"+string(m)+"-multi"; got != want {
+				t.Errorf("kipvs image: /usr/sbin/%s -> %q, want %q", p, got, want)
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kipvs/kipvs/hack/ociimage/oci"
 	"github.com/kipvs/kipvs/hack/ociimage/rootfs"
+	"github.com/kipvs/kipvs/internal/netfilter"
 )
 
 // recipe is one image: Debian packages and the part of them it keeps (its lower layer), and
@@ -88,11 +89,9 @@ func kipvsRecipe() recipe {
 		},
 		Multiarch: multiarch,
 	}
-	for _, m := range []string{"nft", "legacy"} {
-		for _, t := range []string{"iptables", "ip6tables"} {
-			for _, op := range []string{"save", "restore"} {
-				sel.Links = append(sel.Links, rootfs.Link{Path: "usr/sbin/" + t + "-" + m + "-" + op, Target: "xtables-" + m + "-multi"})
-			}
+	for _, m := range []netfilter.Mode{netfilter.ModeNFT, netfilter.ModeLegacy} {
+		for _, p := range netfilter.Programs(m) {
+			sel.Links = append(sel.Links, rootfs.Link{Path: "usr/sbin/" + p, Target: "xtables-" + string(m) + "-multi"})
 		}
 	}
 	return recipe{

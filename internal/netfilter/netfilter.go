@@ -434,3 +434,14 @@ func sortedKeys[K ~string, V any](m map[K]V) []K {
 	slices.Sort(out)
 	return out
 }
+
+// Programs lists every program kipvs runs for backend m, both families: the tool itself
+// (--version, the nat table check), its -save and its -restore. An image must ship them all.
+func Programs(m Mode) []string {
+	var out []string
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
+		base := tool(f) + "-" + string(m)
+		out = append(out, base, base+"-save", base+"-restore")
+	}
+	return out
+}
