@@ -143,6 +143,14 @@ func TestSuiteProgressLines(t *testing.T) {
 	if out.String() != want {
 		t.Errorf("progress:\n%s\nwant:\n%s", out.String(), want)
 	}
+	// The parallel runner prints each test's block when it ends: its result first.
+	out.Reset()
+	p = &progress{out: &out}
+	p.Write([]byte("------------------------------\n• [FAILED] [230.772 seconds]\n[sig-network] Proxy should proxy\nx.go:1\n" +
+		"------------------------------\n• [12.000 seconds]\n[sig-network] Services should serve\n[sig-network] Services should serve\n"))
+	if want := "suite:   1 [FAILED] [230.772 seconds]  [sig-network] Proxy should proxy\nsuite:   2 [12.000 seconds]  [sig-network] Services should serve\n"; out.String() != want {
+		t.Errorf("parallel progress:\n%s\nwant:\n%s", out.String(), want)
+	}
 }
 
 func TestSuiteArgsSerialAndParallel(t *testing.T) {

@@ -222,10 +222,11 @@ func quoteArgs(args []string) []string {
 // progress is the console's view of the suite's verbose output (the whole of it goes to
 // e2e.log): one line per finished test with its outcome, and the suite's summary.
 type progress struct {
-	out  io.Writer
-	buf  []byte
-	name string // the last test name seen
-	done int
+	out     io.Writer
+	buf     []byte
+	name    string // the test name seen since the last separator
+	pending string // a result seen before its name (the parallel runner prints it first)
+	done    int
 }
 
 func (p *progress) Write(b []byte) (int, error) {
@@ -243,17 +244,33 @@ func (p *progress) Write(b []byte) (int, error) {
 
 func (p *progress) line(l string) {
 	switch {
+	case strings.HasPrefix(l, "------------------------------"):
+		p.name, p.pending = "", ""
 	case strings.HasPrefix(l, "[sig-") || strings.HasPrefix(l, "[It] ") || strings.HasPrefix(l, "[SynchronizedBeforeSuite]"):
-		p.name = strings.TrimSpace(l)
-	case strings.HasPrefix(l, "• ") || strings.HasPrefix(l, "S [SKIPPED]") || strings.HasPrefix(l, "P [PENDING]"):
-		if strings.HasPrefix(l, "S ") || p.name == "" {
-			return // skipped specs are many and say nothing here
+		if p.name != "" {
+			return
 		}
-		p.done++
-		fmt.Fprintf(p.out, "suite: %3d %s  %s\n", p.done, strings.TrimPrefix(l, "• "), p.name)
-		p.name = ""
+		p.name = strings.TrimSpace(l)
+		if p.pending != "" {
+			p.print(p.pending)
+		}
+	case strings.HasPrefix(l, "• ") || strings.HasPrefix(l, "S [SKIPPED]") || strings.HasPrefix(l, "P [PENDING]"):
+		switch {
+		case strings.HasPrefix(l, "S "):
+			// skipped specs are many and say nothing here
+		case p.name != "":
+			p.print(l) // serial: the name came first
+		default:
+			p.pending = l
+		}
 	case strings.HasPrefix(l, "Ran ") || strings.HasPrefix(l, "FAIL!") || strings.HasPrefix(l, "SUCCESS!") ||
 		strings.HasPrefix(l, "Summarizing") || strings.HasPrefix(l, "  [FAIL]") || strings.HasPrefix(l, "[FAIL]"):
 		fmt.Fprintf(p.out, "suite: %s\n", l)
 	}
+}
+
+func (p *progress) print(result string) {
+	p.done++
+	fmt.Fprintf(p.out, "suite: %3d %s  %s\n", p.done, strings.TrimPrefix(result, "• "), p.name)
+	p.name, p.pending = "", ""
 }
