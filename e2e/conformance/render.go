@@ -59,13 +59,27 @@ func Render(results map[string]*Result, notes []Note, metrics string) (string, S
 		w("- %s: the Service `[Conformance]` tests (`[sig-network] Services` and `Service endpoints latency`, 18 in v1.34.10): **%d of %d** that ran passed.\n", p, pass, total)
 	}
 	if kp != nil && kv != nil {
+		both, onlyKP := 0, 0
 		for _, n := range names {
-			if kp.Report.Cases[n].Status == Passed && kv.Report.Cases[n].Status != Passed {
+			_, inKV := kv.Report.Cases[n]
+			_, inKP := kp.Report.Cases[n]
+			switch {
+			case inKV && inKP:
+				both++
+			case inKP:
+				onlyKP++
+			}
+			if inKV && kp.Report.Cases[n].Status == Passed && kv.Report.Cases[n].Status != Passed {
 				sum.Regressions = append(sum.Regressions, n)
 			}
 		}
+		w("- %d test(s) ran with both proxies", both)
+		if onlyKP > 0 {
+			w("; %d ran with kube-proxy only (not in kipvs's run's selection)", onlyKP)
+		}
+		w(".\n")
 		if len(sum.Regressions) == 0 {
-			w("- Every test that passed with kube-proxy passed with kipvs.\n")
+			w("- Every test that passed with kube-proxy and ran with kipvs passed with kipvs.\n")
 		} else {
 			w("- **%d test(s) passed with kube-proxy and not with kipvs** (below, with the reason).\n", len(sum.Regressions))
 		}
@@ -183,7 +197,7 @@ func notPassing(r *Result, names []string) []string {
 	}
 	var out []string
 	for _, n := range names {
-		if r.Report.Cases[n].Status != Passed {
+		if c, ok := r.Report.Cases[n]; ok && c.Status != Passed {
 			out = append(out, n)
 		}
 	}
