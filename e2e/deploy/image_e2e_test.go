@@ -23,7 +23,7 @@ import (
 var imageFiles = regexp.MustCompile(`^(` +
 	`usr/local/bin/kipvs|` +
 	`usr/sbin/xtables-(nft|legacy)-multi|` +
-	`usr/sbin/ip6?tables-(nft|legacy)-(save|restore)|` +
+	`usr/sbin/ip6?tables-(nft|legacy)(-(save|restore))?|` +
 	`usr/lib/[^/]+/xtables/lib[A-Za-z0-9_]+\.so|` +
 	`lib(64)?/([^/]+/)?(ld-linux-x86-64|lib[a-z0-9_]+)\.so(\.[0-9]+)*|` +
 	`etc/protocols` +
