@@ -165,10 +165,20 @@ func TestImageRootfs(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				for _, want := range []string{":KUBE-SERVICES", "--match-set KUBE-CLUSTER-IP dst,dst", "-j MASQUERADE"} {
+				// --random-fully: kipvs asked iptables-MODE for its version (the image once
+				// shipped only the -save/-restore programs, so the real node's MASQUERADE had no
+				// --random-fully and its IPv6 family never ran).
+				for _, want := range []string{":KUBE-SERVICES", "--match-set KUBE-CLUSTER-IP dst,dst", "-j MASQUERADE --random-fully"} {
 					if !strings.Contains(save, want) {
 						return false, "iptables-" + mode + "-save lacks " + want
 					}
+				}
+				save6, err := harness.Run("ip6tables-" + mode + "-save")
+				if err != nil {
+					return false, err.Error()
+				}
+				if !strings.Contains(save6, ":KUBE-SERVICES") {
+					return false, "ip6tables-" + mode + "-save lacks :KUBE-SERVICES: the IPv6 family did not run"
 				}
 				return true, ""
 			})
