@@ -29,6 +29,8 @@ type Suite struct {
 	// upstream's jobs do; tests marked [Serial] still run alone, at the end.
 	Procs  int
 	Ginkgo string
+
+	digests map[string]string // of the archives, read when the run starts (they may be rebuilt meanwhile)
 }
 
 // The JUnit file e2e.test writes into --report-dir: junit_<--report-prefix>01.xml.
@@ -54,6 +56,7 @@ func (r *runner) preflightSuite() error {
 		return fmt.Errorf("the e2e suite is not built (make conformance-bins): %w", err)
 	}
 	s.Bin = abs
+	s.digests = imageDigests(r.cfg.Images)
 	if s.Procs > 1 {
 		if s.Ginkgo, err = filepath.Abs(s.Ginkgo); err != nil {
 			return err
@@ -126,7 +129,7 @@ func (r *runner) runSuite(ctx context.Context) error {
 	s := r.cfg.Suite
 	rec := &conformance.Run{
 		Proxy: r.cfg.proxyName(), Started: time.Now().UTC(), Commit: s.Commit, Kubernetes: "v1.34.10",
-		Focus: s.Focus, Skip: s.Skip, Procs: max(s.Procs, 1), Images: imageDigests(r.cfg.Images),
+		Focus: s.Focus, Skip: s.Skip, Procs: max(s.Procs, 1), Images: s.digests,
 		Machine: fmt.Sprintf("%d host cores; node VM qemu TCG %d vCPU %d MiB", runtime.NumCPU(), r.cfg.CPUs, r.cfg.MemoryMB),
 	}
 	rec.Node, _ = r.kubectlRun(ctx, 20*time.Second, nil, "get", "nodes", "-o", "wide")
