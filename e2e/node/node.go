@@ -65,6 +65,10 @@ type Config struct {
 	// Until, when set, ends the run after that step: "node" (Ready), "kipvs" (the DaemonSet
 	// pod Ready); empty runs the smoke too.
 	Until string
+	// Hold keeps the cluster up after the last step until the run is interrupted or its
+	// Timeout ends, and prints how to reach it (kubectl with the admin kubeconfig), so a
+	// failing test can be looked at by hand.
+	Hold bool
 	// Suite, when set, runs upstream's e2e suite after the smoke (make conformance).
 	Suite *Suite
 
@@ -172,7 +176,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			break
 		}
 	}
+	if cfg.Hold {
+		r.hold(ctx)
+	}
 	return r.rep, nil
+}
+
+// hold waits, with the cluster up, until ctx ends (an interrupt or the run's timeout).
+func (r *runner) hold(ctx context.Context) {
+	deadline, _ := ctx.Deadline()
+	r.logf("holding the cluster until interrupted (or %s): %s --kubeconfig %s get pods -A",
+		deadline.UTC().Format("15:04:05"), filepath.Join(r.cfg.NodeBin, "kubectl"), r.admin)
+	<-ctx.Done()
+	r.logf("hold ended: %v", context.Cause(ctx))
 }
 
 // step is one named, timed step of a run; until names the Config.Until value that ends the

@@ -54,6 +54,7 @@ func main() {
 	flag.StringVar(&cfg.Proxy, "proxy", node.ProxyKipvs, "the service proxy: kipvs (deploy/) or kube-proxy (kubeadm's DaemonSet, e2e/node/manifests/kube-proxy.yaml)")
 	flag.StringVar(&cfg.KubeProxyImage, "kube-proxy-image", "registry.k8s.io/kube-proxy:v1.34.10", "kube-proxy's image name:tag in the archives (with --proxy kube-proxy)")
 	flag.StringVar(&cfg.MetricsOut, "metrics-out", "", "save the proxy's /metrics (GET http://NODE_IP:10249/metrics from the host) to this file at the end")
+	flag.BoolVar(&cfg.Hold, "hold", false, "keep the cluster up after the last step until interrupted (or --timeout), to look at it by hand")
 	flag.StringVar(&cfg.Until, "until", "", "end after this step: node (Ready) or kipvs (its pod Ready); empty: the whole smoke")
 	var suite node.Suite
 	var suiteArgs multi
