@@ -164,26 +164,23 @@ func (r *runner) ipvsTable(ctx context.Context) {
 
 // saveMetrics writes the proxy's /metrics, requested from the host on the node's
 // metricsBindAddress (0.0.0.0:10249 for both proxies in these runs), to Config.MetricsOut.
+//
+// The save outlives the run's own deadline by up to metricsSaveWait (a suite that used all of
+// its time still leaves its proxy's figures), and a loaded node gets three tries.
 func (r *runner) saveMetrics(ctx context.Context) error {
 	url := "http://" + net.JoinHostPort(r.cfg.NodeIP.String(), metricsPort) + "/metrics"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), metricsSaveWait)
+	defer cancel()
+	var b []byte
+	var err error
+	for try := 1; try <= 3; try++ {
+		if b, err = getMetrics(ctx, url); err == nil {
+			break
+		}
+		r.logf("%s's /metrics, try %d of 3: %v", r.cfg.proxyName(), try, err)
+	}
 	if err != nil {
 		return err
-	}
-	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	if len(b) == 0 {
-		return fmt.Errorf("GET %s: empty body", url)
 	}
 	if err := os.MkdirAll(filepath.Dir(r.cfg.MetricsOut), 0o755); err != nil {
 		return err
@@ -248,4 +245,31 @@ func hexAddrPort(s string) (string, error) {
 	}
 	ip := net.IPv4(byte(a>>24), byte(a>>16), byte(a>>8), byte(a))
 	return net.JoinHostPort(ip.String(), strconv.FormatUint(port, 10)), nil
+}
+
+// metricsSaveWait bounds saveMetrics, past the run's own deadline if need be.
+const metricsSaveWait = 2 * time.Minute
+
+// getMetrics is one GET of a proxy's /metrics, bounded to 30 s.
+func getMetrics(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if len(b) == 0 {
+		return nil, fmt.Errorf("GET %s: empty body", url)
+	}
+	return b, nil
 }

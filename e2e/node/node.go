@@ -145,7 +145,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		steps = append(steps, step{"suite", r.runSuite, ""})
 	}
 	if cfg.MetricsOut != "" {
-		steps = append(steps, step{"metrics saved", r.saveMetrics, ""})
+		steps = append(steps, step{stepMetrics, r.saveMetrics, ""})
 	}
 	switch cfg.Until {
 	case "", "node", "kipvs":
@@ -157,6 +157,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	default:
 		return r.rep, fmt.Errorf("proxy %q: want %s or %s", cfg.Proxy, ProxyKipvs, ProxyKubeProxy)
 	}
+	proxyUp := false // the proxy's DaemonSet was Ready: its /metrics can be saved
 	for _, s := range steps {
 		if !r.wantStep(s.name) {
 			continue
@@ -168,9 +169,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			r.logf("step %q FAILED after %s: %v", s.name, time.Since(start).Round(100*time.Millisecond), err)
 			r.diagnose()
+			if proxyUp && cfg.MetricsOut != "" && s.name != stepMetrics {
+				if err := r.saveMetrics(ctx); err != nil { // the figures of a failed run still count
+					r.logf("metrics not saved: %v", err)
+				}
+			}
 			return r.rep, fmt.Errorf("step %q: %w", s.name, err)
 		}
 		r.logf("step %q done in %s", s.name, time.Since(start).Round(100*time.Millisecond))
+		proxyUp = proxyUp || s.until == "kipvs"
 		if s.until != "" && s.until == cfg.Until {
 			r.rep.Pods, _ = r.kubectlRun(ctx, 20*time.Second, nil, "get", "pods", "-A", "-o", "wide")
 			break
@@ -190,6 +197,9 @@ func (r *runner) hold(ctx context.Context) {
 	<-ctx.Done()
 	r.logf("hold ended: %v", context.Cause(ctx))
 }
+
+// stepMetrics is the step that saves the proxy's /metrics (Config.MetricsOut).
+const stepMetrics = "metrics saved"
 
 // step is one named, timed step of a run; until names the Config.Until value that ends the
 // run after it.
