@@ -3,6 +3,7 @@ package conformance
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,52 @@ kipvs_services_not_programmed{reason="x"} 0
 	})
 	if len(un) != 4 || !strings.Contains(md, "| `kipvs_services_not_programmed` | only-kipvs | gauge | `own-metrics` |") {
 		t.Errorf("unexplained %d:\n%s", len(un), md)
+	}
+}
+
+func TestSyncFigures(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, MetricsFile)
+	exposition := `# TYPE kubeproxy_sync_proxy_rules_duration_seconds histogram
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="16.384"} 1
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="+Inf"} 5
+kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv4"} 200.2966949
+kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"} 5
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv6",le="+Inf"} 3
+kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv6"} 146.65635508
+kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv6"} 3
+# TYPE kubeproxy_network_programming_duration_seconds histogram
+kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="1"} 2
+kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="30"} 7
+kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="+Inf"} 10
+kubeproxy_network_programming_duration_seconds_sum{ip_family="IPv4"} 684.53952894
+kubeproxy_network_programming_duration_seconds_count{ip_family="IPv4"} 10
+`
+	if err := os.WriteFile(path, []byte(exposition), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSyncFigures(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []SyncFigure{
+		{Family: "IPv4", Syncs: 5, SyncTotal: seconds(200.2966949), Programmed: 10, ProgrammingTotal: seconds(684.53952894), ProgrammingOver30: 3, Has30: true},
+		{Family: "IPv6", Syncs: 3, SyncTotal: seconds(146.65635508)},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("sync figures:\n got %+v\nwant %+v", got, want)
+	}
+	kv, err := ReadJUnit("testdata/junit_kipvs.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := Render(map[string]*Result{"kube-proxy": {Run: Run{Proxy: "kube-proxy"}, Report: kv, Syncs: got}}, nil, "")
+	for _, s := range []string{
+		"| kube-proxy | IPv4 | 5 | 3m20.3s | 40.1s | 10 | 1m8.5s | 3 |",
+		"| kube-proxy | IPv6 | 3 | 2m26.7s | 48.9s | 0 | - | - |",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("rendering lacks %q:\n%s", s, out)
+		}
 	}
 }

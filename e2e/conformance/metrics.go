@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -170,4 +171,90 @@ func RenderMetrics(diffs []MetricDiff, kpFamilies, kvFamilies int, explain func(
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", d.Family, d.Kind, escape(d.Detail), id)
 	}
 	return b.String(), unexplained
+}
+
+// SyncFigure is one proxy's sync work during a run, per IP family, from its own
+// /metrics saved after the suite: how many syncs and how long they took in all
+// (kubeproxy_sync_proxy_rules_duration_seconds), and how long a change took from the
+// API object's change to the kernel (kubeproxy_network_programming_duration_seconds).
+type SyncFigure struct {
+	Family            string // IPv4, IPv6
+	Syncs             uint64
+	SyncTotal         time.Duration
+	Programmed        uint64 // changes observed by network programming duration
+	ProgrammingTotal  time.Duration
+	ProgrammingOver30 uint64 // of those, the ones that took more than 30 s
+	Has30             bool   // the histogram has a 30 s bucket (else ProgrammingOver30 is unknown)
+}
+
+// Sync figures' metric families.
+const (
+	syncDurationFamily = "kubeproxy_sync_proxy_rules_duration_seconds"
+	programmingFamily  = "kubeproxy_network_programming_duration_seconds"
+)
+
+// ReadSyncFigures reads a saved /metrics file's sync figures by ip_family, sorted.
+func ReadSyncFigures(path string) ([]SyncFigure, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var p expfmt.TextParser
+	mfs, err := p.TextToMetricFamilies(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	by := map[string]*SyncFigure{}
+	get := func(m *dto.Metric) *SyncFigure {
+		fam := "-"
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "ip_family" {
+				fam = l.GetValue()
+			}
+		}
+		if by[fam] == nil {
+			by[fam] = &SyncFigure{Family: fam}
+		}
+		return by[fam]
+	}
+	for _, m := range mfs[syncDurationFamily].GetMetric() {
+		h := m.GetHistogram()
+		s := get(m)
+		s.Syncs += h.GetSampleCount()
+		s.SyncTotal += seconds(h.GetSampleSum())
+	}
+	for _, m := range mfs[programmingFamily].GetMetric() {
+		h := m.GetHistogram()
+		s := get(m)
+		s.Programmed += h.GetSampleCount()
+		s.ProgrammingTotal += seconds(h.GetSampleSum())
+		for _, b := range h.GetBucket() {
+			if b.GetUpperBound() == 30 {
+				s.Has30 = true
+				s.ProgrammingOver30 += h.GetSampleCount() - b.GetCumulativeCount()
+			}
+		}
+	}
+	out := make([]SyncFigure, 0, len(by))
+	for _, s := range by {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Family < out[j].Family })
+	return out, nil
+}
+
+// mean is total/n, rounded for a table, or "-" with nothing observed.
+func mean(total time.Duration, n uint64) string {
+	if n == 0 {
+		return "-"
+	}
+	return roundForTable(total / time.Duration(n)).String()
+}
+
+func roundForTable(d time.Duration) time.Duration {
+	if d < 10*time.Second {
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
 }

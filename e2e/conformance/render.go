@@ -138,6 +138,7 @@ func renderRuns(w func(string, ...any), results map[string]*Result) {
 		w("| %s | %s | %s | %d | %d | %d | %d | %s | %s |\n", p, r.Run.Started.UTC().Format("2006-01-02 15:04"), r.Run.Commit,
 			pass+fail, pass, fail, r.Report.Count(Skipped), phase(r, "suite"), r.Run.Total().Round(time.Second))
 	}
+	renderSyncs(w, results)
 	for _, p := range Proxies {
 		r := results[p]
 		if r == nil {
@@ -158,6 +159,34 @@ func renderRuns(w func(string, ...any), results map[string]*Result) {
 		}
 		w("\n\n```\n$ kubectl get nodes -o wide\n%s\n$ kubectl get pods -A -o wide   # before the suite\n%s```\n\n</details>\n",
 			strings.TrimRight(r.Run.Node, "\n"), r.Run.Pods)
+	}
+}
+
+// renderSyncs writes each proxy's sync work during its run, from its own /metrics.
+func renderSyncs(w func(string, ...any), results map[string]*Result) {
+	have := false
+	for _, p := range Proxies {
+		have = have || (results[p] != nil && len(results[p].Syncs) > 0)
+	}
+	if !have {
+		return
+	}
+	w("\nSync work during each run, from the proxy's own `/metrics` saved after the suite (`%s`, `%s`):\n\n", syncDurationFamily, programmingFamily)
+	w("| proxy | family | syncs | sync time in all | mean sync | changes programmed | mean change to kernel | over 30 s |\n")
+	w("|---|---|---|---|---|---|---|---|\n")
+	for _, p := range Proxies {
+		r := results[p]
+		if r == nil {
+			continue
+		}
+		for _, s := range r.Syncs {
+			over := "-"
+			if s.Has30 {
+				over = fmt.Sprint(s.ProgrammingOver30)
+			}
+			w("| %s | %s | %d | %s | %s | %d | %s | %s |\n", p, s.Family, s.Syncs, roundForTable(s.SyncTotal), mean(s.SyncTotal, s.Syncs),
+				s.Programmed, mean(s.ProgrammingTotal, s.Programmed), over)
+		}
 	}
 }
 

@@ -2,7 +2,9 @@ package conformance
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -58,7 +60,11 @@ func WriteRun(dir string, r *Run) error {
 type Result struct {
 	Run    Run
 	Report *Report
+	Syncs  []SyncFigure // from the run's saved /metrics (MetricsFile), if it was saved
 }
+
+// MetricsFile is what noderun saves of the proxy's /metrics after the suite, in the run directory.
+const MetricsFile = "metrics.txt"
 
 // ReadResult reads run.json and the JUnit file it names from dir.
 func ReadResult(dir string) (*Result, error) {
@@ -78,6 +84,10 @@ func ReadResult(dir string) (*Result, error) {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	res.Report = rep
+	res.Syncs, err = ReadSyncFigures(filepath.Join(dir, MetricsFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	return &res, nil
 }
 

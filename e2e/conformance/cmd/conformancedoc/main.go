@@ -18,9 +18,6 @@ import (
 	"github.com/kipvs/kipvs/e2e/oracle"
 )
 
-// metricsFile is what noderun saves of each proxy's /metrics after the suite.
-const metricsFile = "metrics.txt"
-
 func main() {
 	results := flag.String("results", ".cache/conformance", "directory with one run directory per proxy")
 	doc := flag.String("doc", "docs/conformance.md", "the document whose generated section is rewritten")
@@ -85,13 +82,13 @@ func run(dir, docPath, notesPath string) error {
 
 // compareMetrics compares the two proxies' saved /metrics when both runs saved them.
 func compareMetrics(dir string) (string, []conformance.MetricDiff, error) {
-	kp, err := conformance.ReadMetrics(filepath.Join(dir, "kube-proxy", metricsFile))
+	kp, err := conformance.ReadMetrics(filepath.Join(dir, "kube-proxy", conformance.MetricsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil, nil
 	} else if err != nil {
 		return "", nil, err
 	}
-	kv, err := conformance.ReadMetrics(filepath.Join(dir, "kipvs", metricsFile))
+	kv, err := conformance.ReadMetrics(filepath.Join(dir, "kipvs", conformance.MetricsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil, nil
 	} else if err != nil {
