@@ -43,7 +43,12 @@ type store struct {
 	dirty          map[types.NamespacedName]struct{}
 	serviceEvents  int
 	endpointEvents int
-	triggerTimes   map[types.NamespacedName][]time.Time
+	// pendingServices and pendingEndpoints are the Services with a Service change and with an
+	// EndpointSlice change since the last checkout: what kube-proxy's *_changes_pending gauges
+	// count (Services, not events).
+	pendingServices  map[types.NamespacedName]struct{}
+	pendingEndpoints map[types.NamespacedName]struct{}
+	triggerTimes     map[types.NamespacedName][]time.Time
 
 	node        *v1.Node
 	nodeChanged bool
@@ -57,17 +62,19 @@ type store struct {
 
 func newStore(log *zap.Logger, clk clock.PassiveClock) *store {
 	return &store{
-		log:          log,
-		start:        clk.Now(),
-		syncedCh:     make(chan struct{}),
-		notify:       make(chan struct{}, 1),
-		services:     make(map[types.NamespacedName]*v1.Service),
-		slices:       make(map[types.NamespacedName]*discoveryv1.EndpointSlice),
-		byService:    make(map[types.NamespacedName][]*discoveryv1.EndpointSlice),
-		records:      make(map[types.NamespacedName]*ServiceInfo),
-		dirty:        make(map[types.NamespacedName]struct{}),
-		triggerTimes: make(map[types.NamespacedName][]time.Time),
-		cidrObjects:  make(map[string][]netip.Prefix),
+		log:              log,
+		start:            clk.Now(),
+		syncedCh:         make(chan struct{}),
+		notify:           make(chan struct{}, 1),
+		services:         make(map[types.NamespacedName]*v1.Service),
+		slices:           make(map[types.NamespacedName]*discoveryv1.EndpointSlice),
+		byService:        make(map[types.NamespacedName][]*discoveryv1.EndpointSlice),
+		records:          make(map[types.NamespacedName]*ServiceInfo),
+		dirty:            make(map[types.NamespacedName]struct{}),
+		pendingServices:  make(map[types.NamespacedName]struct{}),
+		pendingEndpoints: make(map[types.NamespacedName]struct{}),
+		triggerTimes:     make(map[types.NamespacedName][]time.Time),
+		cidrObjects:      make(map[string][]netip.Prefix),
 	}
 }
 
@@ -123,11 +130,12 @@ func (s *store) All() (Snapshot, error) {
 	return snap, nil
 }
 
-// PendingCounts reports the pending event counters without checking them out.
-func (s *store) PendingCounts() (serviceEvents, endpointEvents int) {
+// PendingCounts reports, without checking anything out, how many Services have a Service
+// change and how many an EndpointSlice change pending.
+func (s *store) PendingCounts() (services, endpoints int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.serviceEvents, s.endpointEvents
+	return len(s.pendingServices), len(s.pendingEndpoints)
 }
 
 // Node returns this node's Node, or nil.
@@ -161,6 +169,8 @@ func (s *store) checkoutLocked() Changes {
 	s.dirty = make(map[types.NamespacedName]struct{})
 	s.triggerTimes = make(map[types.NamespacedName][]time.Time)
 	s.serviceEvents, s.endpointEvents = 0, 0
+	clear(s.pendingServices)
+	clear(s.pendingEndpoints)
 	s.nodeChanged, s.cidrsChanged = false, false
 	return ch
 }
@@ -319,6 +329,7 @@ func (s *store) setServiceLocked(svc *v1.Service) {
 	s.services[key] = svc
 	s.rebuildLocked(key)
 	s.serviceEvents++
+	s.pendingServices[key] = struct{}{}
 	s.markDirtyLocked(key)
 }
 
@@ -333,6 +344,7 @@ func (s *store) deleteServiceLocked(key types.NamespacedName) {
 	delete(s.services, key)
 	s.rebuildLocked(key)
 	s.serviceEvents++
+	s.pendingServices[key] = struct{}{}
 	s.markDirtyLocked(key)
 }
 
@@ -367,6 +379,7 @@ func (s *store) setSliceLocked(slice *discoveryv1.EndpointSlice) {
 	if _, proxied := s.services[owner]; proxied {
 		s.rebuildLocked(owner)
 		s.markDirtyLocked(owner)
+		s.pendingEndpoints[owner] = struct{}{}
 		counted = true
 		s.recordTriggerTimeLocked(owner, slice)
 	}
@@ -403,6 +416,7 @@ func (s *store) detachSliceLocked(owner types.NamespacedName, name string) bool 
 	}
 	s.rebuildLocked(owner)
 	s.markDirtyLocked(owner)
+	s.pendingEndpoints[owner] = struct{}{}
 	return true
 }
 

@@ -166,9 +166,10 @@ type Source interface {
 	// All returns a full consistent copy and checks out the pending changes with it.
 	// It returns ErrNotSynced before sync.
 	All() (Snapshot, error)
-	// PendingCounts reports, without checking anything out, how many service and endpoint
-	// events are pending (for the *_changes_pending gauges).
-	PendingCounts() (serviceEvents, endpointEvents int)
+	// PendingCounts reports, without checking anything out, how many Services have a
+	// Service change and how many an EndpointSlice change pending: Services, not events, as
+	// kube-proxy's *_changes_pending gauges count them.
+	PendingCounts() (services, endpoints int)
 	// Node returns this node's current Node, or nil when it is unknown.
 	Node() *v1.Node
 	// ServiceCIDRs returns the learned service address space.
