@@ -112,11 +112,11 @@ func Render(results map[string]*Result, notes []Note, metrics string) (string, S
 		if len(kpNot) > 0 {
 			w("\n### Not passing for kube-proxy\n\n")
 			for _, n := range kpNot {
-				msg := kp.Report.Cases[n].Message
 				if note, ok := find(notes, n, "kube-proxy"); ok {
-					msg = note.Reason + ": " + strings.TrimSpace(note.Evidence)
+					w("- **%s**: %s — %s. %s\n", escape(n), note.Reason, reasons[note.Reason], strings.TrimSpace(note.Evidence))
+					continue
 				}
-				w("- **%s**: `%s`\n", escape(n), escape(msg))
+				w("- **%s**: `%s`\n", escape(n), escape(kp.Report.Cases[n].Message))
 			}
 		}
 	}
