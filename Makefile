@@ -176,9 +176,10 @@ conformance: vm-prepare node-prepare e2e-bins node-bins conformance-bins node-im
 	@case '$(CONFORMANCE_PROXY)' in \
 	both) proxies='kube-proxy kipvs';; kipvs|kube-proxy) proxies='$(CONFORMANCE_PROXY)';; \
 	*) echo "make conformance: CONFORMANCE_PROXY=$(CONFORMANCE_PROXY): want kipvs, kube-proxy or both" >&2; exit 2;; esac; \
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/noderun ./e2e/node/cmd/noderun || exit 1; \
 	for p in $$proxies; do \
 		echo "make conformance: the $$p run"; \
-		$(GO) run ./e2e/node/cmd/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
+		$(BIN)/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
 			--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e --proxy $$p \
 			$$(if [ $$p = kipvs ]; then echo --image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE); \
 			   else echo --image $(KUBE_PROXY_ARCHIVE) --kube-proxy-image $(KUBE_PROXY_IMAGE); fi) \
