@@ -57,16 +57,7 @@ func RunTests(ctx context.Context, cfg Config, tr TestRun) (passed, failed int, 
 	if err != nil {
 		return 0, 1, nil, err
 	}
-	for _, l := range strings.Split(res.Output, "\n") {
-		l = strings.TrimRight(l, "\r")
-		switch {
-		case strings.HasPrefix(l, "--- PASS: "):
-			passed++
-		case strings.HasPrefix(l, "--- FAIL: "):
-			failed++
-			failures = append(failures, l)
-		}
-	}
+	passed, failed, failures = countResults(res.Output)
 	if passed+failed == 0 {
 		return 0, 1, nil, fmt.Errorf("vm: the VM ran no test (exit code %d)", res.ExitCode)
 	}
@@ -75,6 +66,77 @@ func RunTests(ctx context.Context, cfg Config, tr TestRun) (passed, failed int, 
 		failures = append(failures, fmt.Sprintf("a test binary failed without a --- FAIL line (exit code %d): panic or timeout", res.ExitCode))
 	}
 	return passed, failed, failures, nil
+}
+
+// failureContext is how many of a failed test's own log lines (t.Log, t.Error: the
+// "    name_test.go:N: ..." lines and their continuations) follow its FAIL line in the summary:
+// a run's last lines then say why it failed even when the test dumped a daemon log after the
+// error.
+const failureContext = 30
+
+// failureContinuations is how many continuation lines of one log line are kept (a dumped
+// daemon log or kernel table is one log line with many).
+const failureContinuations = 4
+
+// countResults counts the top-level PASS and FAIL lines of -test.v output; each failure is
+// its FAIL line followed by the last failureContext lines the test (or its subtests) logged
+// from a _test.go file.
+func countResults(output string) (passed, failed int, failures []string) {
+	logged := map[string][]string{} // top-level test -> its _test.go log lines
+	current := ""
+	inLog := false // the last line was a _test.go log line (its indented continuations follow)
+	cont := 0      // continuation lines of the current log line
+	for _, l := range strings.Split(output, "\n") {
+		l = strings.TrimRight(l, "\r")
+		switch {
+		case strings.HasPrefix(l, "=== RUN ") || strings.HasPrefix(l, "=== CONT ") || strings.HasPrefix(l, "=== NAME "):
+			if f := strings.Fields(l); len(f) >= 3 {
+				current, _, _ = strings.Cut(f[2], "/")
+			}
+			inLog = false
+		case strings.HasPrefix(l, "--- PASS: "):
+			passed++
+			inLog = false
+		case strings.HasPrefix(l, "--- FAIL: "):
+			failed++
+			name, _, _ := strings.Cut(strings.TrimPrefix(l, "--- FAIL: "), " ")
+			lines := logged[name]
+			if len(lines) > failureContext {
+				lines = append([]string{fmt.Sprintf("    (%d earlier lines in the log above)", len(lines)-failureContext)}, lines[len(lines)-failureContext:]...)
+			}
+			failures = append(failures, strings.Join(append([]string{l}, lines...), "\n"))
+			inLog = false
+		case current != "" && isTestLogLine(l):
+			logged[current] = append(logged[current], l)
+			inLog, cont = true, 0
+		case inLog && strings.HasPrefix(l, "        "):
+			cont++
+			switch {
+			case cont <= failureContinuations:
+				logged[current] = append(logged[current], l)
+			case cont == failureContinuations+1:
+				logged[current] = append(logged[current], "        ...")
+			}
+		default:
+			inLog = false
+		}
+	}
+	return passed, failed, failures
+}
+
+// isTestLogLine reports whether l is a t.Log or t.Error line of a _test.go file
+// ("    file_test.go:12: message", indented 4 spaces per subtest level).
+func isTestLogLine(l string) bool {
+	t := strings.TrimLeft(l, " ")
+	if len(t) == len(l) {
+		return false
+	}
+	file, rest, ok := strings.Cut(t, ":")
+	if !ok || !strings.HasSuffix(file, "_test.go") {
+		return false
+	}
+	line, _, ok := strings.Cut(rest, ":")
+	return ok && line != "" && strings.Trim(line, "0123456789") == ""
 }
 
 func shellQuote(s string) string {
