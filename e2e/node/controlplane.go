@@ -36,7 +36,9 @@ func (r *runner) controlPlane(ctx context.Context) error {
 		{Name: "admin", CN: "kubernetes-admin", Orgs: []string{"system:masters"}, Client: true},
 		{Name: "controller-manager", CN: "system:kube-controller-manager", Client: true},
 		{Name: "scheduler", CN: "system:kube-scheduler", Client: true},
-		{Name: "kubelet", CN: "system:node:" + c.NodeName, Orgs: []string{"system:nodes"}, Client: true},
+	}
+	for _, n := range r.nodes {
+		specs = append(specs, CertSpec{Name: n.kubeletCert(), CN: "system:node:" + n.name, Orgs: []string{"system:nodes"}, Client: true})
 	}
 	for _, s := range specs {
 		if err := p.Issue(s); err != nil {
@@ -62,7 +64,11 @@ func (r *runner) controlPlane(ctx context.Context) error {
 	r.serverURL = "https://" + net.JoinHostPort(c.HostIP.String(), strconv.Itoa(r.cl.APIPort))
 	r.logf("kube-apiserver ready on %s in %s", r.server(), time.Since(start).Round(100*time.Millisecond))
 	kubeconfigs := map[string]string{}
-	for _, name := range []string{"admin", "controller-manager", "scheduler", "kubelet"} {
+	names := []string{"admin", "controller-manager", "scheduler"}
+	for _, n := range r.nodes {
+		names = append(names, n.kubeletCert())
+	}
+	for _, name := range names {
 		path := filepath.Join(c.State, name+".kubeconfig")
 		if err := os.WriteFile(path, p.Kubeconfig(r.server(), name), 0o644); err != nil {
 			return err

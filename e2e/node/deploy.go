@@ -94,7 +94,7 @@ func (r *runner) deployKipvs(ctx context.Context) error {
 		return err
 	}
 	r.logf("applied deploy/:\n%s", strings.TrimSpace(out))
-	return r.waitPodsReady(ctx, 4*time.Minute, "kube-system", "app.kubernetes.io/name=kipvs", 1)
+	return r.waitPodsReady(ctx, 4*time.Minute, "kube-system", "app.kubernetes.io/name=kipvs", len(r.nodes))
 }
 
 // waitPodsReady waits until n pods match selector and all are Ready; the detail is each
@@ -104,14 +104,8 @@ func (r *runner) waitPodsReady(ctx context.Context, limit time.Duration, ns, sel
 	r.logf("waiting up to %s for %s", limit, what)
 	var stop error
 	_, err := poll.Wait(limit, what, func() (bool, string) {
-		select {
-		case stop = <-r.vmDone:
-			r.stopVM = nil
-			if stop == nil {
-				stop = fmt.Errorf("the VM ended:\n%s", tailLines(r.rep.VM, 40))
-			}
+		if stop = r.vmEnded(); stop != nil {
 			return true, ""
-		default:
 		}
 		if stop = r.cl.Exited(); stop != nil {
 			return true, ""

@@ -96,7 +96,7 @@ func (r *runner) deployKubeProxy(ctx context.Context) error {
 		return err
 	}
 	r.logf("applied e2e/node/manifests/kube-proxy.yaml:\n%s", strings.TrimSpace(out))
-	if err := r.waitPodsReady(ctx, 4*time.Minute, "kube-system", r.cfg.proxySelector(), 1); err != nil {
+	if err := r.waitPodsReady(ctx, 4*time.Minute, "kube-system", r.cfg.proxySelector(), len(r.nodes)); err != nil {
 		return err
 	}
 	url := "http://" + net.JoinHostPort(r.cfg.NodeIP.String(), healthzPort) + "/healthz"

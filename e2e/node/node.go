@@ -51,14 +51,19 @@ type Config struct {
 	// proxy (dns.go) and resolved from a pod after the smoke.
 	CorednsImage string
 
-	Tap    string // host tap device name
+	// Tap is the host's end of the link: the tap device with one node; with more, the bridge
+	// that the nodes' taps (Tap-1, Tap-2, ...) join.
+	Tap    string
 	HostIP net.IP // host end of the link; the apiserver listens and advertises here
-	NodeIP net.IP // the node's InternalIP
+	NodeIP net.IP // the first node's InternalIP; the others follow it
 	Prefix int    // of the link's subnet
-	// PodCIDR is the cluster's pod network (default DefaultPodCIDR), routed from the host to
-	// the node: runs at the same time on one machine need different ones.
+	// PodCIDR is the cluster's pod network (default DefaultPodCIDR); node i gets its i-th /24,
+	// routed from the host (and the other nodes) to the node: runs at the same time on one
+	// machine need different ones.
 	PodCIDR  string
-	NodeName string
+	NodeName string // the first node's name; the others are numbered like it (node-2, ...)
+	// Nodes is how many nodes (VMs) the cluster has, 1 (the default) to MaxNodes.
+	Nodes    int
 	MemoryMB int
 	CPUs     int
 	Timeout  time.Duration // the whole run
@@ -111,11 +116,7 @@ type runner struct {
 	kubectl   string
 	admin     string // admin kubeconfig path
 	serverURL string
-	vmDone    chan error
-	// vmCancel kills the VM (its qemu) when it does not stop on request.
-	vmCancel context.CancelFunc
-	stopVM   chan struct{}
-	vmOut    *syncBuffer
+	nodes     []*vmNode
 }
 
 // Run brings the cluster up, runs the smoke and tears everything down. The error names the
@@ -127,15 +128,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.PodCIDR == "" {
 		cfg.PodCIDR = DefaultPodCIDR
 	}
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 1
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	r := &runner{cfg: cfg, rep: &Report{}}
+	nodes, err := planNodes(cfg)
+	if err != nil {
+		return r.rep, fmt.Errorf("step %q: %w", "preflight", err)
+	}
+	r.nodes = nodes
 	defer r.teardown()
 	steps := []step{
 		{"preflight", r.preflight, ""},
 		{"link", r.linkUp, ""},
 		{"control plane", r.controlPlane, ""},
-		{"node Ready", r.nodeUp, "node"},
+		{nodeReadyStep(len(nodes)), r.nodeUp, "node"},
 		{cfg.proxyName() + " DaemonSet Ready", r.deployProxy, "kipvs"},
 		{stepKubeDNS, r.deployKubeDNS, ""},
 		{"Service answers", r.smoke, ""},
@@ -274,50 +283,86 @@ func (r *runner) preflight(ctx context.Context) error {
 
 func (r *runner) linkUp(ctx context.Context) error {
 	c := r.cfg
-	r.link = &Link{Tap: c.Tap, HostIP: c.HostIP, Prefix: c.Prefix, NodeIP: c.NodeIP, Routes: []string{c.PodCIDR}}
+	r.link = &Link{Name: c.Tap, HostIP: c.HostIP, Prefix: c.Prefix}
+	var desc []string
+	for _, n := range r.nodes {
+		r.link.Taps = append(r.link.Taps, n.tap)
+		r.link.Routes = append(r.link.Routes, Route{CIDR: n.podCIDR, Via: n.ip})
+		desc = append(desc, fmt.Sprintf("%s %s (pod CIDR %s routed to it)", n.name, n.ip, n.podCIDR))
+	}
 	if err := r.link.Up(); err != nil {
 		r.link = nil
 		return err
 	}
-	r.logf("tap %s: host %s/%d, node %s, pod CIDR %s routed to the node; nothing forwarded beyond", c.Tap, c.HostIP, c.Prefix, c.NodeIP, c.PodCIDR)
-	// The tap is the run's lock: only its holder clears the state directory.
+	what := "tap " + c.Tap
+	if r.link.bridged() {
+		what = fmt.Sprintf("bridge %s with taps %s", c.Tap, strings.Join(r.link.Taps, ", "))
+	}
+	r.logf("%s: host %s/%d, %s; nothing forwarded beyond", what, c.HostIP, c.Prefix, strings.Join(desc, ", "))
+	// The link is the run's lock: only its holder clears the state directory.
 	_ = os.RemoveAll(c.State)
 	return os.MkdirAll(c.State, 0o755)
 }
 
+// nodeReadyStep names the step that boots the nodes.
+func nodeReadyStep(n int) string {
+	if n == 1 {
+		return "node Ready"
+	}
+	return fmt.Sprintf("%d nodes Ready", n)
+}
+
 func (r *runner) teardown() {
-	if r.stopVM != nil {
-		close(r.stopVM)
-		r.stopVM = nil
+	var stopping []*vmNode
+	for _, n := range r.nodes {
+		if n.stop != nil {
+			close(n.stop)
+			n.stop = nil
+			stopping = append(stopping, n)
+		}
+	}
+	limit := time.After(60 * time.Second)
+	for _, n := range stopping {
 		select {
-		case err := <-r.vmDone:
+		case err := <-n.done:
 			if err != nil {
-				r.logf("VM: %v", err)
+				r.logf("VM %s: %v", n.name, err)
 			}
-			for _, l := range strings.Split(r.rep.VM, "\n") {
+			for _, l := range strings.Split(n.output, "\n") {
 				if strings.Contains(l, "node: ") && strings.Contains(l, " stop: ") {
-					r.logf("VM %s", strings.TrimSpace(l))
+					r.logf("VM %s%s", r.nodeLabel(n), strings.TrimSpace(l))
 				}
 			}
-		case <-time.After(60 * time.Second):
-			r.logf("VM did not stop within 60s of the stop request: killing it")
-			r.vmCancel()
+		case <-limit:
+			r.logf("VM %s did not stop within 60s of the stop request: killing it", n.name)
+			n.cancel()
 			select {
-			case <-r.vmDone:
+			case <-n.done:
 			case <-time.After(15 * time.Second):
-				r.logf("VM still running 15s after the kill")
+				r.logf("VM %s still running 15s after the kill", n.name)
 			}
 		}
 	}
-	if r.vmCancel != nil {
-		r.vmCancel()
+	var outputs []string
+	for _, n := range r.nodes {
+		if n.cancel != nil {
+			n.cancel()
+		}
+		if n.output != "" {
+			outputs = append(outputs, "=== "+n.name+"\n"+n.output)
+		}
+	}
+	if len(r.nodes) == 1 && len(outputs) == 1 {
+		r.rep.VM = r.nodes[0].output
+	} else {
+		r.rep.VM = strings.Join(outputs, "\n")
 	}
 	if r.cl != nil {
 		r.cl.Stop()
 	}
 	if r.link != nil {
 		r.link.Down()
-		r.logf("tap %s removed", r.link.Tap)
+		r.logf("link %s removed", r.link.Name)
 	}
 }
 
@@ -353,8 +398,10 @@ func (r *runner) diagnose() {
 		out, _ := r.kubectlRun(ctx, 20*time.Second, nil, args...)
 		r.logf("kubectl %s:\n%s", strings.Join(args, " "), out)
 	}
-	if r.vmOut != nil {
-		r.logf("VM output so far:\n%s", tailLines(r.vmOut.String(), 40))
+	for _, n := range r.nodes {
+		if n.out != nil {
+			r.logf("VM %s output so far:\n%s", n.name, tailLines(n.out.String(), 40))
+		}
 	}
 }
 

@@ -4,7 +4,8 @@
 # the host makes /run/vm/stop appear, then leaves the logs in /run/vm/artifacts.
 # Every step prints what it does and waits a bounded time; a failure names the step.
 # Environment (from the host): NODE_ROOT NODE_IP NODE_PREFIX NODE_NAME NODE_STATE NODE_BIN
-# NODE_IMAGES (space-separated archives) NODE_KVER_MODULES.
+# NODE_KUBECONFIG (the kubelet's) NODE_ROUTES (space-separated CIDR=VIA: the other nodes' pod
+# CIDRs) NODE_IMAGES (space-separated archives) NODE_KVER_MODULES.
 set -u
 logs=/run/vm/artifacts
 mkdir -p "$logs"
@@ -44,6 +45,10 @@ step "link: eth0 $NODE_IP/$NODE_PREFIX"
 ip link set eth0 up || fail "link: eth0 up"
 ip addr add "$NODE_IP/$NODE_PREFIX" dev eth0 || fail "link: address"
 hostname "$NODE_NAME"
+for r in $NODE_ROUTES; do
+	step "route: ${r%%=*} via ${r#*=} (another node's pods)"
+	ip route add "${r%%=*}" via "${r#*=}" dev eth0 || fail "route $r"
+done
 
 step "file systems: tmpfs on /var, /lib/modules, cgroup2 on /sys/fs/cgroup"
 mount -t tmpfs -o mode=755 var /var || fail "tmpfs /var"
@@ -105,7 +110,7 @@ step "images imported"
 ctr --address /run/containerd/containerd.sock -n k8s.io images ls | awk 'NR > 1 && $1 !~ /^sha256:/ {print "node: image " $1 " " $3}'
 
 step "kubelet $("$NODE_BIN/kubelet" --version)"
-"$NODE_BIN/kubelet" --config "$NODE_STATE/kubelet.yaml" --kubeconfig "$NODE_STATE/kubelet.kubeconfig" \
+"$NODE_BIN/kubelet" --config "$NODE_STATE/kubelet.yaml" --kubeconfig "$NODE_KUBECONFIG" \
 	--hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v 2 >"$logs/kubelet.log" 2>&1 &
 kpid=$!
 step "serving until the host is done"

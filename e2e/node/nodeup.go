@@ -121,8 +121,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// nodeUp writes the node's configuration, boots the VM with the node script and waits until
-// the Node is Ready (which needs its pod CIDR and the CNI configuration made from it).
+// nodeUp writes the nodes' configuration, boots one VM per node with the node script and
+// waits until every Node is Ready (which needs its pod CIDR and the CNI configuration made
+// from it).
 func (r *runner) nodeUp(ctx context.Context) error {
 	c := r.cfg
 	files := map[string]string{
@@ -139,80 +140,100 @@ func (r *runner) nodeUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.createNodes(ctx); err != nil {
+		return err
+	}
+	for _, n := range r.nodes {
+		r.startVM(ctx, n, kdir)
+	}
+	deadline, _ := ctx.Deadline()
+	var vmErr error
+	seen := map[string]bool{}
+	names := make([]string, len(r.nodes))
+	for i, n := range r.nodes {
+		names[i] = n.name
+	}
+	_, err = poll.Wait(time.Until(deadline)-2*time.Minute, "Nodes "+strings.Join(names, ", ")+" Ready", func() (bool, string) {
+		if vmErr = r.vmEnded(); vmErr != nil {
+			return true, ""
+		}
+		if vmErr = r.cl.Exited(); vmErr != nil {
+			return true, ""
+		}
+		for _, n := range r.nodes {
+			for _, l := range strings.Split(n.out.String(), "\n") {
+				if strings.HasPrefix(l, "node: ") && !seen[n.name+l] {
+					seen[n.name+l] = true
+					r.logf("VM %s%s", r.nodeLabel(n), strings.TrimSpace(l))
+				}
+			}
+		}
+		out, err := r.kubectlRun(ctx, 10*time.Second, nil, "get", "nodes", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDR} {range .status.conditions[*]}{.type}={.status}({.reason}) {end};{end}`)
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, l := range strings.Split(out, ";") {
+			if strings.Contains(l, "Ready=True") {
+				ready++
+			}
+		}
+		return ready == len(r.nodes), out
+	})
+	if vmErr != nil {
+		return vmErr
+	}
+	return err
+}
+
+// nodeLabel prefixes a node's lines when there are several.
+func (r *runner) nodeLabel(n *vmNode) string {
+	if len(r.nodes) == 1 {
+		return ""
+	}
+	return n.name + " "
+}
+
+// startVM boots node n's VM with the node script. The VM outlives ctx (it is stopped by
+// request at teardown) but not the run: teardown cancels it when it does not stop.
+func (r *runner) startVM(ctx context.Context, n *vmNode, kdir string) {
+	c := r.cfg
 	env := map[string]string{
-		"NODE_ROOT": c.NodePkgs, "NODE_IP": c.NodeIP.String(), "NODE_PREFIX": fmt.Sprint(c.Prefix),
-		"NODE_NAME": c.NodeName, "NODE_STATE": c.State, "NODE_BIN": c.NodeBin,
-		"NODE_IMAGES": strings.Join(c.Images, " "), "NODE_KVER_MODULES": kdir,
+		"NODE_ROOT": c.NodePkgs, "NODE_IP": n.ip.String(), "NODE_PREFIX": fmt.Sprint(c.Prefix),
+		"NODE_NAME": n.name, "NODE_STATE": c.State, "NODE_BIN": c.NodeBin,
+		"NODE_KUBECONFIG": filepath.Join(c.State, n.kubeletCert()+".kubeconfig"),
+		"NODE_ROUTES":     peerRoutes(r.nodes, n),
+		"NODE_IMAGES":     strings.Join(c.Images, " "), "NODE_KVER_MODULES": kdir,
 	}
 	var script strings.Builder
 	for k, v := range env {
 		fmt.Fprintf(&script, "export %s='%s'\n", k, strings.ReplaceAll(v, "'", `'\''`))
 	}
 	script.WriteString(nodeScript)
-	console := &syncBuffer{}
-	r.vmOut = console
+	n.out = &syncBuffer{}
 	deadline, _ := ctx.Deadline()
 	vcfg := vm.Config{
 		CacheDir: c.VMCache, Script: script.String(), WorkDir: c.Repo, Timeout: time.Until(deadline),
-		Net:      &vm.Net{Tap: c.Tap, MAC: "52:54:00:6b:69:01"},
+		Net:      &vm.Net{Tap: n.tap, MAC: n.mac},
 		MemoryMB: c.MemoryMB, CPUs: c.CPUs,
 		Modules: append(vm.DefaultModules(), nodeModules...),
-		Console: console, Artifacts: filepath.Join(c.State, "node-logs"),
+		Console: n.out, Artifacts: filepath.Join(c.State, n.logs),
 	}
-	r.stopVM = make(chan struct{})
-	vcfg.Stop = r.stopVM
-	r.vmDone = make(chan error, 1)
-	// The VM outlives ctx (it is stopped by request at teardown) but not the run: teardown
-	// cancels this when it does not stop.
+	n.stop = make(chan struct{})
+	vcfg.Stop = n.stop
+	n.done = make(chan error, 1)
 	vmCtx, vmCancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.vmCancel = vmCancel
+	n.cancel = vmCancel
 	go func() {
 		res, err := vm.Run(vmCtx, vcfg)
-		r.rep.VM = res.Output
+		n.output = res.Output
 		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("the node script exited %d:\n%s", res.ExitCode, tailLines(res.Output, 40))
+			err = fmt.Errorf("the node script of %s exited %d:\n%s", n.name, res.ExitCode, tailLines(res.Output, 40))
 		}
-		r.vmDone <- err
+		n.done <- err
 	}()
-	r.logf("VM booting (qemu TCG, %d MiB, %d CPUs): kubelet %s at %s", c.MemoryMB, c.CPUs, c.NodeName, c.NodeIP)
-	var vmErr error
-	var vmEnded bool
-	seen := map[string]bool{}
-	_, err = poll.Wait(time.Until(deadline)-2*time.Minute, "Node "+c.NodeName+" Ready", func() (bool, string) {
-		select {
-		case vmErr = <-r.vmDone:
-			vmEnded = true
-			return true, ""
-		default:
-		}
-		if e := r.cl.Exited(); e != nil {
-			vmErr = e
-			return true, ""
-		}
-		for _, l := range strings.Split(console.String(), "\n") {
-			if strings.HasPrefix(l, "node: ") && !seen[l] {
-				seen[l] = true
-				r.logf("VM %s", strings.TrimSpace(l))
-			}
-		}
-		out, err := r.kubectlRun(ctx, 10*time.Second, nil, "get", "node", c.NodeName, "-o",
-			`jsonpath={.spec.podCIDR} {range .status.conditions[*]}{.type}={.status}({.reason}) {end}`)
-		if err != nil {
-			return false, err.Error()
-		}
-		return strings.Contains(out, "Ready=True"), out
-	})
-	if vmEnded {
-		r.stopVM = nil
-		if vmErr == nil {
-			vmErr = fmt.Errorf("the VM ended before the node was Ready:\n%s", tailLines(r.rep.VM, 40))
-		}
-		return vmErr
-	}
-	if vmErr != nil {
-		return vmErr
-	}
-	return err
+	r.logf("VM booting (qemu TCG, %d MiB, %d CPUs): kubelet %s at %s on %s, pod CIDR %s", c.MemoryMB, c.CPUs, n.name, n.ip, n.tap, n.podCIDR)
 }
 
 // kernelModules is the VM kernel's module directory in the VM cache.

@@ -133,18 +133,28 @@ func (r *runner) smoke(ctx context.Context) error {
 	return nil
 }
 
-// nodePort requests the echo Service's NodePort on the node's InternalIP from the host (over
-// the tap) until every backend in want has answered.
+// nodePort requests the echo Service's NodePort on each node's InternalIP from the host (over
+// the link) until every backend in want has answered from it: with two nodes, each node's
+// proxy sends some of them to the other node's pods.
 func (r *runner) nodePort(ctx context.Context, want []string) error {
 	port, err := r.kubectlRun(ctx, 10*time.Second, nil, "get", "service", "echo", "-o", "jsonpath={.spec.ports[0].nodePort}")
 	if err != nil {
 		return err
 	}
-	url := "http://" + net.JoinHostPort(r.cfg.NodeIP.String(), strings.TrimSpace(port)) + "/"
+	for _, n := range r.nodes {
+		if err := r.nodePortOn(ctx, n.ip, strings.TrimSpace(port), want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *runner) nodePortOn(ctx context.Context, nodeIP net.IP, port string, want []string) error {
+	url := "http://" + net.JoinHostPort(nodeIP.String(), port) + "/"
 	client := &http.Client{Timeout: 5 * time.Second}
 	answered := map[string]bool{}
 	var answers []string
-	_, err = poll.Wait(time.Minute, "GET "+url+" from the host answered by every echo pod", func() (bool, string) {
+	_, err := poll.Wait(time.Minute, "GET "+url+" from the host answered by every echo pod", func() (bool, string) {
 		resp, err := client.Get(url)
 		if err != nil {
 			return false, err.Error()

@@ -86,7 +86,7 @@ func (r *runner) suiteArgs() []string {
 		"--kubeconfig=" + r.admin,
 		"--kubectl-path=" + r.kubectl,
 		"--provider=skeleton",
-		"--num-nodes=1",
+		fmt.Sprintf("--num-nodes=%d", len(r.nodes)),
 		"--node-os-distro=debian",
 		"--allowed-not-ready-nodes=0",
 		"--system-pods-startup-timeout=5m",
