@@ -163,7 +163,10 @@ node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images $(if $(filter
 # --ginkgo.focus / --ginkgo.skip: one test by name works), CONFORMANCE_ARGS (more noderun flags,
 # e.g. --suite-arg=--ginkgo.fail-fast), CONFORMANCE_TIMEOUT (each run's limit).
 CONFORMANCE_PROXY   ?= both
-CONFORMANCE_DIR     ?= $(CACHE)/conformance
+# Every run directory under CONFORMANCE_RESULTS goes into docs/conformance.md; runs on more
+# than one node go into a directory of their own (N-nodes/PROXY), next to the one-node runs.
+CONFORMANCE_RESULTS ?= $(CACHE)/conformance
+CONFORMANCE_DIR     ?= $(CONFORMANCE_RESULTS)$(if $(filter-out 1,$(CONFORMANCE_NODES)),/$(CONFORMANCE_NODES)-nodes)
 CONFORMANCE_TIMEOUT ?= 6h
 CONFORMANCE_ARGS    ?=
 # CONFORMANCE_NODES=2: a second node (VM) on a host bridge, for the tests that need two.
@@ -195,7 +198,7 @@ conformance: vm-prepare node-prepare e2e-bins node-bins conformance-bins node-im
 
 # docs/conformance.md's results from the runs in CONFORMANCE_DIR (e2e/conformance).
 conformance-doc:
-	$(GO) run ./e2e/conformance/cmd/conformancedoc --results $(CONFORMANCE_DIR) --doc docs/conformance.md \
+	$(GO) run ./e2e/conformance/cmd/conformancedoc --results $(CONFORMANCE_RESULTS) --doc docs/conformance.md \
 		--notes e2e/conformance/notes.yaml
 
 # The images the node smoke imports into containerd: kipvs's, the pause image, and e2e/echo's.

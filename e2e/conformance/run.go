@@ -23,6 +23,7 @@ type Run struct {
 	Focus      string            `json:"focus"`
 	Skip       string            `json:"skip"`
 	Procs      int               `json:"procs"` // parallel suite processes (1: serial)
+	Nodes      int               `json:"nodes"` // the cluster's nodes (0 in runs from before two nodes: 1)
 	Phases     []Phase           `json:"phases"`
 	// SuiteExit is e2e.test's exit status: 0 all selected passed, 1 some failed.
 	SuiteExit int    `json:"suiteExit"`

@@ -90,12 +90,14 @@ func bitsFor(n int) int {
 
 // nodeObjects renders the Node objects the run creates before the kubelets register: each
 // with its pod CIDR, so the routes between the nodes (and from the host) are known before
-// any VM boots. The kubelet adopts an existing Node (adding its labels and status), and the
+// any VM boots, and a zone of its own (zone-1, zone-2, ...; the topology and traffic
+// distribution tests need nodes in two zones). The kubelet adopts an existing Node (adding
+// its own labels and its status, leaving a zone it has none of), and the
 // controller-manager's allocator takes a set podCIDR as allocated.
 func nodeObjects(nodes []*vmNode) []byte {
 	var b strings.Builder
-	for _, n := range nodes {
-		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: %s\nspec:\n  podCIDR: %s\n  podCIDRs:\n  - %s\n", n.name, n.podCIDR, n.podCIDR)
+	for i, n := range nodes {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  labels:\n    topology.kubernetes.io/zone: zone-%d\nspec:\n  podCIDR: %s\n  podCIDRs:\n  - %s\n", n.name, i+1, n.podCIDR, n.podCIDR)
 	}
 	return []byte(b.String())
 }

@@ -1,9 +1,13 @@
 package node
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // Each node gets its own name, address, tap, MAC and /24 of the pod network; with one node the
@@ -46,9 +50,20 @@ func TestPlanNodes(t *testing.T) {
 		t.Errorf("a lone node's routes %q, want none", got)
 	}
 	objs := string(nodeObjects(two))
-	for _, w := range []string{"name: node-2\nspec:\n  podCIDR: 10.244.1.0/24\n  podCIDRs:\n  - 10.244.1.0/24\n", "name: node-1\nspec:\n  podCIDR: 10.244.0.0/24\n"} {
+	for _, w := range []string{"name: node-2\n  labels:\n    topology.kubernetes.io/zone: zone-2\nspec:\n  podCIDR: 10.244.1.0/24\n  podCIDRs:\n  - 10.244.1.0/24\n", "name: node-1\n  labels:\n    topology.kubernetes.io/zone: zone-1\nspec:\n  podCIDR: 10.244.0.0/24\n"} {
 		if !strings.Contains(objs, w) {
 			t.Errorf("Node objects lack %q:\n%s", w, objs)
+		}
+	}
+
+	for i, doc := range strings.Split(strings.TrimPrefix(objs, "---\n"), "---\n") {
+		var n corev1.Node
+		if err := yaml.UnmarshalStrict([]byte(doc), &n); err != nil {
+			t.Fatalf("Node object %d: %v\n%s", i, err, doc)
+		}
+		if n.Name != two[i].name || n.Spec.PodCIDR != two[i].podCIDR || len(n.Spec.PodCIDRs) != 1 ||
+			n.Labels["topology.kubernetes.io/zone"] != fmt.Sprintf("zone-%d", i+1) {
+			t.Errorf("Node object %d: %+v", i, n)
 		}
 	}
 

@@ -129,7 +129,7 @@ func (r *runner) runSuite(ctx context.Context) error {
 	s := r.cfg.Suite
 	rec := &conformance.Run{
 		Proxy: r.cfg.proxyName(), Started: time.Now().UTC(), Commit: s.Commit, Kubernetes: "v1.34.10",
-		Focus: s.Focus, Skip: s.Skip, Procs: max(s.Procs, 1), Images: s.digests,
+		Focus: s.Focus, Skip: s.Skip, Procs: max(s.Procs, 1), Nodes: len(r.nodes), Images: s.digests,
 		Machine: fmt.Sprintf("%d host cores; node VM qemu TCG %d vCPU %d MiB", runtime.NumCPU(), r.cfg.CPUs, r.cfg.MemoryMB),
 	}
 	rec.Node, _ = r.kubectlRun(ctx, 20*time.Second, nil, "get", "nodes", "-o", "wide")
