@@ -197,11 +197,76 @@ kubeproxy_network_programming_duration_seconds_count{ip_family="IPv4"} 10
 	}
 	out, _ := Render(map[string]*Result{"kube-proxy": {Run: Run{Proxy: "kube-proxy"}, Report: kv, Syncs: got}}, nil, "")
 	for _, s := range []string{
-		"| kube-proxy | IPv4 | 5 | 3m20.3s | 40.1s | 10 | 1m8.5s | 3 |",
-		"| kube-proxy | IPv6 | 3 | 2m26.7s | 48.9s | 0 | - | - |",
+		"| kube-proxy | 1 | IPv4 | 5 | 3m20.3s | 40.1s | 10 | 1m8.5s | 3 |",
+		"| kube-proxy | 1 | IPv6 | 3 | 2m26.7s | 48.9s | 0 | - | - |",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("rendering lacks %q:\n%s", s, out)
 		}
+	}
+}
+
+// A two-node run next to the one-node runs: both are read from the results root, a test that
+// skipped on one node and ran on two shows the two-node outcome (marked so), a test only the
+// one-node run ran keeps its outcome, and each run has its own row.
+func TestReadResultsMergesRuns(t *testing.T) {
+	root := t.TempDir()
+	junit, err := os.ReadFile("testdata/junit_kipvs.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const skipped2 = "[sig-network] Services should preserve source pod IP for traffic thru service cluster IP [LinuxOnly]"
+	two := strings.Replace(string(junit), `status="skipped" time="0.1">
+      <skipped message="skipped - requires at least 2 nodes"></skipped>`, `status="failed" time="33.0">
+      <failure message="source IP 10.244.0.1, want the pod's" type="failed">[FAILED]</failure>`, 1)
+	if two == string(junit) {
+		t.Fatal("testdata changed: no skipped two-node test to turn into a failure")
+	}
+	write := func(dir string, run Run, report string) {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		run.JUnit = "junit_suite_01.xml"
+		if err := os.WriteFile(filepath.Join(dir, run.JUnit), []byte(report), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteRun(dir, &run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Date(2026, 11, 27, 15, 0, 0, 0, time.UTC)
+	write(filepath.Join(root, "kipvs"), Run{Proxy: "kipvs", Started: t0, Commit: "one"}, string(junit))
+	write(filepath.Join(root, "2-nodes", "kipvs"), Run{Proxy: "kipvs", Started: t0.Add(time.Hour), Commit: "two", Nodes: 2}, two)
+	runs, err := ReadResults(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].Set != "" || runs[1].Set != "2-nodes" {
+		t.Fatalf("runs %+v", runs)
+	}
+	res := Merge(runs)
+	out, _ := Render(res, nil, "")
+	for _, s := range []string{
+		"| " + skipped2 + " | not run | **FAIL** 33s (2 nodes) |",
+		"| [sig-network] Services should serve a basic endpoint from pods [Conformance] | not run | pass 40s (2 nodes) |",
+		"| kipvs | 1 | 2026-11-27 15:00 | one | 3 | 2 | 1 | 1 |",
+		"| kipvs | 2 | 2026-11-27 16:00 | two | 4 | 2 | 2 | 0 |",
+		"kipvs run on 2 nodes, 2026-11-27 16:00",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("rendering lacks %q:\n%s", s, out)
+		}
+	}
+	// The later run did not run a test the earlier one ran: the earlier outcome stays.
+	only1 := strings.Replace(two, `status="passed" time="40.2"></testcase>`, `status="skipped" time="0"><skipped message="skipped - it needs something"></skipped></testcase>`, 1)
+	write(filepath.Join(root, "2-nodes", "kipvs"), Run{Proxy: "kipvs", Started: t0.Add(time.Hour), Commit: "two", Nodes: 2}, only1)
+	runs, err = ReadResults(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = Render(Merge(runs), nil, "")
+	if s := "| [sig-network] Services should serve a basic endpoint from pods [Conformance] | not run | pass 40s |"; !strings.Contains(out, s) {
+		t.Errorf("rendering lacks %q (the one-node outcome):\n%s", s, out)
 	}
 }

@@ -86,7 +86,7 @@ func Render(results map[string]*Result, notes []Note, metrics string) (string, S
 	}
 
 	w("\n### Every test that ran\n\n")
-	w("Status and time of each test; `-` not in that run's selection or report, `skip` skipped by the suite itself.\n\n")
+	w("Status and time of each test; `-` not in that run's selection or report, `skip` skipped by the suite itself; `(2 nodes)` from the two-node run (a test that ran in several runs shows the latest).\n\n")
 	w("| test | kube-proxy | kipvs |\n|---|---|---|\n")
 	for _, n := range names {
 		w("| %s | %s | %s |\n", escape(n), cell(results["kube-proxy"], n), cell(kv, n))
@@ -126,66 +126,86 @@ func Render(results map[string]*Result, notes []Note, metrics string) (string, S
 }
 
 func renderRuns(w func(string, ...any), results map[string]*Result) {
-	w("| proxy | started (UTC) | kipvs commit | ran | passed | failed | skipped themselves | suite time | whole run |\n")
-	w("|---|---|---|---|---|---|---|---|---|\n")
+	w("| proxy | nodes | started (UTC) | kipvs commit | ran | passed | failed | skipped themselves | suite time | whole run |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range Proxies {
-		r := results[p]
-		if r == nil {
-			w("| %s | not run | | | | | | | |\n", p)
+		if results[p] == nil {
+			w("| %s | | not run | | | | | | | |\n", p)
 			continue
 		}
-		pass, fail := r.Report.Count(Passed), r.Report.Count(Failed)
-		w("| %s | %s | %s | %d | %d | %d | %d | %s | %s |\n", p, r.Run.Started.UTC().Format("2006-01-02 15:04"), r.Run.Commit,
-			pass+fail, pass, fail, r.Report.Count(Skipped), phase(r, "suite"), r.Run.Total().Round(time.Second))
+		for _, r := range results[p].runs() {
+			pass, fail := r.Report.Count(Passed), r.Report.Count(Failed)
+			w("| %s | %d | %s | %s | %d | %d | %d | %d | %s | %s |\n", p, r.Run.NodeCount(), r.Run.Started.UTC().Format("2006-01-02 15:04"), r.Run.Commit,
+				pass+fail, pass, fail, r.Report.Count(Skipped), phase(r, "suite"), r.Run.Total().Round(time.Second))
+		}
 	}
 	renderSyncs(w, results)
 	for _, p := range Proxies {
-		r := results[p]
-		if r == nil {
+		if results[p] == nil {
 			continue
 		}
-		w("\n<details><summary>%s run: versions, selection, node, phases</summary>\n\n", p)
-		w("- Kubernetes %s (e2e.test, kubelet, control plane); machine: %s\n", r.Run.Kubernetes, r.Run.Machine)
-		w("- focus `%s`\n- skip `%s`\n- suite processes: %d\n", r.Run.Focus, r.Run.Skip, max(r.Run.Procs, 1))
-		imgs := make([]string, 0, len(r.Run.Images))
-		for n, d := range r.Run.Images {
-			imgs = append(imgs, fmt.Sprintf("`%s` %s", n, d))
+		for _, r := range results[p].runs() {
+			w("\n<details><summary>%s: versions, selection, nodes, phases</summary>\n\n", runLabel(r))
+			w("- Kubernetes %s (e2e.test, kubelet, control plane); machine: %s\n", r.Run.Kubernetes, r.Run.Machine)
+			w("- focus `%s`\n- skip `%s`\n- suite processes: %d\n", r.Run.Focus, r.Run.Skip, max(r.Run.Procs, 1))
+			imgs := make([]string, 0, len(r.Run.Images))
+			for n, d := range r.Run.Images {
+				imgs = append(imgs, fmt.Sprintf("`%s` %s", n, d))
+			}
+			sort.Strings(imgs)
+			w("- images: %s\n", strings.Join(imgs, "; "))
+			w("- phases:")
+			for _, ph := range r.Run.Phases {
+				w(" %s %s;", ph.Name, ph.Elapsed.Round(time.Second))
+			}
+			w("\n\n```\n$ kubectl get nodes -o wide\n%s\n$ kubectl get pods -A -o wide   # before the suite\n%s```\n\n</details>\n",
+				strings.TrimRight(r.Run.Node, "\n"), r.Run.Pods)
 		}
-		sort.Strings(imgs)
-		w("- images: %s\n", strings.Join(imgs, "; "))
-		w("- phases:")
-		for _, ph := range r.Run.Phases {
-			w(" %s %s;", ph.Name, ph.Elapsed.Round(time.Second))
-		}
-		w("\n\n```\n$ kubectl get nodes -o wide\n%s\n$ kubectl get pods -A -o wide   # before the suite\n%s```\n\n</details>\n",
-			strings.TrimRight(r.Run.Node, "\n"), r.Run.Pods)
 	}
 }
 
-// renderSyncs writes each proxy's sync work during its run, from its own /metrics.
+// runLabel names one run: its proxy, nodes and start.
+func runLabel(r *Result) string {
+	return fmt.Sprintf("%s run on %s, %s", r.Run.Proxy, nodesLabel(r.Run.NodeCount()), r.Run.Started.UTC().Format("2006-01-02 15:04"))
+}
+
+func nodesLabel(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", n)
+}
+
+// renderSyncs writes each run's sync work, from its proxy's own /metrics.
 func renderSyncs(w func(string, ...any), results map[string]*Result) {
 	have := false
 	for _, p := range Proxies {
-		have = have || (results[p] != nil && len(results[p].Syncs) > 0)
+		if results[p] == nil {
+			continue
+		}
+		for _, r := range results[p].runs() {
+			have = have || len(r.Syncs) > 0
+		}
 	}
 	if !have {
 		return
 	}
-	w("\nSync work during each run, from the proxy's own `/metrics` saved after the suite (`%s`, `%s`):\n\n", syncDurationFamily, programmingFamily)
-	w("| proxy | family | syncs | sync time in all | mean sync | changes programmed | mean change to kernel | over 30 s |\n")
-	w("|---|---|---|---|---|---|---|---|\n")
+	w("\nSync work during each run, from the proxy's own `/metrics` saved after the suite (`%s`, `%s`; on two nodes, the first node's proxy):\n\n", syncDurationFamily, programmingFamily)
+	w("| proxy | nodes | family | syncs | sync time in all | mean sync | changes programmed | mean change to kernel | over 30 s |\n")
+	w("|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range Proxies {
-		r := results[p]
-		if r == nil {
+		if results[p] == nil {
 			continue
 		}
-		for _, s := range r.Syncs {
-			over := "-"
-			if s.Has30 {
-				over = fmt.Sprint(s.ProgrammingOver30)
+		for _, r := range results[p].runs() {
+			for _, s := range r.Syncs {
+				over := "-"
+				if s.Has30 {
+					over = fmt.Sprint(s.ProgrammingOver30)
+				}
+				w("| %s | %d | %s | %d | %s | %s | %d | %s | %s |\n", p, r.Run.NodeCount(), s.Family, s.Syncs, roundForTable(s.SyncTotal), mean(s.SyncTotal, s.Syncs),
+					s.Programmed, mean(s.ProgrammingTotal, s.Programmed), over)
 			}
-			w("| %s | %s | %d | %s | %s | %d | %s | %s |\n", p, s.Family, s.Syncs, roundForTable(s.SyncTotal), mean(s.SyncTotal, s.Syncs),
-				s.Programmed, mean(s.ProgrammingTotal, s.Programmed), over)
 		}
 	}
 }
@@ -238,15 +258,19 @@ func cell(r *Result, name string) string {
 		return "not run"
 	}
 	c, ok := r.Report.Cases[name]
+	where := ""
+	if n := r.source(name).Run.NodeCount(); n > 1 {
+		where = " (" + nodesLabel(n) + ")"
+	}
 	switch {
 	case !ok:
 		return "-"
 	case c.Status == Passed:
-		return "pass " + c.Time.Round(time.Second).String()
+		return "pass " + c.Time.Round(time.Second).String() + where
 	case c.Status == Failed:
-		return "**FAIL** " + c.Time.Round(time.Second).String()
+		return "**FAIL** " + c.Time.Round(time.Second).String() + where
 	default:
-		return "skip"
+		return "skip" + where
 	}
 }
 

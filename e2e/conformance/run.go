@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -57,11 +59,98 @@ func WriteRun(dir string, r *Run) error {
 	return os.WriteFile(filepath.Join(dir, "run.json"), append(b, '\n'), 0o644)
 }
 
-// Result is one proxy's run and its report, read back from a run directory.
+// Result is one proxy's run and its report, read back from a run directory; or, made by
+// Merge, one proxy's runs together.
 type Result struct {
 	Run    Run
 	Report *Report
 	Syncs  []SyncFigure // from the run's saved /metrics (MetricsFile), if it was saved
+	// Set is the run's directory under the results root: "" for the one-node runs, "2-nodes"
+	// for the two-node ones.
+	Set string
+	// Runs, in a merged Result, are the runs it joins, oldest first (nil: a single run).
+	Runs []*Result
+	// from is, in a merged Result, the run each case comes from.
+	from map[string]*Result
+}
+
+// runs are the runs r stands for: itself, or the runs it merges.
+func (r *Result) runs() []*Result {
+	if len(r.Runs) == 0 {
+		return []*Result{r}
+	}
+	return r.Runs
+}
+
+// source is the run a case of r comes from.
+func (r *Result) source(name string) *Result {
+	if s, ok := r.from[name]; ok {
+		return s
+	}
+	return r
+}
+
+// NodeCount is how many nodes the run's cluster had.
+func (r *Run) NodeCount() int { return max(r.Nodes, 1) }
+
+// ReadResults reads every run under root: root/PROXY and root/SET/PROXY (for example
+// 2-nodes/kipvs), oldest first within each set.
+func ReadResults(root string) ([]*Result, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	sets := []string{""}
+	for _, e := range entries {
+		if e.IsDir() && !slices.Contains(Proxies, e.Name()) {
+			sets = append(sets, e.Name())
+		}
+	}
+	var out []*Result
+	for _, set := range sets {
+		for _, p := range Proxies {
+			r, err := ReadResult(filepath.Join(root, set, p))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			r.Set = set
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Merge joins each proxy's runs into one Result: a test's outcome is the one of the latest run
+// that ran it (passed or failed); a test no run ran keeps the latest run's status (skipped,
+// or absent).
+func Merge(runs []*Result) map[string]*Result {
+	by := map[string][]*Result{}
+	for _, r := range runs {
+		by[r.Run.Proxy] = append(by[r.Run.Proxy], r)
+	}
+	out := map[string]*Result{}
+	for p, rs := range by {
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Run.Started.Before(rs[j].Run.Started) })
+		if len(rs) == 1 {
+			out[p] = rs[0]
+			continue
+		}
+		m := &Result{Run: rs[len(rs)-1].Run, Report: &Report{Cases: map[string]Case{}}, Runs: rs, from: map[string]*Result{}}
+		for _, r := range rs {
+			m.Report.Time += r.Report.Time
+			for n, c := range r.Report.Cases {
+				if r.Report.Ran(n) || !m.Report.Ran(n) {
+					m.Report.Cases[n] = c
+					m.from[n] = r
+				}
+			}
+		}
+		out[p] = m
+	}
+	return out
 }
 
 // MetricsFile is what noderun saves of the proxy's /metrics after the suite, in the run directory.

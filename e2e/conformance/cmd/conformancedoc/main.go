@@ -19,7 +19,7 @@ import (
 )
 
 func main() {
-	results := flag.String("results", ".cache/conformance", "directory with one run directory per proxy")
+	results := flag.String("results", ".cache/conformance", "directory with one run directory per proxy (PROXY/), and sets of runs (SET/PROXY/, e.g. 2-nodes/kipvs)")
 	doc := flag.String("doc", "docs/conformance.md", "the document whose generated section is rewritten")
 	notesPath := flag.String("notes", "e2e/conformance/notes.yaml", "reasons for tests that do not pass")
 	flag.Parse()
@@ -34,23 +34,19 @@ func run(dir, docPath, notesPath string) error {
 	if err != nil {
 		return err
 	}
-	res := map[string]*conformance.Result{}
-	for _, p := range conformance.Proxies {
-		r, err := conformance.ReadResult(filepath.Join(dir, p))
-		if errors.Is(err, fs.ErrNotExist) {
-			fmt.Printf("%s: no run in %s\n", p, filepath.Join(dir, p))
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		res[p] = r
-		fmt.Printf("%s (%s, %s): %d passed, %d failed, %d skipped\n", p, r.Run.Started.UTC().Format("2006-01-02 15:04"),
-			r.Run.Commit, r.Report.Count(conformance.Passed), r.Report.Count(conformance.Failed), r.Report.Count(conformance.Skipped))
+	runs, err := conformance.ReadResults(dir)
+	if err != nil {
+		return err
 	}
-	if len(res) == 0 {
+	for _, r := range runs {
+		fmt.Printf("%s (%s, %d node(s), %s, %s): %d passed, %d failed, %d skipped\n", r.Run.Proxy, filepath.Join(dir, r.Set, r.Run.Proxy),
+			r.Run.NodeCount(), r.Run.Started.UTC().Format("2006-01-02 15:04"), r.Run.Commit,
+			r.Report.Count(conformance.Passed), r.Report.Count(conformance.Failed), r.Report.Count(conformance.Skipped))
+	}
+	if len(runs) == 0 {
 		return fmt.Errorf("no run in %s: run make conformance first", dir)
 	}
+	res := conformance.Merge(runs)
 	metrics, unexplained, err := compareMetrics(dir)
 	if err != nil {
 		return err
