@@ -55,13 +55,10 @@ func endpointsFor(slicesIn []checkedSlice, portName string, proto v1.Protocol, n
 				continue
 			}
 			e := endpoint{addr: addr, port: uint16(port)}
-			// The API says: a nil ready condition means ready; nil serving means "as ready";
-			// nil terminating means not terminating.
+			// As kube-proxy reads them (pkg/proxy/endpointslicecache.go): a nil ready or
+			// serving condition means true, a nil terminating one false.
 			e.ready = ep.Conditions.Ready == nil || *ep.Conditions.Ready
-			e.serving = e.ready
-			if ep.Conditions.Serving != nil {
-				e.serving = *ep.Conditions.Serving
-			}
+			e.serving = ep.Conditions.Serving == nil || *ep.Conditions.Serving
 			e.terminating = ep.Conditions.Terminating != nil && *ep.Conditions.Terminating
 			e.local = ep.NodeName != nil && nodeName != "" && *ep.NodeName == nodeName
 			if ep.Hints != nil {
@@ -89,10 +86,12 @@ func compareEndpoint(a, b endpoint) int {
 }
 
 // usable picks the endpoints traffic may go to: the ready ones; when none is ready, the ones
-// still serving while terminating (KEP-1669), so connections drain instead of failing.
+// still serving while terminating (KEP-1669), so connections drain instead of failing. As in
+// kube-proxy, ready is the ready condition alone: the EndpointSlice controller keeps it true
+// for a terminating pod of a Service with publishNotReadyAddresses, which is then still used.
 func usable(eps []endpoint) []endpoint {
 	if n := readyCount(eps); n > 0 {
-		return filter(eps, n, func(e endpoint) bool { return e.ready && !e.terminating })
+		return filter(eps, n, func(e endpoint) bool { return e.ready })
 	}
 	return filter(eps, 0, func(e endpoint) bool { return e.serving && e.terminating })
 }
@@ -111,11 +110,11 @@ func filter(eps []endpoint, n int, keep func(endpoint) bool) []endpoint {
 	return out
 }
 
-// readyCount counts the endpoints that are ready and not terminating.
+// readyCount counts the ready endpoints.
 func readyCount(eps []endpoint) int {
 	n := 0
 	for _, e := range eps {
-		if e.ready && !e.terminating {
+		if e.ready {
 			n++
 		}
 	}

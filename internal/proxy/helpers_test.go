@@ -85,8 +85,11 @@ func affinity(timeout int32) svcOpt {
 }
 
 // ep describes one endpoint: "10.244.1.5" ready on another node; modifiers after a colon:
-// "10.244.1.5:local", ":notready", ":terminating" (serving, not ready), ":zone-b" (a zone
-// hint), ":fornode-NAME" (a node hint); several may follow each other.
+// "10.244.1.5:local", ":notready", ":terminating" (serving, not ready), ":readyterminating"
+// (ready, not serving, terminating: what the EndpointSlice controller writes for a deleted
+// pod of a Service with publishNotReadyAddresses), ":terminating-nilserving" (not ready,
+// terminating, serving not set), ":zone-b" (a zone hint), ":fornode-NAME" (a node hint);
+// several may follow each other.
 func slice(svcName, name string, portName string, port int32, proto v1.Protocol, eps ...string) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svcName}},
@@ -113,6 +116,13 @@ func slice(svcName, name string, portName string, port int32, proto v1.Protocol,
 			case m == "terminating":
 				ep.Conditions.Ready = ptr.To(false)
 				ep.Conditions.Serving = ptr.To(true)
+				ep.Conditions.Terminating = ptr.To(true)
+			case m == "readyterminating":
+				ep.Conditions.Ready = ptr.To(true)
+				ep.Conditions.Serving = ptr.To(false)
+				ep.Conditions.Terminating = ptr.To(true)
+			case m == "terminating-nilserving":
+				ep.Conditions.Ready = ptr.To(false)
 				ep.Conditions.Terminating = ptr.To(true)
 			case strings.HasPrefix(m, "zone-"):
 				if ep.Hints == nil {
