@@ -185,7 +185,7 @@ func ReadResult(dir string) (*Result, error) {
 type Note struct {
 	Test     string `json:"test"`            // the test's name as the report has it
 	Proxy    string `json:"proxy,omitempty"` // kipvs (default) or kube-proxy
-	Reason   string `json:"reason"`          // fixed, upstream, environment
+	Reason   string `json:"reason"`          // fixed, upstream, environment, difference
 	Evidence string `json:"evidence"`
 }
 
@@ -194,6 +194,7 @@ var reasons = map[string]string{
 	"fixed":       "fixed in kipvs since this run",
 	"upstream":    "kube-proxy fails it the same way",
 	"environment": "the test environment, not the proxy",
+	"difference":  "a deliberate difference from kube-proxy, listed in e2e/oracle/differences.yaml",
 }
 
 // ReadNotes reads notes.yaml.
