@@ -19,7 +19,7 @@ import (
 //   - Cluster policy, every endpoint terminating: both serve.
 //   - externalTrafficPolicy Local, this node's only pod terminating while node-b has a ready
 //     one: the NodePort and LoadBalancer IP are served by the local terminating pod with the
-//     client's own source address (no fallback to node-b with SNAT); the Service's cluster
+//     client's own source address (no fallback to node-b); the Service's cluster
 //     IP uses the ready remote pod; the health check answers 503 {"localEndpoints":0}, so a
 //     load balancer drains the node while it still answers.
 //   - internalTrafficPolicy Local, the same: the cluster IP is served by the local

@@ -147,7 +147,7 @@ type servicePort struct {
 	all          []endpoint // every endpoint of the port, for the hairpin members
 	clusterEps   []endpoint // what cluster IPs get
 	externalEps  []endpoint // what external IPs, load balancer IPs and node ports get
-	externalOnly bool       // externalTrafficPolicy Local with local endpoints: no SNAT
+	externalOnly bool       // externalTrafficPolicy Local: no SNAT
 }
 
 // portEndpoints chooses the real servers of each kind of virtual server of p (see
@@ -168,18 +168,19 @@ func (b *builder) portEndpoints(p *servicePort, checked []checkedSlice) {
 
 	// internalTrafficPolicy=Local: this node's endpoints only, no fallback (as the KEP and
 	// kube-proxy's iptables/nftables modes; kube-proxy's IPVS mode falls back).
-	// externalTrafficPolicy=Local: this node's endpoints only and no SNAT, so the client's
-	// source IP reaches the pod; when the node has none, fall back to the cluster's
-	// endpoints WITH SNAT, so pods on this node and stray external packets get an answer
-	// instead of a black hole (the health check already reports 503).
+	// externalTrafficPolicy=Local: never SNAT, so the client's source IP reaches the pod;
+	// this node's endpoints, or when it has none, the cluster's, as kube-proxy's IPVS mode:
+	// this node's own pods and processes are answered (their replies come back through
+	// it), while a client elsewhere gets the reply from the pod's address and the
+	// connection fails, which upstream's e2e asserts (docs/traffic-policy.md).
 	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
 	p.clusterEps = topologyFilter(ready, o.NodeName, zone)
 	if internalLocal {
 		p.clusterEps = local
 	}
 	p.externalEps = topologyFilter(ready, o.NodeName, zone)
-	p.externalOnly = externalPolicyLocal(svc) && len(local) > 0
-	if p.externalOnly {
+	p.externalOnly = externalPolicyLocal(svc)
+	if p.externalOnly && len(local) > 0 {
 		p.externalEps = local
 	}
 	// The health check counts ready local endpoints only: a node left with terminating ones

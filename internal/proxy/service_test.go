@@ -113,7 +113,7 @@ func buildCases() []buildCase {
 			slices: []*discoveryv1.EndpointSlice{slice("lb", "lb-1", "http", 8080, tcp, "10.244.1.5", "10.244.2.6:local")},
 		},
 		{
-			name:   "etp-local-without-local-endpoint-falls-back-with-snat",
+			name:   "etp-local-without-local-endpoint-falls-back-without-snat",
 			svc:    svc("default", "lb", "10.96.0.15", lbIngress("203.0.113.20"), etpLocal, ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30081})),
 			slices: []*discoveryv1.EndpointSlice{slice("lb", "lb-1", "http", 8080, tcp, "10.244.1.5")},
 		},
@@ -413,9 +413,9 @@ func TestBuildServiceSemantics(t *testing.T) {
 	if !has(st, SetLoadBalancerLocal, "203.0.113.20,tcp:80") || !has(st, SetNodePortLocalTCP, "30081") || !has(st, SetExternalIPLocal, "203.0.113.21,tcp:80") || has(st, SetExternalIP, "203.0.113.21,tcp:80") {
 		t.Errorf("ETP=Local sets wrong: %v", st.Members)
 	}
-	st = build("etp-local-without-local-endpoint-falls-back-with-snat")
-	if has(st, SetLoadBalancerLocal, "203.0.113.20,tcp:80") || has(st, SetNodePortLocalTCP, "30081") {
-		t.Errorf("fallback without local endpoints must be masqueraded (no -LOCAL members): %v", st.Members)
+	st = build("etp-local-without-local-endpoint-falls-back-without-snat")
+	if !has(st, SetLoadBalancerLocal, "203.0.113.20,tcp:80") || !has(st, SetNodePortLocalTCP, "30081") || !st.NoLocalExternal {
+		t.Errorf("fallback without local endpoints must not be masqueraded (-LOCAL members, as kube-proxy) and be counted: %v %v", st.Members, st.NoLocalExternal)
 	}
 	if got := strings.Join(dests(st, kindNodePort), " "); got != "10.244.1.5:8080" {
 		t.Errorf("fallback real servers = %s", got)
