@@ -105,7 +105,7 @@ conformance-bins:
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -o $(NODEBIN)/ginkgo github.com/onsi/ginkgo/v2/ginkgo
 
 # The suite's default selection (docs/conformance.md, "The suite"): every [sig-network] test less
-# what needs a feature, a cloud, a load balancer, IPv6, SCTP or a /coredns in agnhost (tests that need
+# what needs a feature, a cloud, a load balancer, IPv6, SCTP or rewrites CoreDNS's ConfigMap (tests that need
 # SSH, more nodes or zones skip themselves).
 CONFORMANCE_FOCUS ?= \[sig-network\]
 CONFORMANCE_SKIP  ?= \[Feature:|\[Flaky\]|LoadBalancer|load.balancer|LB.health.check|GCE|NetworkPolicy|DualStack|SCTP|DNS configMap
@@ -288,10 +288,10 @@ image-pause: ociimage
 
 # agnhost, the e2e suite's test image (registry.k8s.io/e2e-test-images/agnhost:2.56) on Debian 12,
 # its binary built from k8s.io/kubernetes v1.34.10 in the nested module e2e/k8s.
-image-agnhost: ociimage
+image-agnhost: ociimage image-coredns
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/agnhost k8s.io/kubernetes/test/images/agnhost
 	porter=$$(cd e2e/k8s && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter; \
-	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build agnhost --input agnhost=$(BIN)/agnhost \
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build agnhost --input agnhost=$(BIN)/agnhost --input coredns=$(BIN)/coredns \
 		--input porter-crt=$$porter/localhost.crt --input porter-key=$$porter/localhost.key \
 		--debs $(DEBCACHE) --out $(AGNHOST_ARCHIVE) --digest-file $(AGNHOST_ARCHIVE).digest
 

@@ -125,11 +125,12 @@ func pauseRecipe() recipe {
 // getent (libc-bin; Alpine's musl-utils has it: the DNS tests' /etc/hosts probe runs it) and nsenter
 // (util-linux; busybox's applet upstream: the suite's hostexec pods enter the node with it).
 // Whole packages (less documentation), with the links their maintainer scripts would make
-// (nc, awk) and the users and groups upstream's image defines. Differences from upstream: no
-// CoreDNS binary at /coredns, GNU tools instead of busybox applets.
+// (nc, awk) and the users and groups upstream's image defines, and CoreDNS at /coredns (the DNS
+// tests' own name servers run it: upstream's image has v1.6.2, this one make image-coredns's
+// v1.12.1). Differences from upstream: that CoreDNS version, GNU tools instead of busybox applets.
 func agnhostRecipe() recipe {
 	return recipe{
-		Doc: "the e2e test image on Debian 12; --input agnhost=bin/agnhost --input porter-crt=... --input porter-key=... (test/images/agnhost/porter)",
+		Doc: "the e2e test image on Debian 12; --input agnhost=bin/agnhost --input coredns=bin/coredns --input porter-crt=... --input porter-key=... (test/images/agnhost/porter)",
 		Packages: []string{"dash", "bash", "coreutils", "grep", "sed", "mawk", "findutils", "hostname", "procps", "tar", "gzip",
 			"curl", "wget", "netcat-openbsd", "iproute2", "bind9-dnsutils", "iperf", "iputils-ping", "libc-bin", "util-linux"},
 		Exclude: maintainerMachinery,
@@ -156,6 +157,7 @@ func agnhostRecipe() recipe {
 		},
 		Inputs: []input{
 			{Name: "agnhost", Path: "agnhost", Mode: 0o755},
+			{Name: "coredns", Path: "coredns", Mode: 0o755},
 			{Name: "porter-crt", Path: "localhost.crt", Mode: 0o644},
 			{Name: "porter-key", Path: "localhost.key", Mode: 0o644},
 		},
