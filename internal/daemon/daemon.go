@@ -199,6 +199,7 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 			rec: reconcile.New(k, reconcile.Options{
 				Family: f, ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs, GracefulPeriod: cfg.Kipvs.GracefulPeriod,
 				Clock: deps.Clock, Logger: log.With(zap.String("family", f.String())), Metrics: d.metrics,
+				RetryBackoff: reconcile.Backoff{Initial: time.Second, Max: cfg.IPVS.SyncPeriod},
 			}),
 		})
 	}
@@ -345,6 +346,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		MinInterval: d.cfg.IPVS.MinSyncPeriod,
 		MaxInterval: d.cfg.IPVS.SyncPeriod,
 		Clock:       d.deps.Clock,
+		RetryAt:     d.nextRetry,
 		OnQueued: func(t time.Time) {
 			for _, f := range d.families {
 				d.metrics.SyncProxyRulesLastQueued.WithLabelValues(f.ipFamily.String()).Set(float64(t.UnixNano()) / 1e9)
@@ -495,7 +497,10 @@ func (d *Daemon) drain(ctx context.Context) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, f := range d.families {
-		if res, err := f.rec.Drain(ctx); err != nil {
+		if res, err := f.rec.Drain(ctx); reconcile.IsApplyError(err) {
+			// Their virtual servers are retried on their own (runner Options.RetryAt).
+			d.log.Warn("deleting drained real servers failed; retrying them with backoff", zap.String("family", f.ipFamily.String()), zap.Error(err))
+		} else if err != nil {
 			d.log.Warn("draining real servers failed; a full sync follows", zap.String("family", f.ipFamily.String()), zap.Error(err))
 			d.run.RequestFull()
 		} else if res.Plan != nil && !res.Plan.Empty() {

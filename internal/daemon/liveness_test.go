@@ -16,7 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
@@ -48,10 +50,12 @@ func livenessDaemon(t *testing.T, syncPeriod time.Duration) (*running, *fakeNode
 	return startDaemon(t, cfg, zaptest.NewLogger(t), deps), node, src, clk
 }
 
-// A sync that keeps failing (one bad object, a kernel that refuses every change) makes
-// /healthz fail after 2 x syncPeriod, as kube-proxy's does, but never /livez: the loop is
-// alive and retrying, and a restart by the kubelet would fix nothing and program nothing
-// until the new process's first sync.
+// Rules that keep failing to apply make /healthz fail after 2 x syncPeriod, as
+// kube-proxy's does (its iptables-restore), but never /livez: the loop is alive and
+// retrying, and a restart by the kubelet would fix nothing and program nothing until the
+// new process's first sync. A virtual server the kernel keeps refusing does not make the
+// node unhealthy (kube-proxy logs "Failed to sync service" and counts the sync done): one
+// bad object must not take a node out of its load balancers.
 func TestPersistentSyncErrorKeepsLivez(t *testing.T) {
 	const syncPeriod = 30 * time.Second
 	d, node, src, clk := livenessDaemon(t, syncPeriod)
@@ -60,17 +64,33 @@ func TestPersistentSyncErrorKeepsLivez(t *testing.T) {
 		failed.Add(1)
 		return errors.New("injected: the kernel refuses every change")
 	})
+	// Someone deletes one of kipvs's rules, and restoring the rules fails from now on: every
+	// full sync finds the drift and fails to repair it.
+	if err := node.nf.Restore("*nat\n-D KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT\nCOMMIT\n"); err != nil {
+		t.Fatal(err)
+	}
+	rulesFault := faulty.New(1, 1)
+	rulesFault.SetFilter(func(op string) bool { return strings.HasPrefix(op, "iptables-restore") })
+	node.nf.SetFaulty(rulesFault)
 	svcs, slices := stallObjects(true)
 	src.Set(svcs, slices, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, false)
 	poll.Until(t, waitLimit, "a failed sync", func() (bool, string) { return failed.Load() > 0, "no mutation refused yet" })
+	// The periodic full sync finds the deleted rule and fails to restore it; then a change
+	// comes (a sync is queued) whose sync fails to apply the rules again.
+	poll.Until(t, waitLimit, "a failed rules restore", func() (bool, string) {
+		clk.Step(time.Second)
+		return len(rulesFault.Injected()) > 0, "no restore refused yet"
+	})
+	svcs, slices = stallObjects(false)
+	src.Set(svcs, slices, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, false)
 
 	// Retries (backoff up to syncPeriod) for ten minutes of the injected clock, far past
-	// every timeout, with at least five more failed syncs.
-	start, before := clk.Now(), failed.Load()
+	// every timeout, with at least five more failed restores.
+	start, before := clk.Now(), len(rulesFault.Injected())
 	poll.Until(t, waitLimit, "ten minutes of failing retries", func() (bool, string) {
 		clk.Step(syncPeriod)
-		return clk.Since(start) >= 10*time.Minute && failed.Load() >= before+5,
-			fmt.Sprintf("%v, %d refused mutations", clk.Since(start), failed.Load())
+		n := len(rulesFault.Injected())
+		return clk.Since(start) >= 10*time.Minute && n >= before+5, fmt.Sprintf("%v, %d refused restores", clk.Since(start), n)
 	})
 	if code, body := probe(t, d, "/healthz"); code != 503 {
 		t.Errorf("/healthz = %d %s after minutes of failing syncs, want 503 (kube-proxy's semantics)", code, body)
@@ -79,13 +99,40 @@ func TestPersistentSyncErrorKeepsLivez(t *testing.T) {
 		t.Errorf("/livez = %d %s while a sync keeps failing, want 200: the kubelet would restart a process that is not stuck", code, body)
 	}
 
-	// The kernel takes changes again: both recover at the next retry.
-	node.ipvs.SetFault(nil)
-	poll.Until(t, waitLimit, "/healthz to recover", func() (bool, string) {
+	// The rules apply again, and a change whose virtual server the kernel refuses comes:
+	// /healthz recovers and stays healthy while that virtual server keeps failing.
+	node.nf.SetFaulty(nil)
+	svcs, slices = stallObjects(true)
+	src.Set(svcs, slices, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, false)
+	poll.Until(t, waitLimit, "/healthz to recover with a virtual server failing", func() (bool, string) {
 		clk.Step(time.Second)
 		code, body := probe(t, d, "/healthz")
 		return code == 200, body
 	})
+	refused := failed.Load()
+	poll.Until(t, waitLimit, "the failing virtual server's retries", func() (bool, string) {
+		clk.Step(syncPeriod)
+		return failed.Load() >= refused+5, fmt.Sprintf("%d refused mutations", failed.Load())
+	})
+	if code, body := probe(t, d, "/healthz"); code != 200 {
+		t.Errorf("/healthz = %d %s while only a virtual server fails, want 200 (kube-proxy's semantics)", code, body)
+	}
+
+	// The kernel takes changes again: everything is applied at the next retry.
+	node.ipvs.SetFault(nil)
+	poll.Until(t, waitLimit, "the failed virtual servers to be applied", func() (bool, string) {
+		clk.Step(time.Second)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		var failed []reconcile.ObjectStatus
+		for _, f := range d.families {
+			failed = append(failed, f.rec.Failed()...)
+		}
+		return len(failed) == 0, fmt.Sprintf("%d objects still failed", len(failed))
+	})
+	if code, body := probe(t, d, "/healthz"); code != 200 {
+		t.Errorf("/healthz = %d %s after recovery", code, body)
+	}
 }
 
 // A sync that never returns (here, a kernel call that blocks) is a stuck process: /livez

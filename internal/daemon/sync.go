@@ -22,10 +22,11 @@ import (
 	"github.com/kipvs/kipvs/internal/watch"
 )
 
-// sync is the runner's SyncFunc. An incremental sync builds only the changed Services and
-// applies only what they touched; a full sync (first, after an error, or after a node or
-// scheduler change that alters the options) rebuilds everything and reads the kernel back.
-// The periodic full sync is periodicRead and periodicFinish.
+// sync runs one sync under the daemon lock (syncThenCollect is the runner's SyncFunc). An
+// incremental sync builds only the changed Services and applies only what they touched,
+// with the failed objects due for their retry; a full sync (first, after a failed kernel
+// read, or after a node or scheduler change that alters the options) rebuilds everything
+// and reads the kernel back. The periodic full sync is periodicRead and periodicFinish.
 func (d *Daemon) sync(ctx context.Context, full bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -157,12 +158,21 @@ func (d *Daemon) syncFamilies(ctx context.Context, full bool, read time.Duration
 		d.metrics.NoLocalEndpointsTotal.WithLabelValues("external", fam).Set(float64(len(f.noLocalExternal)))
 		if ferr != nil {
 			d.metrics.SyncErrors.WithLabelValues(fam).Inc()
-			errs = append(errs, fmt.Errorf("%s: %w", fam, ferr))
-			continue
+			if !reconcile.IsApplyError(ferr) {
+				errs = append(errs, fmt.Errorf("%s: %w", fam, ferr))
+				continue
+			}
+			// Some objects failed; everything else is applied, and the reconciler retries
+			// those objects alone: no full sync, and other changes do not wait. As in
+			// kube-proxy, a virtual server, address or set member that fails leaves the
+			// node healthy; rules that fail to apply do not (/healthz, last timestamp).
+			d.log.Warn("some kernel objects were not applied; retrying each with backoff", zap.String("family", fam), zap.Error(ferr))
 		}
 		now := d.deps.Clock.Now()
-		d.metrics.SyncProxyRulesLastTimestamp.WithLabelValues(fam).Set(float64(now.UnixNano()) / 1e9)
-		d.health.Updated(fam)
+		if !f.rec.HasFailed(reconcile.KindRules) {
+			d.metrics.SyncProxyRulesLastTimestamp.WithLabelValues(fam).Set(float64(now.UnixNano()) / 1e9)
+			d.health.Updated(fam)
+		}
 		for name, times := range triggers {
 			if f.desired.Service(name) == nil {
 				// Not a Service of this family (no cluster IP of it): as upstream, whose
@@ -197,6 +207,20 @@ func (d *Daemon) synced(err error, full bool, services int, start time.Time) err
 		}
 	}
 	return nil
+}
+
+// nextRetry is when the earliest object that failed to apply is due for its retry, every
+// family (zero: none); the runner runs an incremental sync then.
+func (d *Daemon) nextRetry() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var next time.Time
+	for _, f := range d.families {
+		if t := f.rec.NextRetry(); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next
 }
 
 // beginReads starts a kernel read for every family (under d.mu).
@@ -465,7 +489,7 @@ func (d *Daemon) incrementalSync(ctx context.Context, f *family, ch watch.Change
 		d.reportService(f, name)
 	}
 	d.countNotProgrammed(f)
-	if touched.Empty() {
+	if touched.Empty() && !f.rec.RetryDue() {
 		return nil
 	}
 	res, err := f.rec.Sync(ctx, f.desired, &f.opts, touched)

@@ -49,7 +49,9 @@ type Metrics struct {
 
 	ClusterCIDROverlapsServiceCIDR prometheus.Gauge // kipvs_cluster_cidr_overlaps_service_cidr
 
-	ServicesNotProgrammed *prometheus.GaugeVec // kipvs_services_not_programmed{reason, ip_family}
+	ServicesNotProgrammed *prometheus.GaugeVec   // kipvs_services_not_programmed{reason, ip_family}
+	ObjectsOutOfSync      *prometheus.GaugeVec   // kipvs_sync_objects_out_of_sync{kind, ip_family}
+	ObjectRetries         *prometheus.CounterVec // kipvs_sync_object_retries_total{kind, ip_family}
 }
 
 // alpha is help as component-base exports a metric of stability level ALPHA: kube-proxy's
@@ -156,7 +158,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Incremental syncs: only the objects of changed Services compared and applied"}, fam),
 		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: kipvs, Name: "sync_errors_total",
-			Help: "Syncs that failed to apply part of their plan (a full resync with backoff follows)"}, fam),
+			Help: "Syncs that failed: a kernel read (a full sync with backoff follows) or some objects (each retried on its own, see kipvs_sync_objects_out_of_sync)"}, fam),
 		SourceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: kipvs, Name: "source_errors_total",
 			Help: "Objects from the standalone source file that could not be decoded and were skipped"}, []string{"source"}),
@@ -169,6 +171,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		ClusterCIDROverlapsServiceCIDR: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: kipvs, Name: "cluster_cidr_overlaps_service_cidr",
 			Help: "1 while a clusterCIDR is, contains or lies inside a Service CIDR (a misconfiguration; it is then not used to detect local traffic), else 0"}),
+		ObjectsOutOfSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: kipvs, Name: "sync_objects_out_of_sync",
+			Help: "Kernel objects whose last change failed and that wait for their own retry, by kind (virtual_server, ipset_member, address, ipset, iptables_ruleset)"},
+			[]string{"kind", "ip_family"}),
+		ObjectRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: kipvs, Name: "sync_object_retries_total",
+			Help: "Retries scheduled, by kind: each failed change of a kernel object is retried for that object alone, with exponential backoff"},
+			[]string{"kind", "ip_family"}),
 		ServicesNotProgrammed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: kipvs, Name: "services_not_programmed",
 			Help: "Services not programmed on this node because of a capacity limit, by reason: TooManySetMembers (--kipvs-max-service-set-members), SetCapacityExceeded (--kipvs-max-set-members)"},
@@ -182,6 +192,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.ProxyHealthzTotal, m.ProxyLivezTotal, m.ConntrackReconcileLatency, m.ConntrackDeletedEntries,
 		m.ObjectsChanged, m.DriftRepaired, m.SyncFull, m.SyncIncr, m.SyncErrors, m.SourceErrors,
 		m.SourceFileReloadErrors, m.SourceFileLastGood, m.ClusterCIDROverlapsServiceCIDR, m.ServicesNotProgrammed,
+		m.ObjectsOutOfSync, m.ObjectRetries,
 		buildInfo(),
 		// component-base's legacy registry exports every runtime/metrics series besides the
 		// go_memstats_* set.

@@ -8,28 +8,27 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
 // apply runs p against the kernel in plan order. A failing step does not stop the steps
-// after it (one bad object must not block every other Service); all errors are returned
-// joined. On success base, the state p was computed against, becomes the applied model; on
-// any error the model is dropped so the next sync is full and reads the kernel back.
-func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
+// after it (one bad object must not block every other Service). It returns the objects
+// that failed, with their errors; base, the state p was computed against, becomes the
+// applied model with every change that succeeded, and without those of a failed object
+// (whose kernel state stays unknown until its retry reads or re-applies it: see resolve).
+func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
 	if r.journal != nil {
 		r.journal.record(p)
 	}
-	var errs []error
-	fail := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
+	failed := failures{}
+	done := &Plan{}
 	for _, s := range p.CreateSets {
 		if err := r.kernel.Filter.CreateSet(s); err != nil {
-			fail(err)
+			failed.add(setObject(s.Set), err)
 		} else {
 			r.count("ipset", "add", 1)
 		}
@@ -41,95 +40,68 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 	for _, a := range p.AddAddrs {
 		if _, err := r.kernel.Dummy.EnsureAddress(a); err != nil {
 			failedAddrs[a] = true
-			fail(fmt.Errorf("bind %s on %s: %w", a, r.kernel.Dummy.Name(), err))
+			failed.add(addrObject(a), fmt.Errorf("bind %s on %s: %w", a, r.kernel.Dummy.Name(), err))
 		} else {
+			done.AddAddrs = append(done.AddAddrs, a)
 			r.count("address", "add", 1)
 		}
 	}
-	failedSets := map[proxy.Set]bool{}
-	fail(r.applyMembers(p.AddMembers, true, failedSets))
+	failedSets := r.applyMembers(p.AddMembers, true, failed)
+	done.AddMembers = withoutSets(p.AddMembers, failedSets)
 	ops, unclaimed := claimedOps(r.opts.Family, p, base, failedAddrs, failedSets)
-	fail(r.applyIPVS(ops, nil))
-	if len(unclaimed) > 0 {
-		fail(fmt.Errorf("virtual servers %v not created: neither their address nor a set member that marks them kipvs's could be added", unclaimed))
+	failedVS := r.applyIPVS(ops, failed)
+	for _, k := range unclaimed {
+		failedVS[k] = true
+		failed.add(vsObject(k), fmt.Errorf("virtual server %s not created: neither its address nor a set member that marks it kipvs's could be added", k))
 	}
+	done.IPVS = withoutVS(p.IPVS, failedVS)
 	if p.Rules != nil {
-		if err := r.kernel.Filter.ApplyRules(ctx, p.Rules); err != nil {
-			if r.opts.Metrics != nil {
-				r.opts.Metrics.IPTablesRestoreFailuresTotal.WithLabelValues(r.family()).Inc()
-			}
-			fail(err)
-		} else {
-			r.count("iptables_ruleset", "update", 1)
-			if r.opts.Metrics != nil {
-				for table, n := range p.Rules.Counts() {
-					r.opts.Metrics.IPTablesRulesTotal.WithLabelValues(table, r.family()).Set(float64(n))
-					r.opts.Metrics.IPTablesRulesLastSync.WithLabelValues(table, r.family()).Set(float64(n))
-				}
-			}
-		}
+		r.applyRules(ctx, p.Rules, failed)
 	}
 	// A virtual server whose delete failed keeps what makes it kipvs's (its VIP and set
 	// members), so the next sync, even after a restart, does not take it for a foreign one
 	// and retries the delete.
+	failedDel := r.applyIPVS(p.IPVSDelete, failed)
+	done.IPVSDelete = withoutVS(p.IPVSDelete, failedDel)
 	keepAddrs := map[netip.Addr]bool{}
 	keepMembers := map[proxy.Member]bool{}
-	fail(r.applyIPVS(p.IPVSDelete, func(k proxy.VSKey) {
-		a, ms := vouchers(r.opts.Family, k)
-		keepAddrs[a] = true
-		for _, m := range ms {
-			keepMembers[m] = true
+	for _, op := range p.IPVSDelete {
+		if k := vsOf(&op); op.Kind == ipvs.OpDeleteService && failedDel[k] {
+			a, ms := vouchers(r.opts.Family, k)
+			keepAddrs[a] = true
+			for _, m := range ms {
+				keepMembers[m] = true
+			}
 		}
-	}))
+	}
 	delMembers := make([]proxy.Member, 0, len(p.DelMembers))
 	for _, m := range p.DelMembers {
 		if !keepMembers[m] {
 			delMembers = append(delMembers, m)
 		}
 	}
-	fail(r.applyMembers(delMembers, false, nil))
+	failedSets = r.applyMembers(delMembers, false, failed)
+	done.DelMembers = withoutSets(delMembers, failedSets)
 	for _, a := range p.DelAddrs {
 		if keepAddrs[a] {
 			continue
 		}
 		if _, err := r.kernel.Dummy.RemoveAddress(a); err != nil {
-			fail(fmt.Errorf("unbind %s from %s: %w", a, r.kernel.Dummy.Name(), err))
+			failed.add(addrObject(a), fmt.Errorf("unbind %s from %s: %w", a, r.kernel.Dummy.Name(), err))
 		} else {
+			done.DelAddrs = append(done.DelAddrs, a)
 			r.count("address", "delete", 1)
 		}
 	}
-	if len(p.Conntrack) > 0 && r.kernel.Conntrack != nil {
-		// Best effort: a failed cleanup leaves stale flows that expire on their own; it is
-		// logged, not retried through a full resync. Measured as kube-proxy's conntrack
-		// reconciler is, failed or not.
-		start := r.opts.Clock.Now()
-		n, err := r.kernel.Conntrack.Delete(p.Conntrack...)
-		if err != nil {
-			r.opts.Logger.Warn("conntrack cleanup failed", zap.Error(err), zap.Int("flowsDeleted", n))
-		} else if n > 0 {
-			r.opts.Logger.Debug("deleted stale conntrack flows", zap.Int("flows", n))
-		}
-		if r.opts.Metrics != nil {
-			r.opts.Metrics.ConntrackReconcileLatency.WithLabelValues(r.family()).Observe(r.opts.Clock.Since(start).Seconds())
-			r.opts.Metrics.ConntrackDeletedEntries.WithLabelValues(r.family()).Add(float64(n))
-		}
-	}
+	r.cleanConntrack(p.Conntrack)
 
 	now := r.opts.Clock.Now()
 	for _, k := range p.Drains {
-		if _, ok := r.draining[k]; !ok {
+		if _, ok := r.draining[k]; !ok && !failedVS[k.VS] {
 			r.draining[k] = now
 		}
 	}
-	if len(errs) > 0 {
-		r.applied = nil
-		r.rules = ""
-		if r.journal != nil {
-			r.journal.invalid = true
-		}
-		return errors.Join(errs...)
-	}
-	applyToModel(base, p)
+	applyToModel(base, done)
 	for k := range r.draining {
 		if vs, ok := base.vs[k.VS]; !ok {
 			delete(r.draining, k)
@@ -138,33 +110,107 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) error {
 		}
 	}
 	r.applied = base
-	return nil
+	return failed
+}
+
+// applyRules applies the ruleset rs; a failure leaves the rules unknown (r.rules "", so
+// the next sync applies them again).
+func (r *Reconciler) applyRules(ctx context.Context, rs dataplane.Rules, failed failures) {
+	if err := r.kernel.Filter.ApplyRules(ctx, rs); err != nil {
+		if r.opts.Metrics != nil {
+			r.opts.Metrics.IPTablesRestoreFailuresTotal.WithLabelValues(r.family()).Inc()
+		}
+		r.rules = ""
+		failed.add(rulesObject(), err)
+		return
+	}
+	r.count("iptables_ruleset", "update", 1)
+	if r.opts.Metrics != nil {
+		for table, n := range rs.Counts() {
+			r.opts.Metrics.IPTablesRulesTotal.WithLabelValues(table, r.family()).Set(float64(n))
+			r.opts.Metrics.IPTablesRulesLastSync.WithLabelValues(table, r.family()).Set(float64(n))
+		}
+	}
+}
+
+// cleanConntrack removes stale UDP flows. Best effort: a failed cleanup leaves stale flows
+// that expire on their own; it is logged, not retried. Measured as kube-proxy's conntrack
+// reconciler is, failed or not.
+func (r *Reconciler) cleanConntrack(filters []conntrack.Filter) {
+	if len(filters) == 0 || r.kernel.Conntrack == nil {
+		return
+	}
+	start := r.opts.Clock.Now()
+	n, err := r.kernel.Conntrack.Delete(filters...)
+	if err != nil {
+		r.opts.Logger.Warn("conntrack cleanup failed", zap.Error(err), zap.Int("flowsDeleted", n))
+	} else if n > 0 {
+		r.opts.Logger.Debug("deleted stale conntrack flows", zap.Int("flows", n))
+	}
+	if r.opts.Metrics != nil {
+		r.opts.Metrics.ConntrackReconcileLatency.WithLabelValues(r.family()).Observe(r.opts.Clock.Since(start).Seconds())
+		r.opts.Metrics.ConntrackDeletedEntries.WithLabelValues(r.family()).Add(float64(n))
+	}
+}
+
+// withoutVS returns the ops of ops whose virtual server is not in skip (ops itself when
+// skip is empty).
+func withoutVS(ops []ipvs.Op, skip map[proxy.VSKey]bool) []ipvs.Op {
+	if len(skip) == 0 {
+		return ops
+	}
+	out := make([]ipvs.Op, 0, len(ops))
+	for _, op := range ops {
+		if !skip[vsOf(&op)] {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// withoutSets returns the members of ms whose set is not in skip.
+func withoutSets(ms []proxy.Member, skip map[proxy.Set]bool) []proxy.Member {
+	if len(skip) == 0 {
+		return ms
+	}
+	out := make([]proxy.Member, 0, len(ms))
+	for _, m := range ms {
+		if !skip[m.Set] {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // applyIPVS applies ops as one batch. It keeps r.owned up to date with the services added
-// and deleted, and calls failedDelete (if not nil) for each service whose delete failed
-// (every one, when the whole batch failed).
-func (r *Reconciler) applyIPVS(ops []ipvs.Op, failedDelete func(proxy.VSKey)) error {
+// and deleted, records each failed virtual server in failed (every one of the batch when
+// the whole batch failed) and returns them.
+func (r *Reconciler) applyIPVS(ops []ipvs.Op, failed failures) map[proxy.VSKey]bool {
+	bad := map[proxy.VSKey]bool{}
 	if len(ops) == 0 {
-		return nil
+		return bad
 	}
 	err := r.kernel.IPVS.Apply(ops)
-	failed := map[int]bool{}
+	opErr := map[int]error{}
 	var be *ipvs.BatchError
 	whole := false
 	if errors.As(err, &be) {
 		for _, oe := range be.Errors {
-			failed[oe.Index] = true
+			opErr[oe.Index] = oe
 		}
 	} else if err != nil {
 		whole = true
+		err = fmt.Errorf("apply %d IPVS changes: %w", len(ops), err)
 	}
 	for i, op := range ops {
-		k := fromIPVSKey(op.Service.ServiceKey)
-		if whole || failed[i] {
-			if op.Kind == ipvs.OpDeleteService && failedDelete != nil {
-				failedDelete(k)
+		k := vsOf(&op)
+		if whole || opErr[i] != nil {
+			bad[k] = true
+			e := opErr[i]
+			if whole {
+				e = err
 			}
+			failed.add(vsObject(k), e)
 			continue
 		}
 		kind, verb := "real_server", "add"
@@ -184,13 +230,7 @@ func (r *Reconciler) applyIPVS(ops []ipvs.Op, failedDelete func(proxy.VSKey)) er
 		}
 		r.count(kind, verb, 1)
 	}
-	if whole {
-		return fmt.Errorf("apply %d IPVS changes: %w", len(ops), err)
-	}
-	if err != nil {
-		return fmt.Errorf("apply IPVS changes: %w", err)
-	}
-	return nil
+	return bad
 }
 
 // claimedOps drops from p.IPVS the creation of every virtual server (with its real
@@ -252,24 +292,35 @@ func claimedOps(f inet.Family, p *Plan, base *state, failedAddrs map[netip.Addr]
 	return out, skipped
 }
 
-// applyMembers adds or deletes ms, one batch per set; each set whose batch failed goes into
-// failedSets (if not nil).
-func (r *Reconciler) applyMembers(ms []proxy.Member, add bool, failedSets map[proxy.Set]bool) error {
+// applyMembers adds or deletes ms, one batch per set. It records each member of a set
+// whose batch failed in failed (what of that batch reached the kernel is not known) and
+// returns those sets.
+func (r *Reconciler) applyMembers(ms []proxy.Member, add bool, failed failures) map[proxy.Set]bool {
+	bad := map[proxy.Set]bool{}
 	if len(ms) == 0 {
-		return nil
+		return bad
 	}
 	update, verb := r.kernel.Filter.AddMembers, "add"
 	if !add {
 		update, verb = r.kernel.Filter.DeleteMembers, "delete"
 	}
-	n, failed, err := update(ms)
-	for _, s := range failed {
-		if failedSets != nil {
-			failedSets[s] = true
+	n, sets, err := update(ms)
+	for _, s := range sets {
+		bad[s] = true
+	}
+	if err != nil && len(sets) == 0 {
+		// An error naming no set: every batch is in doubt.
+		for _, m := range ms {
+			bad[m.Set] = true
+		}
+	}
+	for _, m := range ms {
+		if bad[m.Set] {
+			failed.add(memberObject(m), err)
 		}
 	}
 	r.count("ipset_member", verb, n)
-	return err
+	return bad
 }
 
 func (r *Reconciler) count(kind, op string, n int) {

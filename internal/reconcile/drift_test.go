@@ -100,7 +100,7 @@ func TestDriftCountsBothWays(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 14))
 	for i := range 20000 {
 		applied, obs := randomState(rng), randomState(rng)
-		if got, want := fmt.Sprint(drift(applied, obs)), fmt.Sprint(driftBothWays(applied, obs)); got != want {
+		if got, want := fmt.Sprint(drift(applied, obs, nil)), fmt.Sprint(driftBothWays(applied, obs)); got != want {
 			t.Fatalf("case %d: drift %s, want %s", i, got, want)
 		}
 	}

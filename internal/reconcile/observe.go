@@ -124,10 +124,24 @@ func vouchers(f inet.Family, k proxy.VSKey) (netip.Addr, []proxy.Member) {
 // drift counts the differences between what kipvs applied and what the kernel holds now.
 // It runs under the daemon lock on every full sync, so each collection is walked once: what
 // the kernel holds beyond what was applied is its size minus what matched.
-func drift(applied, obs *state) map[string]int {
+func drift(applied, obs *state, failed map[ObjectKey]*ObjectStatus) map[string]int {
 	var vs, rs, members, addrs int
 	matchedVS := 0
+	// A failed object's model is unknown: it is neither drift nor a match.
+	skip := func(k ObjectKey) bool {
+		if len(failed) == 0 {
+			return false
+		}
+		_, ok := failed[k]
+		return ok
+	}
 	for k, a := range applied.vs {
+		if skip(vsObject(k)) {
+			if _, ok := obs.vs[k]; ok {
+				matchedVS++
+			}
+			continue
+		}
 		o, ok := obs.vs[k]
 		if !ok {
 			vs++
@@ -152,7 +166,7 @@ func drift(applied, obs *state) map[string]int {
 	}
 	if matchedVS < len(obs.vs) {
 		for k, o := range obs.vs {
-			if _, ok := applied.vs[k]; !ok {
+			if _, ok := applied.vs[k]; !ok && !skip(vsObject(k)) {
 				vs++
 				rs += len(o.dests)
 			}
@@ -162,7 +176,7 @@ func drift(applied, obs *state) map[string]int {
 	for m := range applied.members {
 		if _, ok := obs.members[m]; ok {
 			matched++
-		} else {
+		} else if !skip(memberObject(m)) {
 			members++
 		}
 	}
@@ -171,11 +185,26 @@ func drift(applied, obs *state) map[string]int {
 	for a := range applied.addrs {
 		if _, ok := obs.addrs[a]; ok {
 			matched++
-		} else {
+		} else if !skip(addrObject(a)) {
 			addrs++
 		}
 	}
 	addrs += len(obs.addrs) - matched
+	// A failed member or address the kernel has and the model does not was counted as extra.
+	for k := range failed {
+		switch k.Kind {
+		case KindSetMember:
+			_, inObs := obs.members[k.Member]
+			if _, inApplied := applied.members[k.Member]; inObs && !inApplied {
+				members--
+			}
+		case KindAddress:
+			_, inObs := obs.addrs[k.Addr]
+			if _, inApplied := applied.addrs[k.Addr]; inObs && !inApplied {
+				addrs--
+			}
+		}
+	}
 	out := map[string]int{}
 	for kind, n := range map[string]int{"virtual_server": vs, "real_server": rs, "ipset_member": members, "address": addrs} {
 		if n > 0 {

@@ -20,7 +20,9 @@ import (
 // An object that a sync changed while the copy was being read may appear in it as before or
 // as after that change: the copy of such an object is stale. The reconciler therefore
 // records, from BeginRead on, every object its applies touch (the journal), and
-// FullSyncFrom takes those from its model of what it applied instead of from the copy. The
+// FullSyncFrom takes those from its model of what it applied instead of from the copy, or,
+// for an object whose apply failed (the model does not know it), reads it again alone
+// or re-applies it (see resolve). The
 // other objects' copies are what the kernel held during the read, so drift found on them is
 // real. A plan is never computed from a stale copy.
 type Read struct {
@@ -48,7 +50,7 @@ type journal struct {
 	members map[proxy.Member]struct{}
 	addrs   map[netip.Addr]struct{}
 	rules   bool
-	// invalid: an apply failed (the model is gone) or another full sync ran, so the copy
+	// invalid: a set the copy found missing was created since, so the copy
 	// cannot be completed from the model.
 	invalid bool
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -143,10 +144,16 @@ func (e *env) counter(name string, labels map[string]string) float64 {
 					continue next
 				}
 			}
-			total += m.GetCounter().GetValue()
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return total
+}
+
+// gauge is counter for a gauge (the sum of the series matching labels).
+func (e *env) gauge(name string, labels map[string]string) float64 {
+	e.t.Helper()
+	return e.counter(name, labels)
 }
 
 func hasLabel(m *dto.Metric, k, v string) bool {
@@ -329,34 +336,63 @@ func TestDriftRepairedAndCounted(t *testing.T) {
 	}
 }
 
-// An apply error mid-plan leaves the reconciler demanding a full sync, which ends in the
-// right state.
-func TestFaultMidPlanRecoversWithFullSync(t *testing.T) {
+// An apply error mid-plan fails only the object it hit: the reconciler keeps its model
+// (no full sync needed), gives that virtual server a status with a retry time, leaves it
+// alone until then, and an incremental sync at that time repairs it, ending in the state a
+// fresh full sync makes.
+func TestFaultMidPlanRetriesTheFailedObject(t *testing.T) {
 	e := newEnv(t)
 	e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5"))
 	e.full()
 	touched := e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5", "10.244.2.6", "10.244.3.7"))
-	for k, v := range e.set(svc("api", "10.96.0.20"), eps("api", v1.ProtocolTCP, 9000, "10.244.1.9")).VirtualServers {
-		touched.VirtualServers[k] = v
-	}
+	api := e.set(svc("api", "10.96.0.20"), eps("api", v1.ProtocolTCP, 9000, "10.244.1.9"))
+	maps.Copy(touched.VirtualServers, api.VirtualServers)
+	maps.Copy(touched.Members, api.Members)
+	maps.Copy(touched.Addresses, api.Addresses)
 	e.ipvs.SetFault(ipvs.FailNth(e.ipvs.Mutations()+2, syscall.ENOMEM))
 	_, err := e.rec.Sync(e.ctx, e.desired, e.opts, touched)
-	if !errors.Is(err, syscall.ENOMEM) {
-		t.Fatalf("sync error = %v, want the injected ENOMEM", err)
+	if !errors.Is(err, syscall.ENOMEM) || !IsApplyError(err) {
+		t.Fatalf("sync error = %v, want an *ApplyError with the injected ENOMEM", err)
 	}
-	if !e.rec.NeedsFull() {
-		t.Fatal("after a failed apply the reconciler must demand a full sync")
+	if e.rec.NeedsFull() {
+		t.Fatal("one failed object must not discard the model (NeedsFull)")
 	}
-	if _, err := e.rec.Sync(e.ctx, e.desired, e.opts, proxy.NewTouched()); err == nil {
-		t.Fatal("incremental sync accepted with an unknown kernel state")
+	failed := e.rec.Failed()
+	if len(failed) != 1 || failed[0].Key.Kind != KindVirtualServer || failed[0].Attempts != 1 ||
+		!failed[0].RetryAt.Equal(e.clk.Now().Add(time.Second)) {
+		t.Fatalf("failed objects = %+v, want one virtual server, 1 attempt, retry in 1 s", failed)
+	}
+	if got := e.gauge("kipvs_sync_objects_out_of_sync", map[string]string{"kind": "virtual_server"}); got != 1 {
+		t.Errorf("out-of-sync gauge = %v, want 1", got)
+	}
+	// Before its retry time an unrelated sync leaves it alone.
+	before := e.ipvs.Mutations()
+	if _, err := e.rec.Sync(e.ctx, e.desired, e.opts, proxy.NewTouched()); err != nil {
+		t.Fatal(err)
+	}
+	if e.ipvs.Mutations() != before || e.rec.RetryDue() {
+		t.Fatal("the failed object was retried before its time")
 	}
 	e.ipvs.SetFault(nil)
-	e.full()
+	e.clk.Step(time.Second)
+	if !e.rec.RetryDue() {
+		t.Fatal("the retry is not due at its time")
+	}
+	res, err := e.rec.Sync(e.ctx, e.desired, e.opts, proxy.NewTouched())
+	if err != nil || res.Plan.Empty() {
+		t.Fatalf("the retry: err %v, plan %v", err, res.Plan)
+	}
+	if len(e.rec.Failed()) != 0 || e.gauge("kipvs_sync_objects_out_of_sync", map[string]string{"kind": "virtual_server"}) != 0 {
+		t.Fatalf("still failed after a successful retry: %+v", e.rec.Failed())
+	}
 	f := newEnv(t)
 	f.desired = e.desired
 	f.full()
 	if got, want := e.dump(), f.dump(); got != want {
-		t.Errorf("after recovery:\n%s\nwant\n%s", got, want)
+		t.Errorf("after the retry:\n%s\nwant\n%s", got, want)
+	}
+	if r := e.full(); !r.Plan.Empty() || len(r.Drift) > 0 {
+		t.Errorf("a full sync after the retry plans %v, drift %v", r.Plan, r.Drift)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -45,6 +46,13 @@ type Options struct {
 	Clock          clock.Clock
 	Logger         *zap.Logger
 	Metrics        *metrics.Metrics // may be nil
+	// RetryBackoff bounds the wait before a failed object's retry (defaults 1 s and 30 s).
+	RetryBackoff Backoff
+}
+
+// Backoff is an exponential backoff: Initial after the first failure, doubling up to Max.
+type Backoff struct {
+	Initial, Max time.Duration
 }
 
 // Reconciler keeps one family's owned kernel objects equal to a proxy.Desired. Its methods
@@ -52,9 +60,11 @@ type Options struct {
 type Reconciler struct {
 	kernel Kernel
 	opts   Options
-	// applied is what kipvs believes the kernel holds; nil until a full sync succeeds and
-	// after any apply error.
+	// applied is what kipvs believes the kernel holds, failed objects aside; nil until a
+	// full sync has compared everything, and after a failure to read the kernel.
 	applied *state
+	// failed holds the objects whose last change failed (see ObjectStatus).
+	failed map[ObjectKey]*ObjectStatus
 	// rules is the last ruleset applied successfully (its text); "" when unknown.
 	rules string
 	// draining maps real servers at weight 0 to when their drain started.
@@ -75,8 +85,14 @@ func New(k Kernel, o Options) *Reconciler {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	if o.RetryBackoff.Initial <= 0 {
+		o.RetryBackoff.Initial = time.Second
+	}
+	if o.RetryBackoff.Max < o.RetryBackoff.Initial {
+		o.RetryBackoff.Max = max(30*time.Second, o.RetryBackoff.Initial)
+	}
 	return &Reconciler{kernel: k, opts: o, draining: map[DrainKey]time.Time{},
-		owned: map[proxy.VSKey]struct{}{}}
+		owned: map[proxy.VSKey]struct{}{}, failed: map[ObjectKey]*ObjectStatus{}}
 }
 
 // Result describes one sync.
@@ -90,8 +106,9 @@ type Result struct {
 	Full bool
 }
 
-// NeedsFull reports whether the next sync must be full (no successful full sync yet, or the
-// last apply failed).
+// NeedsFull reports whether the next sync must be full: no full sync has compared
+// everything yet, or the last one could not read the kernel. Objects that failed to apply
+// do not make a full sync necessary: Sync retries them (see Failed).
 func (r *Reconciler) NeedsFull() bool { return r.applied == nil }
 
 func (r *Reconciler) family() string { return r.opts.Family.String() }
@@ -135,12 +152,17 @@ func (r *Reconciler) FullSyncFrom(ctx context.Context, d *proxy.Desired, po *pro
 	obs, missingSets := r.observe(rd, j, d, po)
 	observedRules := rd.rules
 	rd.release()
+	// A failed object the copy may hold stale (a sync retried it during the read) is read
+	// again alone; the model of what was applied does not know it.
+	if unread := r.resolve(obs, r.failedIn(j), d); len(unread) > 0 {
+		return res, fmt.Errorf("%d failed virtual servers could not be read back: %w", len(unread), firstError(unread))
+	}
 	clear(r.owned)
 	for k := range obs.vs {
 		r.owned[k] = struct{}{}
 	}
 	if r.applied != nil {
-		res.Drift = drift(r.applied, obs)
+		res.Drift = drift(r.applied, obs, r.failed)
 		// Rules an incremental sync rewrote during the read are compared with what it
 		// wrote, not with the copy.
 		if r.rules != "" && !j.rules && observedRules.String() != r.rules {
@@ -182,12 +204,36 @@ func (r *Reconciler) FullSyncFrom(ctx context.Context, d *proxy.Desired, po *pro
 			ce.Write(zap.String("plan", p.String()), zap.Strings("rules", rules))
 		}
 	}
-	if err := r.apply(ctx, p, obs); err != nil {
-		return res, err
-	}
 	r.rules = want
+	failed := r.apply(ctx, p, obs)
 	r.adopted = true
-	return res, nil
+	return res, r.settle(failed, func(ObjectKey) bool { return true }, p.CreateSets)
+}
+
+// failedIn returns the failed objects j names.
+func (r *Reconciler) failedIn(j *journal) []ObjectKey {
+	var out []ObjectKey
+	for k := range r.failed {
+		var named bool
+		switch k.Kind {
+		case KindVirtualServer:
+			_, named = j.vs[k.VS]
+		case KindSetMember:
+			_, named = j.members[k.Member]
+		case KindAddress:
+			_, named = j.addrs[k.Addr]
+		}
+		if named {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, compareObjectKey)
+	return out
+}
+
+func firstError(m map[proxy.VSKey]error) error {
+	keys := sortedKeys(m, proxy.VSKey.Compare)
+	return m[keys[0]]
 }
 
 // Sync applies the desired state of the objects in t, comparing with what kipvs applied
@@ -197,19 +243,28 @@ func (r *Reconciler) Sync(ctx context.Context, d *proxy.Desired, po *proxy.Optio
 	if r.applied == nil {
 		return res, errors.New("incremental sync without a successful full sync")
 	}
+	scope, retried, sets := r.retryScope(t)
+	unread := r.resolve(r.applied, retried, d)
+	for k := range unread {
+		delete(scope.VirtualServers, k)
+	}
 	in := &diffInput{desired: d, observed: r.applied, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
-	p := diffScoped(in, t)
+	p := diffScoped(in, scope)
+	p.CreateSets = sets
 	rs := r.kernel.Filter.Rules(proxy.BuildFilter(po, d))
-	text := rs.String()
-	if text != r.rules {
+	if text := rs.String(); text != r.rules {
 		p.Rules = rs
+		r.rules = text
 	}
 	res.Plan = p
-	if err := r.apply(ctx, p, r.applied); err != nil {
-		return res, err
+	failed := r.apply(ctx, p, r.applied)
+	for k, err := range unread {
+		failed.add(vsObject(k), err)
 	}
-	r.rules = text
-	return res, nil
+	touched := inTouched(scope)
+	return res, r.settle(failed, func(k ObjectKey) bool {
+		return touched(k) || (k.Kind == KindSet && slices.Contains(retried, k))
+	}, p.CreateSets)
 }
 
 // Drain deletes draining real servers that have no connections left or whose graceful
@@ -254,7 +309,15 @@ func (r *Reconciler) Drain(ctx context.Context) (Result, error) {
 	if res.Plan.Empty() {
 		return res, nil
 	}
-	return res, r.apply(ctx, res.Plan, r.applied)
+	failed := r.apply(ctx, res.Plan, r.applied)
+	drained := map[proxy.VSKey]struct{}{}
+	for _, op := range res.Plan.IPVSDelete {
+		drained[vsOf(&op)] = struct{}{}
+	}
+	return res, r.settle(failed, func(k ObjectKey) bool {
+		_, ok := drained[k.VS]
+		return k.Kind == KindVirtualServer && ok
+	}, nil)
 }
 
 // Draining returns the real servers currently draining, with their start times.

@@ -1,8 +1,3 @@
-// Package reconcile makes the kernel match a proxy.Desired. It reads what kipvs owns
-// (Observe), computes an ordered Plan (Diff, for everything or only the objects a change
-// touched), and applies it through the kernel adapters (Apply). The Reconciler keeps a model
-// of what it applied, so an incremental sync never reads the kernel; a full sync reads it
-// back and repairs drift. Any apply error leaves the model unknown and asks for a full sync.
 package reconcile
 
 import (

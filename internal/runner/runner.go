@@ -1,6 +1,7 @@
 // Package runner schedules syncs: it coalesces change notifications into incremental syncs
 // no closer together than a minimum interval, runs a full sync at least every maximum
-// interval, and retries a failed sync as a full sync with exponential backoff. Time comes
+// interval, retries a failed sync as a full sync with exponential backoff, and runs an
+// incremental sync when the SyncFunc's own per-object retries are due. Time comes
 // from an injected clock so tests step it instead of sleeping.
 package runner
 
@@ -37,6 +38,11 @@ type Options struct {
 	// syncs that were asked for (the first, retries, RequestFull) still go through
 	// SyncFunc.
 	Periodic PeriodicFunc
+	// RetryAt, if set, is asked after every sync when the SyncFunc next wants an
+	// incremental sync for a retry of its own (objects that failed to apply, each retried
+	// with its own backoff; zero: none). A SyncFunc that leaves such retries returns nil: its
+	// sync is done, and neither a full sync nor the runner's backoff follows.
+	RetryAt func() time.Time
 	// OnQueued is called (if set) each time a sync is requested, and once when Run starts
 	// for the first sync, for the last_queued_timestamp metric and the health tracker (a
 	// first sync that never succeeds makes the proxy unhealthy).
@@ -158,6 +164,9 @@ type loop struct {
 	lastFull  time.Time
 	retryAt   time.Time // zero: no failure to retry
 	backoff   time.Duration
+	// objectRetry is Options.RetryAt as of the last sync: when an incremental sync is due
+	// for the SyncFunc's own retries (zero: none).
+	objectRetry time.Time
 	// periodic delivers the first part of a periodic full sync (Options.Periodic) while it
 	// runs, nil otherwise; periodicStart is when it started; periodicStale means another
 	// full sync succeeded since, so its result is dropped.
@@ -188,8 +197,11 @@ func (l *loop) next(now time.Time, pending bool) time.Time {
 	switch {
 	case !l.retryAt.IsZero():
 		return l.retryAt
-	case pending:
+	case pending || !l.objectRetry.IsZero():
 		due := now
+		if !pending && l.objectRetry.After(due) {
+			due = l.objectRetry
+		}
 		if !l.lastStart.IsZero() {
 			if earliest := l.lastStart.Add(l.r.opt.MinInterval); earliest.After(due) {
 				due = earliest
@@ -231,6 +243,7 @@ func (l *loop) finishPeriodic(ctx context.Context, res periodicResult) {
 	if l.ended(ctx, err) {
 		l.lastFull = l.periodicStart
 	}
+	l.askRetry()
 }
 
 // sync runs SyncFunc now: full when asked for, when the periodic full sync is due (and
@@ -249,6 +262,18 @@ func (l *loop) sync(ctx context.Context, now time.Time) {
 	if l.ended(ctx, r.fn(ctx, full)) && full {
 		l.lastFull = l.lastStart
 		l.periodicStale = l.periodic != nil
+	}
+	l.askRetry()
+}
+
+// askRetry reads Options.RetryAt after a sync. A time not after the sync's start is
+// ignored (the sync was due to retry then and did not: asking again at once would loop).
+func (l *loop) askRetry() {
+	l.objectRetry = time.Time{}
+	if fn := l.r.opt.RetryAt; fn != nil {
+		if t := fn(); t.After(l.lastStart) {
+			l.objectRetry = t
+		}
 	}
 }
 

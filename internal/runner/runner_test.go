@@ -277,3 +277,47 @@ func TestPeriodicFailuresAndSupersededRead(t *testing.T) {
 	h.expectPart("read", 122*time.Second, nil)
 	h.expectPart("finish", 122*time.Second, nil)
 }
+
+// A SyncFunc that retries objects of its own (Options.RetryAt) gets an incremental sync at
+// their time, not before, never a full one for them, and other requests run meanwhile
+// without waiting for it (the sync that left the retries returned nil: no backoff).
+func TestObjectRetriesRunIncrementalAtTheirTime(t *testing.T) {
+	var mu sync.Mutex
+	var retryAt time.Time
+	setRetry := func(at time.Time) { mu.Lock(); retryAt = at; mu.Unlock() }
+	h := newHarness(t, Options{MinInterval: time.Second, MaxInterval: time.Minute, RetryAt: func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return retryAt
+	}})
+	setRetry(h.start.Add(4 * time.Second)) // the first sync leaves an object to retry at 4 s
+	h.expect(0, true, nil)
+	h.stepTo(2 * time.Second)
+	h.r.Request() // a change: runs at once, does not wait for the retry
+	h.expect(2*time.Second, false, nil)
+	h.stepTo(3 * time.Second)
+	h.none()
+	setRetry(h.start.Add(10 * time.Second)) // the retry at 4 s fails again: next at 10 s
+	h.stepTo(4 * time.Second)
+	h.expect(4*time.Second, false, nil)
+	h.stepTo(9 * time.Second)
+	h.none()
+	setRetry(time.Time{}) // the retry at 10 s succeeds
+	h.stepTo(10 * time.Second)
+	h.expect(10*time.Second, false, nil)
+	h.stepTo(30 * time.Second)
+	h.none() // nothing left to retry: the next sync is the periodic one at 60 s
+	h.stepTo(60 * time.Second)
+	h.expect(60*time.Second, true, nil)
+}
+
+// A RetryAt that does not move past a sync that should have retried (the SyncFunc did not
+// retry) is not asked about again in a loop.
+func TestObjectRetryInThePastDoesNotLoop(t *testing.T) {
+	h := newHarness(t, Options{MaxInterval: time.Minute, RetryAt: func() time.Time { return time.Unix(1_000_000, 0).Add(time.Second) }})
+	h.expect(0, true, nil)
+	h.stepTo(time.Second)
+	h.expect(time.Second, false, nil)
+	h.stepTo(30 * time.Second)
+	h.none()
+}
