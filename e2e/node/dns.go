@@ -240,7 +240,9 @@ func (r *runner) deployKubeDNS(ctx context.Context) error {
 		return err
 	}
 	r.logf("applied kube-dns (%s, Service %s):\n%s", r.cfg.CorednsImage, ClusterDNS, strings.TrimSpace(out))
-	return r.waitPodsReady(ctx, 3*time.Minute, "kube-system", "k8s-app=kube-dns", 1)
+	// CoreDNS is Ready once it has listed Services through the kubernetes Service, which
+	// waits for the proxy's first sync: kube-proxy on two TCG nodes takes minutes.
+	return r.waitPodsReady(ctx, 6*time.Minute, "kube-system", "k8s-app=kube-dns", 1)
 }
 
 // dnsCheck resolves the `kubernetes` Service's name from the smoke's client pod through the

@@ -117,6 +117,9 @@ func TestPersistentSyncErrorKeepsLivez(t *testing.T) {
 	if code, body := probe(t, d, "/healthz"); code != 200 {
 		t.Errorf("/healthz = %d %s while only a virtual server fails, want 200 (kube-proxy's semantics)", code, body)
 	}
+	if st := d.State(); len(st.Families[0].Failed) == 0 || st.Families[0].Failed[0].Kind != "virtual_server" || !st.Families[0].Synced {
+		t.Errorf("state document: synced %v, failed %+v; want synced with the failing virtual server listed", st.Families[0].Synced, st.Families[0].Failed)
+	}
 
 	// The kernel takes changes again: everything is applied at the next retry.
 	node.ipvs.SetFault(nil)

@@ -39,6 +39,10 @@ func (d *Daemon) State() server.State {
 			fs = FamilyState(f.desired, &f.opts, f.rec.Draining())
 		}
 		fs.Synced = !f.rec.NeedsFull()
+		for _, o := range f.rec.Failed() {
+			fs.Failed = append(fs.Failed, server.FailedObject{Kind: string(o.Key.Kind), Object: o.Key.Name(),
+				Error: o.Err.Error(), Attempts: o.Attempts, RetryAt: o.RetryAt.UTC()})
+		}
 		st.Families = append(st.Families, fs)
 	}
 	return st

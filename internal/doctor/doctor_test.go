@@ -667,3 +667,14 @@ COMMIT
 		t.Errorf("builtinChain = %q %q", policy, rules)
 	}
 }
+
+// Objects the daemon failed to apply and retries are named, with their error and retry.
+func TestFailedObjectsReported(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	f.state.Families[0].Failed = []server.FailedObject{{Kind: "virtual_server", Object: "tcp/10.96.0.99:80",
+		Error: "add service: cannot allocate memory", Attempts: 3, RetryAt: time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC)}}
+	rep := Run(t.Context(), &f.cfg, f.view())
+	checkReport(t, rep, []expect{{check: "daemon: failed objects", status: Warn,
+		finding: []string{"virtual_server tcp/10.96.0.99:80: add service: cannot allocate memory (3 attempts, next retry 2026-11-28T05:00:00Z)"},
+		fix:     []string{"kipvs_sync_objects_out_of_sync"}}})
+}

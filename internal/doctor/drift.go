@@ -126,6 +126,7 @@ func (c *checkup) checkDaemon() {
 			unsynced = append(unsynced, f.Family)
 		}
 	}
+	c.checkFailedObjects(addr)
 	if len(unsynced) > 0 {
 		c.add(check, Warn, fmt.Sprintf("the kipvs daemon on %s has not synced %s (its first sync is pending, or its last apply failed; see its log): the kernel may differ from what it wants until it does",
 			addr, strings.Join(unsynced, ", ")), "read kipvs's log for the failing sync")
@@ -138,6 +139,30 @@ func (c *checkup) checkDaemon() {
 	c.checkDriftVirtualServers(k)
 	c.checkForeignVirtualServers(k)
 	c.checkDraining()
+}
+
+// checkFailedObjects reports the objects the daemon failed to apply and retries: drift
+// findings on them are expected until a retry succeeds.
+func (c *checkup) checkFailedObjects(addr string) {
+	const check = "daemon: failed objects"
+	var lines []string
+	for _, f := range c.state.Families {
+		for _, o := range f.Failed {
+			lines = append(lines, fmt.Sprintf("%s%s %s: %s (%d attempts, next retry %s)", famPrefix(f.Family), o.Kind, o.Object, o.Error,
+				o.Attempts, o.RetryAt.Format(time.RFC3339)))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	const show = 5
+	more := ""
+	if len(lines) > show {
+		more = fmt.Sprintf("; and %d more", len(lines)-show)
+		lines = lines[:show]
+	}
+	c.add(check, Warn, fmt.Sprintf("the kipvs daemon on %s could not apply %s%s; it retries each with backoff, and the drift checks below may name them",
+		addr, strings.Join(lines, "; "), more), "read the error: a kernel out of memory or a table limit (see docs/bad-input.md); kipvs_sync_objects_out_of_sync counts them")
 }
 
 // driftFix is the fix of every drift finding.

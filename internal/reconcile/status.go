@@ -45,11 +45,18 @@ func memberObject(m proxy.Member) ObjectKey    { return ObjectKey{Kind: KindSetM
 func addrObject(a netip.Addr) ObjectKey        { return ObjectKey{Kind: KindAddress, Addr: a} }
 func setObject(s proxy.Set) ObjectKey          { return ObjectKey{Kind: KindSet, Set: s} }
 func rulesObject() ObjectKey                   { return ObjectKey{Kind: KindRules} }
-func (k ObjectKey) String() string             { return string(k.Kind) + " " + k.name() }
 func compareObjectKey(a, b ObjectKey) int      { return strings.Compare(a.String(), b.String()) }
 func (s *ObjectStatus) due(now time.Time) bool { return !now.Before(s.RetryAt) }
 
-func (k ObjectKey) name() string {
+func (k ObjectKey) String() string {
+	if n := k.Name(); n != "" {
+		return string(k.Kind) + " " + n
+	}
+	return string(k.Kind)
+}
+
+// Name names the object within its kind ("" for the ruleset).
+func (k ObjectKey) Name() string {
 	switch k.Kind {
 	case KindVirtualServer:
 		return k.VS.String()
@@ -99,11 +106,6 @@ func (e *ApplyError) Error() string {
 }
 
 func (e *ApplyError) Unwrap() error { return e.Err }
-
-// Has reports whether an object of kind failed.
-func (e *ApplyError) Has(kind Kind) bool {
-	return slices.ContainsFunc(e.Failed, func(k ObjectKey) bool { return k.Kind == kind })
-}
 
 // IsApplyError reports whether err is (or wraps) an *ApplyError: the failure of some
 // objects, which their own retries take care of.

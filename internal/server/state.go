@@ -32,9 +32,12 @@ type State struct {
 type FamilyState struct {
 	// Family is "IPv4" or "IPv6".
 	Family string `json:"family"`
-	// Synced is true once the family's first full sync succeeded, and false again while a
-	// failed apply waits for the next full sync (the kernel may then differ from the rest).
+	// Synced is true once the family's first full sync compared everything, and false
+	// again while a failed kernel read waits for the next full sync.
 	Synced bool `json:"synced"`
+	// Failed lists the objects whose last change the kernel refused; each is retried on
+	// its own, with backoff, and the kernel differs from the rest of this document for them.
+	Failed []FailedObject `json:"failed,omitempty"`
 	// Addresses are the VIPs to bind on Dummy, sorted.
 	Addresses []string `json:"addresses"`
 	// Sets lists every ipset kipvs owns in this family, with its desired members.
@@ -46,6 +49,17 @@ type FamilyState struct {
 	Rules string `json:"rules"`
 	// Draining are the real servers at weight 0 waiting for their connections to end.
 	Draining []DrainingRealServer `json:"draining"`
+}
+
+// FailedObject is a kernel object kipvs failed to apply and retries.
+type FailedObject struct {
+	// Kind is virtual_server, ipset_member, address, ipset or iptables_ruleset.
+	Kind string `json:"kind"`
+	// Object names it: "tcp/10.96.0.10:80", "KUBE-CLUSTER-IP 10.96.0.10,tcp:80", an address.
+	Object   string    `json:"object"`
+	Error    string    `json:"error"`
+	Attempts int       `json:"attempts"`
+	RetryAt  time.Time `json:"retryAt"`
 }
 
 // SetState is one ipset with its desired members in ipset's notation.
