@@ -609,9 +609,15 @@ func (d *Daemon) syncHealthChecks(ctx context.Context, changed map[types.Namespa
 			consider(name)
 		}
 	}
-	if !maps.Equal(before, d.hcWant) || changed == nil {
+	if healthChecksChanged(before, d.hcWant) || changed == nil {
 		d.hc.Sync(ctx, d.hcWant)
 	}
+}
+
+// healthChecksChanged reports whether the health check servers wanted changed: a Service
+// added or removed, or any field of one (its port, its local endpoint count).
+func healthChecksChanged(a, b map[types.NamespacedName]healthcheck.Service) bool {
+	return !maps.Equal(a, b)
 }
 
 // mergeChanges adds b's counters and trigger times to a (a full sync after a Pending call

@@ -83,9 +83,9 @@ func sameObject[T interface {
 	return apiequality.Semantic.DeepEqual(a, b)
 }
 
-// nodeRelevantChange reports whether a Node update matters to the proxy (anything but
+// NodeRelevantChange reports whether a Node update matters to the proxy (anything but
 // status heartbeats).
-func nodeRelevantChange(a, b *v1.Node) bool {
+func NodeRelevantChange(a, b *v1.Node) bool {
 	if (a == nil) != (b == nil) {
 		return true
 	}

@@ -453,7 +453,7 @@ func (s *store) markDirtyLocked(key types.NamespacedName) {
 func (s *store) setNodeLocked(node *v1.Node) {
 	old := s.node
 	s.node = node
-	if nodeRelevantChange(old, node) {
+	if NodeRelevantChange(old, node) {
 		s.nodeChanged = true
 		s.signalLocked()
 	}
