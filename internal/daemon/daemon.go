@@ -1,7 +1,3 @@
-// Package daemon is `kipvs run`: it wires a Service source (the API or a file) through the
-// pure desired-state builder (proxy) into one reconciler per IP family, scheduled by the
-// runner, and serves health and metrics. Everything kernel-facing comes in through Deps, so
-// the whole daemon runs over fakes in unit tests.
 package daemon
 
 import (
@@ -10,8 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +21,6 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
-	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/metrics"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
@@ -288,50 +281,6 @@ func (d *Daemon) checkSetMatch(ctx context.Context) error {
 	return nil
 }
 
-// probeVIP is a documentation address (TEST-NET-2) used for the throwaway virtual server.
-var probeVIP = netip.MustParseAddr("198.51.100.200")
-
-// errProbeLeftover is returned (wrapped) by probeScheduler when the scheduler loaded but the
-// throwaway virtual server could not be deleted: the scheduler is available, and the
-// leftover is removed by a later full sync (removeProbeLeftover).
-var errProbeLeftover = errors.New("the probe virtual server could not be removed")
-
-// probeKey is the throwaway virtual server of probeScheduler.
-var probeKey = ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: probeVIP, Port: 9}
-
-// probeScheduler creates and deletes a throwaway virtual server, so a scheduler whose
-// kernel module is missing fails at start with the module's name. An error matching
-// kerr.ErrNotFound means the scheduler is unavailable; one matching errProbeLeftover means
-// it is available; any other error says nothing about it (a transient kernel failure).
-func probeScheduler(v ipvs.Interface, sched string) error {
-	if sched == "" {
-		sched = ipvsmode.DefaultScheduler
-	}
-	_ = v.DeleteService(probeKey) // a leftover of a crashed or failed probe
-	if err := v.AddService(ipvs.Service{ServiceKey: probeKey, Scheduler: sched}); err != nil {
-		if kerr.IsNotFound(err) {
-			return fmt.Errorf("IPVS scheduler %q is not available: load the kernel module ip_vs_%s (modprobe ip_vs_%s): %w", sched, sched, sched, err)
-		}
-		return fmt.Errorf("probe IPVS scheduler %q with a virtual server on %s: %w", sched, probeVIP, err)
-	}
-	if err := v.DeleteService(probeKey); err != nil {
-		return fmt.Errorf("remove the probe virtual server %s: %w: %w", probeVIP, errProbeLeftover, err)
-	}
-	return nil
-}
-
-// removeProbeLeftover deletes the throwaway virtual server a failed probe left behind.
-func (d *Daemon) removeProbeLeftover() {
-	if !d.probeLeftover {
-		return
-	}
-	if err := d.deps.IPVS.DeleteService(probeKey); err != nil && !kerr.IsNotFound(err) {
-		d.log.Warn("cannot remove the scheduler probe's virtual server; retrying at the next full sync", zap.Error(err))
-		return
-	}
-	d.probeLeftover = false
-}
-
 // Run syncs until ctx ends. The source must be started; Run waits for it to sync before it
 // touches the kernel, so a half-filled cache never deletes live rules.
 func (d *Daemon) Run(ctx context.Context) error {
@@ -397,100 +346,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return nil
 	}
 	return err
-}
-
-// sendEvents sends, every eventTick and once more at the end, the Events that waited for
-// their interval (the daemon flushes after each sync too).
-func (d *Daemon) sendEvents(ctx context.Context) {
-	t := d.deps.Clock.NewTicker(eventTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			d.events.flush()
-			return
-		case <-t.C():
-			d.events.flush()
-		}
-	}
-}
-
-// clusterCIDROverlaps finds the seed-001 mistake: clusterCIDRs that are, contain or lie
-// inside a Service CIDR. It returns them and an error explaining each (nil: none). The
-// Service CIDRs come from the cluster's ServiceCIDR objects, else --kipvs-service-cidr;
-// with neither, a clusterCIDR holding default/kubernetes's cluster IP is the evidence.
-func (d *Daemon) clusterCIDROverlaps(sc watch.ServiceCIDRs) ([]netip.Prefix, error) {
-	cidrs := sc.CIDRs
-	source := "the cluster's ServiceCIDR objects"
-	if len(cidrs) == 0 {
-		cidrs = d.cfg.Kipvs.ServiceCIDRs
-		source = "--kipvs-service-cidr"
-	}
-	var bad []netip.Prefix
-	var errs []error
-	for _, p := range d.cfg.ClusterCIDRs {
-		if len(cidrs) > 0 {
-			if err := config.CheckClusterCIDR([]netip.Prefix{p}, cidrs); err != nil {
-				bad = append(bad, p)
-				errs = append(errs, fmt.Errorf("service CIDR from %s: %w", source, err))
-			}
-			continue
-		}
-		for _, ip := range sc.KubernetesServiceIPs {
-			if p.Contains(ip) {
-				bad = append(bad, p)
-				errs = append(errs, fmt.Errorf("clusterCIDR %s contains %s, the cluster IP of default/kubernetes: %w", p, ip,
-					config.CheckClusterCIDR([]netip.Prefix{p}, []netip.Prefix{netip.PrefixFrom(ip, ip.BitLen())})))
-				break
-			}
-		}
-	}
-	return bad, errors.Join(errs...)
-}
-
-// checkClusterCIDR runs at every sync (the Service CIDRs can change), before the options
-// are built. A clusterCIDR that overlaps the Service CIDR is not used to detect local
-// traffic: kube-proxy would use it, so the node's own connections to cluster IPs (whose
-// source is the cluster IP itself) would look like pod traffic and not be masqueraded,
-// and the node could not reach Services. kipvs keeps running instead of crash-looping,
-// masquerades as it does with no detector (the node's own connections to cluster IPs), and
-// reports the mistake loudly: an ERROR log, a Warning Event on the Node and
-// kipvs_cluster_cidr_overlaps_service_cidr 1, each time the finding changes.
-func (d *Daemon) checkClusterCIDR() {
-	var sc watch.ServiceCIDRs
-	if d.deps.Source != nil {
-		sc = d.deps.Source.ServiceCIDRs()
-	}
-	bad, err := d.clusterCIDROverlaps(sc)
-	if slices.Equal(bad, d.badClusterCIDRs) && d.clusterCIDRChecked {
-		return
-	}
-	prev := d.badClusterCIDRs
-	d.clusterCIDRChecked = true
-	d.badClusterCIDRs = bad
-	if len(bad) == 0 {
-		d.metrics.ClusterCIDROverlapsServiceCIDR.Set(0)
-		if len(prev) > 0 {
-			d.log.Info("clusterCIDR no longer overlaps the Service CIDR; it detects local traffic again", zap.Stringers("clusterCIDRs", d.cfg.ClusterCIDRs))
-		}
-		return
-	}
-	d.metrics.ClusterCIDROverlapsServiceCIDR.Set(1)
-	msg := fmt.Sprintf("clusterCIDR %s is not used to detect local traffic: %v. kipvs keeps running and masquerades "+
-		"traffic to cluster IPs as it does with no local-traffic detector (the node's own connections, whose source is "+
-		"the cluster IP itself); fix clusterCIDR", prefixList(bad), err)
-	d.log.Error("clusterCIDR overlaps the Service CIDR", zap.Stringers("clusterCIDRs", bad), zap.Error(err))
-	if d.deps.Events != nil {
-		d.deps.Events.WarnNode(d.nodeName, "ClusterCIDROverlapsServiceCIDR", msg)
-	}
-}
-
-func prefixList(ps []netip.Prefix) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.String()
-	}
-	return strings.Join(s, ",")
 }
 
 func (d *Daemon) drain(ctx context.Context) {

@@ -58,3 +58,19 @@ func fitNote(msg string) string {
 	}
 	return msg[:cut] + "..."
 }
+
+// sendEvents sends, every eventTick and once more at the end, the Events that waited for
+// their interval (the daemon flushes after each sync too).
+func (d *Daemon) sendEvents(ctx context.Context) {
+	t := d.deps.Clock.NewTicker(eventTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.events.flush()
+			return
+		case <-t.C():
+			d.events.flush()
+		}
+	}
+}

@@ -5,18 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"time"
 
 	"go.uber.org/zap"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kipvs/kipvs/internal/healthcheck"
-	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/watch"
@@ -100,14 +95,7 @@ func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 		err = reconcile.ReadKernel(ctx, reads...)
 		readTook = d.deps.Clock.Since(readStart)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			for _, f := range d.families {
-				d.metrics.SyncErrors.WithLabelValues(f.ipFamily.String()).Inc()
-			}
-			d.log.Error("sync failed; retrying as a full sync with backoff", zap.Bool("full", full), zap.Error(err))
-			return err
+			return d.readFailed(ctx, "full sync", err)
 		}
 	}
 	d.metrics.ServiceChangesTotal.Add(float64(changes.ServiceEvents))
@@ -223,6 +211,19 @@ func (d *Daemon) nextRetry() time.Time {
 	return next
 }
 
+// readFailed ends a sync (what) whose read of the kernel failed: ctx's error when it ended
+// (shutting down), else err, counted and logged; the runner retries it as a full sync.
+func (d *Daemon) readFailed(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, f := range d.families {
+		d.metrics.SyncErrors.WithLabelValues(f.ipFamily.String()).Inc()
+	}
+	d.log.Error(what+" failed to read the kernel; retrying as a full sync with backoff", zap.Error(err))
+	return err
+}
+
 // beginReads starts a kernel read for every family (under d.mu).
 func (d *Daemon) beginReads() []*reconcile.Read {
 	reads := make([]*reconcile.Read, len(d.families))
@@ -243,14 +244,7 @@ func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error,
 	d.mu.Unlock()
 	start := d.deps.Clock.Now()
 	if err := reconcile.ReadKernel(ctx, reads...); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		for _, f := range d.families {
-			d.metrics.SyncErrors.WithLabelValues(f.ipFamily.String()).Inc()
-		}
-		d.log.Error("periodic sync failed to read the kernel; retrying as a full sync with backoff", zap.Error(err))
-		return nil, err
+		return nil, d.readFailed(ctx, "periodic full sync", err)
 	}
 	took := d.deps.Clock.Since(start)
 	d.log.Debug("periodic sync read the kernel", zap.Duration("took", took))
@@ -296,122 +290,6 @@ func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, re
 	}
 	d.syncHealthChecks(ctx, nil)
 	return d.synced(err, true, 0, start)
-}
-
-// options computes one family's proxy options now.
-func (d *Daemon) options(f inet.Family, node *v1.Node, host []netip.Addr) proxy.Options {
-	o := buildOptions(&d.cfg, f, d.nodeName, node, host)
-	if o.LocalDetector.Mode == proxy.LocalClusterCIDR {
-		// A clusterCIDR overlapping the Service CIDR is no pod CIDR (checkClusterCIDR).
-		o.LocalDetector.CIDRs = slices.DeleteFunc(o.LocalDetector.CIDRs, func(p netip.Prefix) bool {
-			return slices.Contains(d.badClusterCIDRs, p)
-		})
-	}
-	for _, fam := range d.families {
-		if fam.ipFamily == f {
-			o.MasqueradeRandomFully = fam.randomFully
-		}
-	}
-	for s, ok := range d.schedulers {
-		if !ok {
-			o.UnavailableSchedulers = append(o.UnavailableSchedulers, s)
-		}
-	}
-	slices.Sort(o.UnavailableSchedulers)
-	var sc watch.ServiceCIDRs
-	if d.deps.Source != nil {
-		sc = d.deps.Source.ServiceCIDRs()
-	}
-	o.ServiceCIDRs = serviceCIDRs(f, sc, d.cfg.Kipvs.ServiceCIDRs)
-	for _, a := range d.deps.APIServerAddrs {
-		if f.Matches(a) {
-			o.APIServerAddresses = append(o.APIServerAddresses, a)
-		}
-	}
-	o.ExternalIPCIDRs = d.cfg.Kipvs.ExternalIPCIDRs
-	o.LoadBalancerIPCIDRs = d.cfg.Kipvs.LoadBalancerIPCIDRs
-	return o
-}
-
-// serviceCIDRs returns the Service CIDRs of family f no external or load balancer IP may
-// come from: the cluster's ServiceCIDR objects when the API serves them, else the
-// configured ones (--kipvs-service-cidr), and default/kubernetes's cluster IPs in any case
-// (as single addresses; they prove a range, not its length).
-func serviceCIDRs(f inet.Family, sc watch.ServiceCIDRs, configured []netip.Prefix) []netip.Prefix {
-	cidrs := sc.CIDRs
-	if sc.Origin != watch.ServiceCIDRsFromAPI || len(cidrs) == 0 {
-		cidrs = configured
-	}
-	var out []netip.Prefix
-	for _, p := range cidrs {
-		if f.Matches(p.Addr()) {
-			out = append(out, p)
-		}
-	}
-	for _, a := range sc.KubernetesServiceIPs {
-		if f.Matches(a) && !slices.ContainsFunc(out, func(p netip.Prefix) bool { return p.Contains(a) }) {
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
-	return out
-}
-
-// probeSchedulers checks that every scheduler a Service asks for by annotation can be
-// loaded, so a missing module degrades that Service to the global scheduler (with a Warning
-// Event) instead of failing its virtual servers. A scheduler is probed when first asked
-// for; one found unavailable is probed again on every full sync (retry), so a module that
-// becomes loadable later is used: the options then change and the full sync rebuilds the
-// Services that asked for it.
-func (d *Daemon) probeSchedulers(services map[types.NamespacedName]*watch.ServiceInfo, retry bool) {
-	probed := map[string]bool{}
-	for _, info := range services {
-		if info == nil {
-			continue
-		}
-		s, ok := proxy.RequestedScheduler(info.Service)
-		if !ok || probed[s] {
-			continue
-		}
-		avail, known := d.schedulers[s]
-		if known && (avail || !retry) {
-			continue
-		}
-		probed[s] = true
-		d.probeScheduler(s, known)
-	}
-}
-
-// reprobeSchedulers probes again every scheduler found unavailable (the periodic full
-// sync's retry, see probeSchedulers).
-func (d *Daemon) reprobeSchedulers() {
-	for _, s := range slices.Sorted(maps.Keys(d.schedulers)) {
-		if !d.schedulers[s] {
-			d.probeScheduler(s, true)
-		}
-	}
-}
-
-// probeScheduler probes s and records the result; known: s was probed before.
-func (d *Daemon) probeScheduler(s string, known bool) {
-	err := probeScheduler(d.deps.IPVS, s)
-	if errors.Is(err, errProbeLeftover) {
-		d.probeLeftover = true
-		err = nil
-	}
-	if err != nil && !kerr.IsNotFound(err) {
-		// A transient failure tells nothing about the scheduler: ask again next sync.
-		d.log.Debug("scheduler probe failed; probing again at the next sync", zap.String("scheduler", s), zap.Error(err))
-		return
-	}
-	d.schedulers[s] = err == nil
-	switch {
-	case err == nil && known:
-		d.log.Info("scheduler requested by a Service is available now", zap.String("scheduler", s))
-	case err != nil && !known:
-		d.log.Warn("scheduler requested by a Service is unavailable", zap.String("scheduler", s), zap.Error(err))
-	case err != nil:
-		d.log.Debug("scheduler requested by a Service is still unavailable", zap.String("scheduler", s), zap.Error(err))
-	}
 }
 
 func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, host []netip.Addr, rd *reconcile.Read) error {
@@ -498,126 +376,6 @@ func (d *Daemon) incrementalSync(ctx context.Context, f *family, ch watch.Change
 	}
 	d.log.Debug("incremental sync", zap.String("family", f.ipFamily.String()), zap.Int("touched", touched.Len()), zap.Int("changes", res.Plan.Len()))
 	return nil
-}
-
-// reportService reports the problems a Service has in the family now: its own, and the
-// virtual servers it claims but another Service wins (never on the winner).
-func (d *Daemon) reportService(f *family, name types.NamespacedName) {
-	var problems []proxy.Problem
-	if st := f.desired.Service(name); st != nil {
-		problems = append(slices.Clone(st.Problems), f.desired.ConflictsOf(name)...)
-	}
-	d.report(f, name, problems)
-}
-
-// track updates the per-Service bookkeeping of one family after a Service was rebuilt: its
-// no-local-endpoints state. (Its problems are reported once every change is in, with the
-// conflicts the change made: reportService.)
-func (d *Daemon) track(f *family, name types.NamespacedName, st *proxy.ServiceState) {
-	setFlag(f.noLocalInternal, name, st != nil && st.NoLocalInternal)
-	setFlag(f.noLocalExternal, name, st != nil && st.NoLocalExternal)
-}
-
-// trackReadmitted updates the bookkeeping of the Services that other Services' changes let
-// into a set they had been held back from, and returns them: their problems changed, and the
-// caller reports them (reportService).
-func (d *Daemon) trackReadmitted(f *family) []types.NamespacedName {
-	names := f.desired.TakeReadmitted()
-	for _, name := range names {
-		d.track(f, name, f.desired.Service(name))
-	}
-	return names
-}
-
-// countNotProgrammed sets the gauge of Services not programmed for a capacity limit from the
-// problems reported.
-func (d *Daemon) countNotProgrammed(f *family) {
-	counts := map[string]int{proxy.ReasonTooManySetMembers: 0, proxy.ReasonSetCapacityExceeded: 0}
-	for k, ps := range d.problems {
-		if k.family != f.ipFamily {
-			continue
-		}
-		for _, p := range ps {
-			if _, ok := counts[p.Reason]; ok {
-				counts[p.Reason]++
-			}
-		}
-	}
-	for reason, n := range counts {
-		d.metrics.ServicesNotProgrammed.WithLabelValues(reason, f.ipFamily.String()).Set(float64(n))
-	}
-}
-
-func setFlag(m map[types.NamespacedName]bool, k types.NamespacedName, on bool) {
-	if on {
-		m[k] = true
-	} else {
-		delete(m, k)
-	}
-}
-
-// report logs, and sends as Warning Events, the problems of a Service that were not
-// already reported; it forgets problems that went away so they are reported again if they
-// come back.
-func (d *Daemon) report(f *family, svc types.NamespacedName, problems []proxy.Problem) {
-	key := problemKey{family: f.ipFamily, svc: svc}
-	old := d.problems[key]
-	if len(problems) == 0 {
-		delete(d.problems, key)
-		return
-	}
-	d.problems[key] = problems
-	for _, p := range problems {
-		if slices.Contains(old, p) {
-			continue
-		}
-		d.log.Warn("service cannot be programmed as written", zap.String("family", f.ipFamily.String()),
-			zap.String("service", p.Service.String()), zap.String("field", p.Field), zap.String("reason", p.Reason), zap.String("message", p.Message))
-		if d.deps.Events != nil {
-			d.deps.Events.Warn(p.Service, p.Reason, fmt.Sprintf("%s: %s", p.Field, p.Message))
-		}
-	}
-}
-
-// syncHealthChecks serves a health check for every Service with a healthCheckNodePort (the
-// local endpoint count is the largest any family sees). changed nil means all Services.
-func (d *Daemon) syncHealthChecks(ctx context.Context, changed map[types.NamespacedName]*watch.ServiceInfo) {
-	before := maps.Clone(d.hcWant)
-	consider := func(name types.NamespacedName) {
-		var want healthcheck.Service
-		for _, f := range d.families {
-			if st := f.desired.Service(name); st != nil && st.HealthCheckNodePort != 0 {
-				want.Port = st.HealthCheckNodePort
-				want.LocalEndpoints = max(want.LocalEndpoints, st.LocalEndpoints)
-			}
-		}
-		if want.Port == 0 {
-			delete(d.hcWant, name)
-		} else {
-			d.hcWant[name] = want
-		}
-	}
-	if changed == nil {
-		clear(d.hcWant)
-		for _, f := range d.families {
-			for _, v := range f.desired.VirtualServers() {
-				consider(v.Owner.NamespacedName)
-			}
-		}
-	} else {
-		for name := range changed {
-			consider(name)
-		}
-	}
-	if healthChecksChanged(before, d.hcWant) || changed == nil {
-		d.hc.Sync(ctx, d.hcWant)
-	}
-}
-
-// healthChecksChanged reports whether the health check servers wanted changed: a Service
-// added or removed, or any field of one (its port, its local endpoint count).
-func healthChecksChanged(a, b map[types.NamespacedName]healthcheck.Service) bool {
-	return !maps.Equal(a, b)
 }
 
 // mergeChanges adds b's counters and trigger times to a (a full sync after a Pending call

@@ -252,23 +252,9 @@ func (cl *Client) Destinations(k ServiceKey) ([]Destination, error) {
 // Table implements Interface: one service dump plus one destination dump per service,
 // under one lock. A service deleted by someone else between the two shows no destinations.
 func (cl *Client) Table() ([]Entry, error) {
-	var t []Entry
-	err := cl.with(func(c *conn) error {
-		svcs, err := c.services()
-		if err != nil {
-			return err
-		}
-		t = make([]Entry, len(svcs))
-		for i, s := range svcs {
-			t[i].Service = s
-			if t[i].Destinations, err = c.destinations(s.ServiceKey); err != nil {
-				return fmt.Errorf("destinations of %s: %w", s.ServiceKey, err)
-			}
-		}
-		return nil
-	})
+	t, err := cl.TableKernelOrder()
 	if err != nil {
-		return nil, kerr.Errno("ipvs: read table", err)
+		return nil, err
 	}
 	sortTable(t)
 	return t, nil

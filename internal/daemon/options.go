@@ -9,6 +9,7 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/proxy"
+	"github.com/kipvs/kipvs/internal/watch"
 )
 
 // buildOptions derives one family's proxy options from the configuration, this node's Node
@@ -137,4 +138,62 @@ func nodePrimaryIPs(node *v1.Node) []netip.Addr {
 // source file is not validated by an apiserver and could hold anything.
 func usableNodeAddress(a netip.Addr) bool {
 	return a.Zone() == "" && a.IsGlobalUnicast() && !(a.Is4() && a.As4()[0] == 0)
+}
+
+// options computes one family's proxy options now.
+func (d *Daemon) options(f inet.Family, node *v1.Node, host []netip.Addr) proxy.Options {
+	o := buildOptions(&d.cfg, f, d.nodeName, node, host)
+	if o.LocalDetector.Mode == proxy.LocalClusterCIDR {
+		// A clusterCIDR overlapping the Service CIDR is no pod CIDR (checkClusterCIDR).
+		o.LocalDetector.CIDRs = slices.DeleteFunc(o.LocalDetector.CIDRs, func(p netip.Prefix) bool {
+			return slices.Contains(d.badClusterCIDRs, p)
+		})
+	}
+	for _, fam := range d.families {
+		if fam.ipFamily == f {
+			o.MasqueradeRandomFully = fam.randomFully
+		}
+	}
+	for s, ok := range d.schedulers {
+		if !ok {
+			o.UnavailableSchedulers = append(o.UnavailableSchedulers, s)
+		}
+	}
+	slices.Sort(o.UnavailableSchedulers)
+	var sc watch.ServiceCIDRs
+	if d.deps.Source != nil {
+		sc = d.deps.Source.ServiceCIDRs()
+	}
+	o.ServiceCIDRs = serviceCIDRs(f, sc, d.cfg.Kipvs.ServiceCIDRs)
+	for _, a := range d.deps.APIServerAddrs {
+		if f.Matches(a) {
+			o.APIServerAddresses = append(o.APIServerAddresses, a)
+		}
+	}
+	o.ExternalIPCIDRs = d.cfg.Kipvs.ExternalIPCIDRs
+	o.LoadBalancerIPCIDRs = d.cfg.Kipvs.LoadBalancerIPCIDRs
+	return o
+}
+
+// serviceCIDRs returns the Service CIDRs of family f no external or load balancer IP may
+// come from: the cluster's ServiceCIDR objects when the API serves them, else the
+// configured ones (--kipvs-service-cidr), and default/kubernetes's cluster IPs in any case
+// (as single addresses; they prove a range, not its length).
+func serviceCIDRs(f inet.Family, sc watch.ServiceCIDRs, configured []netip.Prefix) []netip.Prefix {
+	cidrs := sc.CIDRs
+	if sc.Origin != watch.ServiceCIDRsFromAPI || len(cidrs) == 0 {
+		cidrs = configured
+	}
+	var out []netip.Prefix
+	for _, p := range cidrs {
+		if f.Matches(p.Addr()) {
+			out = append(out, p)
+		}
+	}
+	for _, a := range sc.KubernetesServiceIPs {
+		if f.Matches(a) && !slices.ContainsFunc(out, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out
 }
