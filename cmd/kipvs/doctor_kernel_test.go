@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/doctor"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/netnsutil"
-	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/sysctl"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
@@ -123,12 +123,12 @@ func waitSynced(t *testing.T, ns *netnstest.NS, log *lockedBuffer) {
 	t.Helper()
 	client := nsHTTPClient(ns)
 	_, err := poll.Wait(2*time.Minute, "kipvs run to sync", func() (bool, string) {
-		resp, err := client.Get("http://127.0.0.1:10249" + server.StatePath)
+		resp, err := client.Get("http://127.0.0.1:10249" + debugapi.StatePath)
 		if err != nil {
 			return false, err.Error()
 		}
 		defer resp.Body.Close()
-		var st server.State
+		var st debugapi.State
 		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 			return false, err.Error()
 		}
@@ -142,7 +142,7 @@ func waitSynced(t *testing.T, ns *netnstest.NS, log *lockedBuffer) {
 // allSynced reports whether every family kipvs runs has synced and IPv4 holds the one
 // virtual server of doctorService. The IPv6 family runs too wherever ip6tables works, as
 // upstream's does, with no Service of its own.
-func allSynced(fams []server.FamilyState) bool {
+func allSynced(fams []debugapi.FamilyState) bool {
 	v4 := false
 	for _, f := range fams {
 		if !f.Synced {

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/vishvananda/netns"
 
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/status"
 )
 
@@ -90,7 +90,7 @@ Options that change IPVS (-A, -E, -D, -a, -e, -d, -C, -Z, --set, -R) are refused
 func fetchOwners(addr string) (status.Owners, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	url := "http://" + addr + server.VirtualServersPath
+	url := "http://" + addr + debugapi.VirtualServersPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", url, err)
@@ -100,13 +100,13 @@ func fetchOwners(addr string) (status.Owners, error) {
 		return nil, fmt.Errorf("ask the kipvs daemon (is kipvs run serving metrics on %s?): %w", addr, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound && resp.Header.Get(server.DebugHeader) == server.DebugDisabled {
-		return nil, fmt.Errorf("GET %s: kipvs on %s serves no Service owners (its debug endpoints are off, the default): %s", url, addr, server.DebugDisabledHint)
+	if resp.StatusCode == http.StatusNotFound && resp.Header.Get(debugapi.DebugHeader) == debugapi.DebugDisabled {
+		return nil, fmt.Errorf("GET %s: kipvs on %s serves no Service owners (its debug endpoints are off, the default): %s", url, addr, debugapi.DebugDisabledHint)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	var list server.VirtualServerList
+	var list debugapi.VirtualServerList
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", url, err)
 	}
@@ -114,7 +114,7 @@ func fetchOwners(addr string) (status.Owners, error) {
 }
 
 // ownersFromList indexes the daemon's virtual servers by IPVS service key.
-func ownersFromList(list server.VirtualServerList) (status.Owners, error) {
+func ownersFromList(list debugapi.VirtualServerList) (status.Owners, error) {
 	owners := status.Owners{}
 	for i, v := range list.Items {
 		a, err := netip.ParseAddr(v.Address)

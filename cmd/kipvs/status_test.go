@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/server"
@@ -40,12 +41,12 @@ func TestStatusHelpAndUsage(t *testing.T) {
 }
 
 func TestFetchOwners(t *testing.T) {
-	list := server.VirtualServerList{Items: []server.VirtualServer{
+	list := debugapi.VirtualServerList{Items: []debugapi.VirtualServer{
 		{Protocol: "TCP", Address: "10.96.0.1", Port: 443, Kind: "ClusterIP", Namespace: "default", Name: "kubernetes", PortName: "https"},
 		{Protocol: "UDP", Address: "fd00::a", Port: 53, Kind: "ClusterIP", Namespace: "kube-system", Name: "dns", PortName: "dns"},
 	}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != server.VirtualServersPath {
+		if r.URL.Path != debugapi.VirtualServersPath {
 			http.NotFound(w, r)
 			return
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/healthcheck"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
@@ -366,13 +367,13 @@ func (d *Daemon) drain(ctx context.Context) {
 
 // VirtualServers lists the virtual servers the daemon wants, every family, with the
 // Service port each is programmed for (the metrics server's read-only debug endpoint).
-func (d *Daemon) VirtualServers() []server.VirtualServer {
+func (d *Daemon) VirtualServers() []debugapi.VirtualServer {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []server.VirtualServer
+	var out []debugapi.VirtualServer
 	for _, f := range d.families {
 		for _, v := range f.desired.VirtualServers() {
-			out = append(out, server.VirtualServer{
+			out = append(out, debugapi.VirtualServer{
 				Protocol: v.Protocol.Name(), Address: v.Address.String(), Port: v.Port,
 				Kind: v.Kind.String(), Namespace: v.Owner.Namespace, Name: v.Owner.Name, PortName: v.Owner.Port,
 				Destinations: len(v.Destinations),

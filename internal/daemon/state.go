@@ -6,25 +6,25 @@ import (
 	"time"
 
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
-	"github.com/kipvs/kipvs/internal/server"
 )
 
 // State is the metrics server's read-only /debug/kipvs/state document: the kernel state
 // the daemon wants, per family, and the real servers it is draining. It is taken between
 // syncs (under the sync lock), so it describes what the last sync applied.
-func (d *Daemon) State() server.State {
+func (d *Daemon) State() debugapi.State {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st := server.State{
+	st := debugapi.State{
 		Dummy:          ipvsmode.DummyName,
 		GracefulPeriod: d.cfg.Kipvs.GracefulPeriod.String(),
 		Schedulers:     maps.Clone(d.schedulers),
 		ServiceCIDRs:   []string{},
-		Families:       []server.FamilyState{},
+		Families:       []debugapi.FamilyState{},
 	}
 	if d.deps.Source != nil {
 		for _, p := range d.deps.Source.ServiceCIDRs().CIDRs {
@@ -32,15 +32,15 @@ func (d *Daemon) State() server.State {
 		}
 	}
 	for _, f := range d.families {
-		fs := server.FamilyState{Family: f.ipFamily.String(), Addresses: []string{}, Sets: []server.SetState{},
-			VirtualServers: []server.VirtualServer{}, Draining: []server.DrainingRealServer{}}
+		fs := debugapi.FamilyState{Family: f.ipFamily.String(), Addresses: []string{}, Sets: []debugapi.SetState{},
+			VirtualServers: []debugapi.VirtualServer{}, Draining: []debugapi.DrainingRealServer{}}
 		if !f.rec.NeedsFull() || d.ready {
 			// f.opts is set by the first full sync; before it there is nothing to show.
 			fs = FamilyState(f.desired, &f.opts, f.rec.Draining())
 		}
 		fs.Synced = !f.rec.NeedsFull()
 		for _, o := range f.rec.Failed() {
-			fs.Failed = append(fs.Failed, server.FailedObject{Kind: string(o.Key.Kind), Object: o.Key.Name(),
+			fs.Failed = append(fs.Failed, debugapi.FailedObject{Kind: string(o.Key.Kind), Object: o.Key.Name(),
 				Error: o.Err.Error(), Attempts: o.Attempts, RetryAt: o.RetryAt.UTC()})
 		}
 		st.Families = append(st.Families, fs)
@@ -50,13 +50,13 @@ func (d *Daemon) State() server.State {
 
 // FamilyState renders one family's desired state (d built under po) and its draining real
 // servers as the state document shows them. Synced is left false.
-func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.DrainKey]time.Time) server.FamilyState {
-	fs := server.FamilyState{
+func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.DrainKey]time.Time) debugapi.FamilyState {
+	fs := debugapi.FamilyState{
 		Family:         d.Family().String(),
 		Addresses:      []string{},
-		Sets:           []server.SetState{},
-		VirtualServers: []server.VirtualServer{},
-		Draining:       []server.DrainingRealServer{},
+		Sets:           []debugapi.SetState{},
+		VirtualServers: []debugapi.VirtualServer{},
+		Draining:       []debugapi.DrainingRealServer{},
 	}
 	for _, a := range d.Addresses() {
 		fs.Addresses = append(fs.Addresses, a.String())
@@ -72,10 +72,10 @@ func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.Dra
 		}
 		slices.Sort(members) // by their text
 		set := iptables.IPSet(d.Family(), s)
-		fs.Sets = append(fs.Sets, server.SetState{Name: set.Name, Type: string(set.Type), Members: members})
+		fs.Sets = append(fs.Sets, debugapi.SetState{Name: set.Name, Type: string(set.Type), Members: members})
 	}
 	for _, v := range d.VirtualServers() {
-		fs.VirtualServers = append(fs.VirtualServers, server.VirtualServer{
+		fs.VirtualServers = append(fs.VirtualServers, debugapi.VirtualServer{
 			Protocol: v.Protocol.Name(), Address: v.Address.String(), Port: v.Port,
 			Kind: v.Kind.String(), Namespace: v.Owner.Namespace, Name: v.Owner.Name, PortName: v.Owner.Port,
 			Destinations: len(v.Destinations),
@@ -89,7 +89,7 @@ func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.Dra
 		return a.Dest.Compare(b.Dest)
 	})
 	for _, k := range keys {
-		fs.Draining = append(fs.Draining, server.DrainingRealServer{
+		fs.Draining = append(fs.Draining, debugapi.DrainingRealServer{
 			Protocol: k.VS.Protocol.Name(), Address: k.VS.Address.String(), Port: k.VS.Port,
 			RealServer: k.Dest.String(), Since: draining[k].UTC(),
 		})

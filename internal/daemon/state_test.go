@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
-	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
@@ -72,7 +72,7 @@ func TestDaemonState(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Replace(oneService, "10.244.1.5", "10.244.1.6", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var drain []server.DrainingRealServer
+	var drain []debugapi.DrainingRealServer
 	poll.Until(t, waitLimit, "the old real server to drain", func() (bool, string) {
 		drain = d.State().Families[0].Draining
 		return len(drain) == 1, fmt.Sprintf("draining %+v", drain)

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/kipvs/kipvs/internal/server"
+	"github.com/kipvs/kipvs/internal/debugapi"
 )
 
 // VirtualServers (the metrics server's debug endpoint) lists what the daemon programs,
@@ -30,7 +30,7 @@ func TestDaemonVirtualServers(t *testing.T) {
 		t.Errorf("before the first sync: %+v", got)
 	}
 	d.start(t)
-	want := server.VirtualServer{Protocol: "TCP", Address: "10.96.0.10", Port: 80, Kind: "ClusterIP",
+	want := debugapi.VirtualServer{Protocol: "TCP", Address: "10.96.0.10", Port: 80, Kind: "ClusterIP",
 		Namespace: "default", Name: "web", PortName: "http", Destinations: 1}
 	if got := d.VirtualServers(); len(got) != 1 || got[0] != want {
 		t.Errorf("VirtualServers = %+v, want [%+v]", got, want)

@@ -22,10 +22,10 @@ import (
 	"time"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
-	"github.com/kipvs/kipvs/internal/server"
 )
 
 // Status is a check's verdict.
@@ -130,7 +130,7 @@ type checkup struct {
 	// families are the IP families kipvs runs (the daemon's, else derived like it does).
 	families []inet.Family
 
-	state    *server.State
+	state    *debugapi.State
 	stateErr error
 
 	svcCIDRs  []netip.Prefix

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
-	"github.com/kipvs/kipvs/internal/server"
 )
 
 // expect is one result a case must produce.
@@ -553,7 +553,7 @@ func TestBrokenNode(t *testing.T) {
 		{
 			name: "real server draining past the graceful period",
 			breaK: func(f *fixture) {
-				f.state.Families[0].Draining = []server.DrainingRealServer{
+				f.state.Families[0].Draining = []debugapi.DrainingRealServer{
 					{Protocol: "TCP", Address: "10.96.0.10", Port: 80, RealServer: "10.244.0.12:8080", Since: f.now.Add(-10 * time.Minute)},
 					{Protocol: "TCP", Address: "10.96.0.10", Port: 80, RealServer: "10.244.0.13:8080", Since: f.now.Add(-20 * time.Second)},
 				}
@@ -564,7 +564,7 @@ func TestBrokenNode(t *testing.T) {
 		{
 			name: "real servers draining within the graceful period",
 			breaK: func(f *fixture) {
-				f.state.Families[0].Draining = []server.DrainingRealServer{
+				f.state.Families[0].Draining = []debugapi.DrainingRealServer{
 					{Protocol: "TCP", Address: "10.96.0.10", Port: 80, RealServer: "10.244.0.13:8080", Since: f.now.Add(-40 * time.Second)},
 				}
 			},
@@ -587,9 +587,9 @@ func TestDriftRereadsAfterSync(t *testing.T) {
 	stale := *f.state
 	fam := stale.Families[0]
 	fam.Addresses = append([]string{"10.96.0.99"}, fam.Addresses...)
-	stale.Families = []server.FamilyState{fam}
+	stale.Families = []debugapi.FamilyState{fam}
 	v := f.view()
-	f.daemon.states = []*server.State{&stale, f.state}
+	f.daemon.states = []*debugapi.State{&stale, f.state}
 	rep := Run(t.Context(), &f.cfg, v)
 	checkReport(t, rep, nil)
 	if f.daemon.calls != 3 {
@@ -671,7 +671,7 @@ COMMIT
 // Objects the daemon failed to apply and retries are named, with their error and retry.
 func TestFailedObjectsReported(t *testing.T) {
 	f := newFixture(t, fixtureOpts{})
-	f.state.Families[0].Failed = []server.FailedObject{{Kind: "virtual_server", Object: "tcp/10.96.0.99:80",
+	f.state.Families[0].Failed = []debugapi.FailedObject{{Kind: "virtual_server", Object: "tcp/10.96.0.99:80",
 		Error: "add service: cannot allocate memory", Attempts: 3, RetryAt: time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC)}}
 	rep := Run(t.Context(), &f.cfg, f.view())
 	checkReport(t, rep, []expect{{check: "daemon: failed objects", status: Warn,

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
-	"github.com/kipvs/kipvs/internal/server"
 )
 
 // DrainSlack is how long past the graceful period a draining real server may stay before it
@@ -41,7 +41,7 @@ type kernelSnap struct {
 }
 
 // readKernel reads what the drift checks need for the daemon's families.
-func (c *checkup) readKernel(st *server.State) *kernelSnap {
+func (c *checkup) readKernel(st *debugapi.State) *kernelSnap {
 	k := &kernelSnap{sets: map[string]*ipset.SetInfo{}, setErrs: map[string]error{}, owned: map[string]string{}, ownedErr: map[string]error{}}
 	for _, f := range st.Families {
 		for _, s := range f.Sets {
@@ -102,8 +102,8 @@ func (c *checkup) checkDaemon() {
 			c.add(check, Warn, fmt.Sprintf("no kipvs daemon answers on %s%s: drift checks skipped", addr, detail),
 				"start kipvs run, or give the --metrics-bind-address it serves metrics on")
 		} else if errors.Is(c.stateErr, ErrDebugOff) {
-			c.add(check, Warn, fmt.Sprintf("kipvs on %s serves no %s (its debug endpoints are off, the default): drift checks skipped", addr, server.StatePath),
-				server.DebugDisabledHint)
+			c.add(check, Warn, fmt.Sprintf("kipvs on %s serves no %s (its debug endpoints are off, the default): drift checks skipped", addr, debugapi.StatePath),
+				debugapi.DebugDisabledHint)
 		} else {
 			c.add(check, Warn, fmt.Sprintf("cannot read the kipvs daemon's state from %s: %v: drift checks skipped", addr, c.stateErr), "")
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
@@ -27,7 +28,6 @@ import (
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
-	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/sysctl"
 )
 
@@ -127,14 +127,14 @@ func (f fakeConntrack) Count() (uint32, uint32, error) { return f.entries, 26214
 // fakeDaemon serves states in turn (the last one forever), or err.
 type fakeDaemon struct {
 	mu     sync.Mutex
-	states []*server.State
+	states []*debugapi.State
 	err    error
 	calls  int
 }
 
 func (d *fakeDaemon) Address() string { return "127.0.0.1:10249" }
 
-func (d *fakeDaemon) State(context.Context) (*server.State, error) {
+func (d *fakeDaemon) State(context.Context) (*debugapi.State, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls++
@@ -164,7 +164,7 @@ type fixture struct {
 	other   *fakeIptables
 	ct      fakeConntrack
 	daemon  *fakeDaemon
-	state   *server.State
+	state   *debugapi.State
 	apiCIDR []netip.Prefix
 	noAPI   bool
 	// noDaemon: no daemon address (metrics server disabled).
@@ -233,8 +233,8 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	fs := daemon.FamilyState(desired, opts, rec.Draining())
 	fs.Synced = true
-	f.state = &server.State{Dummy: ipvsmode.DummyName, GracefulPeriod: "30s", Schedulers: map[string]bool{"rr": true},
-		ServiceCIDRs: []string{}, Families: []server.FamilyState{fs}}
+	f.state = &debugapi.State{Dummy: ipvsmode.DummyName, GracefulPeriod: "30s", Schedulers: map[string]bool{"rr": true},
+		ServiceCIDRs: []string{}, Families: []debugapi.FamilyState{fs}}
 	f.daemon = &fakeDaemon{}
 
 	vips, err := dummy.Addresses()
@@ -281,7 +281,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 
 // view builds the View of the fixture as it is now.
 func (f *fixture) view() View {
-	f.daemon.states = []*server.State{f.state}
+	f.daemon.states = []*debugapi.State{f.state}
 	v := View{
 		KernelRelease: f.release,
 		NumCPU:        2,

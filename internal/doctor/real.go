@@ -21,11 +21,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
-	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/sysctl"
 )
 
@@ -388,8 +388,8 @@ type httpDaemon struct {
 func (d *httpDaemon) Address() string { return d.addr }
 
 // State implements DaemonReader.
-func (d *httpDaemon) State(ctx context.Context) (*server.State, error) {
-	url := "http://" + d.addr + server.StatePath
+func (d *httpDaemon) State(ctx context.Context) (*debugapi.State, error) {
+	url := "http://" + d.addr + debugapi.StatePath
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", url, err)
@@ -403,7 +403,7 @@ func (d *httpDaemon) State(ctx context.Context) (*server.State, error) {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound && resp.Header.Get(server.DebugHeader) == server.DebugDisabled {
+	if resp.StatusCode == http.StatusNotFound && resp.Header.Get(debugapi.DebugHeader) == debugapi.DebugDisabled {
 		return nil, fmt.Errorf("GET %s: %w", url, ErrDebugOff)
 	}
 	if resp.StatusCode == http.StatusNotFound {
@@ -412,7 +412,7 @@ func (d *httpDaemon) State(ctx context.Context) (*server.State, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	var st server.State
+	var st debugapi.State
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", url, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/server"
@@ -96,9 +97,9 @@ COMMIT
 }
 
 func TestHTTPDaemon(t *testing.T) {
-	st := server.State{Dummy: "kube-ipvs0", GracefulPeriod: "30s", Families: []server.FamilyState{{Family: "IPv4", Synced: true}}}
+	st := debugapi.State{Dummy: "kube-ipvs0", GracefulPeriod: "30s", Families: []debugapi.FamilyState{{Family: "IPv4", Synced: true}}}
 	mux := http.NewServeMux()
-	mux.Handle(server.StatePath, server.StateHandler(func() server.State { return st }))
+	mux.Handle(debugapi.StatePath, server.StateHandler(func() debugapi.State { return st }))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")

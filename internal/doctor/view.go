@@ -6,10 +6,10 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/server"
 )
 
 // View is a read-only view of the node: everything the checks look at. NewRealView reads
@@ -150,7 +150,7 @@ type DaemonReader interface {
 	Address() string
 	// State returns the daemon's state document; ErrNoDaemon when nothing answers,
 	// ErrDebugOff when kipvs answers without its debug endpoints.
-	State(ctx context.Context) (*server.State, error)
+	State(ctx context.Context) (*debugapi.State, error)
 }
 
 // ErrNoDaemon is DaemonReader.State's error when no kipvs daemon answers.

@@ -7,9 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/server"
 )
 
 // benchBed is n Services, each one ClusterIP port with two real servers, in the fake.
@@ -24,7 +24,7 @@ func benchBed(b *testing.B, n int) *bed {
 			ep := netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})
 			ops = append(ops, ipvs.AddDestinationOp(k, ipvs.Destination{Addr: ep, Port: uint16(8080 + j), Weight: 1}))
 		}
-		bd.vss = append(bd.vss, server.VirtualServer{Protocol: "TCP", Address: vip.String(), Port: 80, Kind: "ClusterIP",
+		bd.vss = append(bd.vss, debugapi.VirtualServer{Protocol: "TCP", Address: vip.String(), Port: 80, Kind: "ClusterIP",
 			Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), PortName: "http", Destinations: 2})
 	}
 	if err := bd.fake.Apply(ops); err != nil {

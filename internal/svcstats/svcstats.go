@@ -47,10 +47,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
-	"github.com/kipvs/kipvs/internal/server"
 )
 
 // DefaultTimeout bounds one scrape's kernel reads.
@@ -66,7 +66,7 @@ type Options struct {
 	IPVS ipvs.Interface
 	// VirtualServers returns the virtual servers kipvs programs with the Service port each
 	// belongs to (the daemon's VirtualServers, also served on /debug/kipvs/virtualservers).
-	VirtualServers func() []server.VirtualServer
+	VirtualServers func() []debugapi.VirtualServer
 	// Timeout bounds a scrape's reads (default DefaultTimeout).
 	Timeout time.Duration
 	// Endpoints enables the kipvs_endpoint_* series (--kipvs-endpoint-metrics).

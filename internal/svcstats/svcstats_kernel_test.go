@@ -16,10 +16,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netnsutil"
-	"github.com/kipvs/kipvs/internal/server"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
@@ -96,8 +96,8 @@ func TestKernelTrafficMatchesIpvsadm(t *testing.T) {
 		}
 	}
 
-	col := New(Options{IPVS: c, Endpoints: true, VirtualServers: func() []server.VirtualServer {
-		return []server.VirtualServer{
+	col := New(Options{IPVS: c, Endpoints: true, VirtualServers: func() []debugapi.VirtualServer {
+		return []debugapi.VirtualServer{
 			{Protocol: "TCP", Address: "10.0.0.100", Port: 80, Kind: "ClusterIP", Namespace: "default", Name: "web", PortName: "http"},
 			{Protocol: "TCP", Address: "10.0.0.100", Port: 443, Kind: "ClusterIP", Namespace: "default", Name: "api", PortName: "https"},
 		}

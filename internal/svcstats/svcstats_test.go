@@ -15,15 +15,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/server"
 )
 
 // bed is an IPVS fake and the virtual server list the daemon would report for it.
 type bed struct {
 	t    testing.TB
 	fake *ipvs.Fake
-	vss  []server.VirtualServer
+	vss  []debugapi.VirtualServer
 }
 
 func newBed(t testing.TB) *bed { return &bed{t: t, fake: ipvs.NewFake()} }
@@ -33,7 +33,7 @@ func newBed(t testing.TB) *bed { return &bed{t: t, fake: ipvs.NewFake()} }
 func (b *bed) vs(ns, name, portName, kind, proto, vip string, dests ...string) ipvs.ServiceKey {
 	b.t.Helper()
 	k := b.kernelVS(proto, vip, dests...)
-	b.vss = append(b.vss, server.VirtualServer{Protocol: proto, Address: k.Addr.String(), Port: k.Port, Kind: kind,
+	b.vss = append(b.vss, debugapi.VirtualServer{Protocol: proto, Address: k.Addr.String(), Port: k.Port, Kind: kind,
 		Namespace: ns, Name: name, PortName: portName, Destinations: len(dests)})
 	return k
 }
@@ -85,7 +85,7 @@ func statsFrom(seed uint64) ipvs.Stats {
 func (b *bed) collector(o Options) *Collector {
 	o.IPVS = b.fake
 	if o.VirtualServers == nil {
-		o.VirtualServers = func() []server.VirtualServer { return slices.Clone(b.vss) }
+		o.VirtualServers = func() []debugapi.VirtualServer { return slices.Clone(b.vss) }
 	}
 	return New(o)
 }
@@ -142,7 +142,7 @@ func TestServiceCounters(t *testing.T) {
 	webNP2 := b.vs("default", "web", "http", "NodePort", "TCP", "10.0.0.5:30080", "10.244.1.5:8080", "10.244.2.7:8080")
 	web6 := b.vs("default", "web", "http", "ClusterIP", "TCP", "[fd00::10]:80", "[fd00:244::5]:8080")
 	dns := b.vs("kube-system", "kube-dns", "dns", "ClusterIP", "UDP", "10.96.0.53:53", "10.244.1.3:53")
-	b.vss = append(b.vss, server.VirtualServer{Protocol: "TCP", Address: "10.96.0.99", Port: 80, Kind: "LoadBalancer",
+	b.vss = append(b.vss, debugapi.VirtualServer{Protocol: "TCP", Address: "10.96.0.99", Port: 80, Kind: "LoadBalancer",
 		Namespace: "default", Name: "ghost"}) // desired, not in the kernel
 	other := b.kernelVS("TCP", "198.51.100.1:80", "10.9.9.9:80")
 
@@ -284,7 +284,7 @@ func TestScrapeTimeout(t *testing.T) {
 	b.stats(k, 3)
 	release := make(chan struct{})
 	var calls atomic.Int32
-	c := b.collector(Options{Timeout: 20 * time.Millisecond, VirtualServers: func() []server.VirtualServer {
+	c := b.collector(Options{Timeout: 20 * time.Millisecond, VirtualServers: func() []debugapi.VirtualServer {
 		if calls.Add(1) == 1 {
 			<-release
 		}
