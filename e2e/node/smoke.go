@@ -98,7 +98,9 @@ func (r *runner) smoke(ctx context.Context) error {
 	want := strings.Fields(backends)
 	answered := map[string]bool{}
 	var answers []string
-	_, err = poll.Wait(2*time.Minute, "GET "+url+" from pod client answered by every echo pod", func() (bool, string) {
+	// Every echo pod answers once the proxy programmed both endpoints: kube-proxy's syncs on
+	// two TCG nodes took over two minutes (the reference run).
+	_, err = poll.Wait(6*time.Minute, "GET "+url+" from pod client answered by every echo pod", func() (bool, string) {
 		out, err := r.kubectlRun(ctx, 20*time.Second, nil, "exec", "client", "--", "/echo", "-get", url)
 		if err != nil {
 			return false, err.Error()
@@ -154,7 +156,7 @@ func (r *runner) nodePortOn(ctx context.Context, nodeIP net.IP, port string, wan
 	client := &http.Client{Timeout: 5 * time.Second}
 	answered := map[string]bool{}
 	var answers []string
-	_, err := poll.Wait(time.Minute, "GET "+url+" from the host answered by every echo pod", func() (bool, string) {
+	_, err := poll.Wait(3*time.Minute, "GET "+url+" from the host answered by every echo pod", func() (bool, string) {
 		resp, err := client.Get(url)
 		if err != nil {
 			return false, err.Error()
