@@ -1,4 +1,3 @@
-// Package logging builds kipvs's one zap logger and routes client-go's klog output into it.
 package logging
 
 import (

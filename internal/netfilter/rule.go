@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/iptsave"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -63,9 +62,33 @@ func tokenize(rule string) ([]string, error) {
 	return words, nil
 }
 
-// Quote renders s the way iptables-save prints a string option such as a comment (see
-// iptsave.Quote). Use it to build comment arguments: `-m comment --comment ` + Quote(c).
-func Quote(s string) string { return iptsave.Quote(s) }
+// Quote renders s exactly as iptables-save prints a string option such as a comment
+// (xtables_save_string): bare when it is made only of letters, digits, '_' and '-',
+// otherwise in double quotes with every double quote, backslash and single quote escaped by
+// a backslash. Upstream's SCTP set comments contain single quotes, printed as \'. Use it to
+// build comment arguments: `-m comment --comment ` + Quote(c).
+func Quote(s string) string {
+	bare := s != ""
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			bare = false
+			break
+		}
+	}
+	if bare {
+		return s
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, c := range s {
+		if c == '"' || c == '\\' || c == '\'' {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	b.WriteByte('"')
+	return b.String()
+}
 
 // isStringOption reports the options whose value iptables-save prints with Quote; every other
 // word is printed as is.

@@ -1,4 +1,3 @@
-// Package version holds build information stamped in with -ldflags -X.
 package version
 
 import (

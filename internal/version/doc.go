@@ -1,0 +1,2 @@
+// Package version holds build information stamped in with -ldflags -X.
+package version
