@@ -38,7 +38,7 @@ func TestServiceOverMemberLimitIsRefused(t *testing.T) {
 	}
 	p := st.Problems[0]
 	if p.Service != (types.NamespacedName{Namespace: "tenant", Name: "big"}) || p.Field != "spec.loadBalancerSourceRanges" ||
-		p.Reason != ReasonTooManySetMembers || !strings.Contains(p.Message, "70000 in KUBE-LOAD-BALANCER-SOURCE-CIDR") {
+		p.Reason != ReasonTooManySetMembers || !strings.Contains(p.Message, "70000 in load-balancer-source-cidr") {
 		t.Errorf("problem %+v", p)
 	}
 	// Within the limit, or with no limit, it is programmed.

@@ -14,8 +14,8 @@ import (
 // how a backend names, types and creates them). Which fields of a Member a set uses is
 // listed on Member.
 //
-// The constants are declared in the order of kube-proxy's names for the sets (String), so
-// members sort as those names do.
+// The constants are declared in the order of upstream kube-proxy's names for the sets
+// (KUBE-CLUSTER-IP, ...), so members sort as those names do.
 type Set uint8
 
 const (
@@ -68,16 +68,18 @@ func AllSets() []Set {
 		SetNodePortUDP, SetNodePortLocalUDP, SetNodePortSCTP, SetNodePortLocalSCTP, SetHealthCheckNodePort, SetIPVSIPs}
 }
 
-// String is the set's name as upstream kube-proxy names its IPv4 ipset.
+// String names the set by its kind ("cluster-ip", "node-port-tcp"), for plans, logs and
+// messages. The kernel's names are a backend's business (internal/dataplane/iptables
+// names them as upstream kube-proxy does: KUBE-CLUSTER-IP, KUBE-6-CLUSTER-IP).
 func (s Set) String() string {
 	if s >= numSets {
 		return "set-" + strconv.Itoa(int(s))
 	}
 	return [...]string{
-		"KUBE-CLUSTER-IP", "KUBE-EXTERNAL-IP", "KUBE-EXTERNAL-IP-LOCAL", "KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-IPVS-IPS",
-		"KUBE-LOAD-BALANCER", "KUBE-LOAD-BALANCER-FW", "KUBE-LOAD-BALANCER-LOCAL", "KUBE-LOAD-BALANCER-SOURCE-CIDR",
-		"KUBE-LOAD-BALANCER-SOURCE-IP", "KUBE-LOOP-BACK", "KUBE-NODE-PORT-LOCAL-SCTP-HASH", "KUBE-NODE-PORT-LOCAL-TCP",
-		"KUBE-NODE-PORT-LOCAL-UDP", "KUBE-NODE-PORT-SCTP-HASH", "KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-UDP",
+		"cluster-ip", "external-ip", "external-ip-local", "health-check-node-port", "ipvs-ips",
+		"load-balancer", "load-balancer-fw", "load-balancer-local", "load-balancer-source-cidr",
+		"load-balancer-source-ip", "loop-back", "node-port-local-sctp", "node-port-local-tcp",
+		"node-port-local-udp", "node-port-sctp", "node-port-tcp", "node-port-udp",
 	}[s]
 }
 

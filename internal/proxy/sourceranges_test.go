@@ -30,9 +30,9 @@ func TestSourceRangeMembers(t *testing.T) {
 			name:   "ipv4-host-range-is-a-bare-address",
 			ranges: []string{"198.51.100.7/32", "192.0.2.0/24"},
 			want: []string{
-				"member KUBE-LOAD-BALANCER-FW 203.0.113.90,tcp:80",
-				"member KUBE-LOAD-BALANCER-SOURCE-CIDR 203.0.113.90,tcp:80,192.0.2.0/24",
-				"member KUBE-LOAD-BALANCER-SOURCE-CIDR 203.0.113.90,tcp:80,198.51.100.7",
+				"member load-balancer-fw 203.0.113.90,tcp:80",
+				"member load-balancer-source-cidr 203.0.113.90,tcp:80,192.0.2.0/24",
+				"member load-balancer-source-cidr 203.0.113.90,tcp:80,198.51.100.7",
 				"out-filter tcp/203.0.113.90:80",
 			},
 		},
@@ -41,9 +41,9 @@ func TestSourceRangeMembers(t *testing.T) {
 			opts:   v6,
 			ranges: []string{"2001:db8::7/128", "2001:db8:1::/48", "198.51.100.0/24"},
 			want: []string{
-				"member KUBE-LOAD-BALANCER-FW 2001:db8::90,tcp:80",
-				"member KUBE-LOAD-BALANCER-SOURCE-CIDR 2001:db8::90,tcp:80,2001:db8::7",
-				"member KUBE-LOAD-BALANCER-SOURCE-CIDR 2001:db8::90,tcp:80,2001:db8:1::/48",
+				"member load-balancer-fw 2001:db8::90,tcp:80",
+				"member load-balancer-source-cidr 2001:db8::90,tcp:80,2001:db8::7",
+				"member load-balancer-source-cidr 2001:db8::90,tcp:80,2001:db8:1::/48",
 				"out-filter tcp/[2001:db8::90]:80",
 			},
 		},
@@ -72,7 +72,7 @@ func TestSourceRangeMembers(t *testing.T) {
 			name:   "ipv4-node-with-only-ipv6-zero-range-filters-everything",
 			ranges: []string{"::/0"},
 			want: []string{
-				"member KUBE-LOAD-BALANCER-FW 203.0.113.90,tcp:80",
+				"member load-balancer-fw 203.0.113.90,tcp:80",
 				"out-filter tcp/203.0.113.90:80",
 			},
 		},
@@ -81,9 +81,9 @@ func TestSourceRangeMembers(t *testing.T) {
 			name:   "range-covering-a-node-address",
 			ranges: []string{"192.168.1.0/24"},
 			want: []string{
-				"member KUBE-LOAD-BALANCER-FW 203.0.113.90,tcp:80",
-				"member KUBE-LOAD-BALANCER-SOURCE-CIDR 203.0.113.90,tcp:80,192.168.1.0/24",
-				"member KUBE-LOAD-BALANCER-SOURCE-IP 203.0.113.90,tcp:80,203.0.113.90",
+				"member load-balancer-fw 203.0.113.90,tcp:80",
+				"member load-balancer-source-cidr 203.0.113.90,tcp:80,192.168.1.0/24",
+				"member load-balancer-source-ip 203.0.113.90,tcp:80,203.0.113.90",
 			},
 		},
 	} {
@@ -99,7 +99,7 @@ func TestSourceRangeMembers(t *testing.T) {
 			st := BuildService(ServiceInput{Service: s, Slices: []*discoveryv1.EndpointSlice{slice("fw", "fw-1", "http", 8080, v1.ProtocolTCP, ep)}}, o)
 			var got []string
 			for _, l := range strings.Split(formatState(st), "\n") {
-				if strings.Contains(l, "LOAD-BALANCER-FW ") || strings.Contains(l, "LOAD-BALANCER-SOURCE-") ||
+				if strings.Contains(l, "load-balancer-fw ") || strings.Contains(l, "load-balancer-source-") ||
 					strings.HasPrefix(l, "out-filter ") || strings.HasPrefix(l, "problem ") {
 					got = append(got, l)
 				}

@@ -15,8 +15,12 @@ import (
 
 func TestSetNames(t *testing.T) {
 	for _, s := range proxy.AllSets() {
-		if got := SetName(inet.IPv4, s); got != s.String() {
-			t.Errorf("IPv4 name of %s = %s", s, got)
+		want := "KUBE-" + strings.ToUpper(s.String())
+		if strings.HasSuffix(want, "-SCTP") {
+			want += "-HASH" // upstream's SCTP node port sets are hash:ip,port
+		}
+		if got := SetName(inet.IPv4, s); got != want {
+			t.Errorf("IPv4 name of %s = %s, want %s", s, got, want)
 		}
 		name := SetName(inet.IPv6, s)
 		if len(name) > maxSetNameLen {

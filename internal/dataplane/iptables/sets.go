@@ -9,10 +9,10 @@ import (
 // maxSetNameLen is the longest ipset name the kernel accepts (IPSET_MAXNAMELEN - 1).
 const maxSetNameLen = ipset.MaxNameLen
 
-// SetName returns the ipset name of set s in family f, as upstream names it: the set's name
-// (proxy.Set.String) for IPv4; for IPv6 KUBE-6-... truncated to 31 characters.
+// SetName returns the ipset name of set s in family f, as upstream names it: KUBE-... for
+// IPv4; for IPv6 KUBE-6-... truncated to 31 characters.
 func SetName(f inet.Family, s proxy.Set) string {
-	base := s.String()
+	base := ipv4SetName(s)
 	if f != inet.IPv6 {
 		return base
 	}
@@ -21,6 +21,47 @@ func SetName(f inet.Family, s proxy.Set) string {
 		name = name[:maxSetNameLen]
 	}
 	return name
+}
+
+// ipv4SetName is upstream kube-proxy's name for set s (its IPv4 ipset).
+func ipv4SetName(s proxy.Set) string {
+	switch s {
+	case proxy.SetClusterIP:
+		return "KUBE-CLUSTER-IP"
+	case proxy.SetExternalIP:
+		return "KUBE-EXTERNAL-IP"
+	case proxy.SetExternalIPLocal:
+		return "KUBE-EXTERNAL-IP-LOCAL"
+	case proxy.SetHealthCheckNodePort:
+		return "KUBE-HEALTH-CHECK-NODE-PORT"
+	case proxy.SetIPVSIPs:
+		return "KUBE-IPVS-IPS"
+	case proxy.SetLoadBalancer:
+		return "KUBE-LOAD-BALANCER"
+	case proxy.SetLoadBalancerFW:
+		return "KUBE-LOAD-BALANCER-FW"
+	case proxy.SetLoadBalancerLocal:
+		return "KUBE-LOAD-BALANCER-LOCAL"
+	case proxy.SetLoadBalancerSourceNet:
+		return "KUBE-LOAD-BALANCER-SOURCE-CIDR"
+	case proxy.SetLoadBalancerSourceIP:
+		return "KUBE-LOAD-BALANCER-SOURCE-IP"
+	case proxy.SetLoopBack:
+		return "KUBE-LOOP-BACK"
+	case proxy.SetNodePortLocalSCTP:
+		return "KUBE-NODE-PORT-LOCAL-SCTP-HASH"
+	case proxy.SetNodePortLocalTCP:
+		return "KUBE-NODE-PORT-LOCAL-TCP"
+	case proxy.SetNodePortLocalUDP:
+		return "KUBE-NODE-PORT-LOCAL-UDP"
+	case proxy.SetNodePortSCTP:
+		return "KUBE-NODE-PORT-SCTP-HASH"
+	case proxy.SetNodePortTCP:
+		return "KUBE-NODE-PORT-TCP"
+	case proxy.SetNodePortUDP:
+		return "KUBE-NODE-PORT-UDP"
+	}
+	return "KUBE-" + s.String()
 }
 
 // setType is the ipset type upstream gives set s.
