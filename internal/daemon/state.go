@@ -5,10 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kipvs/kipvs/internal/dataplane/iptables"
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
-	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 )
@@ -36,7 +35,7 @@ func (d *Daemon) State() debugapi.State {
 			VirtualServers: []debugapi.VirtualServer{}, Draining: []debugapi.DrainingRealServer{}}
 		if !f.rec.NeedsFull() || d.ready {
 			// f.opts is set by the first full sync; before it there is nothing to show.
-			fs = FamilyState(f.desired, &f.opts, f.rec.Draining())
+			fs = FamilyState(f.kernel.Filter, f.desired, &f.opts, f.rec.Draining())
 		}
 		fs.Synced = !f.rec.NeedsFull()
 		for _, o := range f.rec.Failed() {
@@ -49,8 +48,9 @@ func (d *Daemon) State() debugapi.State {
 }
 
 // FamilyState renders one family's desired state (d built under po) and its draining real
-// servers as the state document shows them. Synced is left false.
-func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.DrainKey]time.Time) debugapi.FamilyState {
+// servers as the state document shows them, the sets and rules as the family's dataplane
+// names and writes them. Synced is left false.
+func FamilyState(filter dataplane.Filter, d *proxy.Desired, po *proxy.Options, draining map[reconcile.DrainKey]time.Time) debugapi.FamilyState {
 	fs := debugapi.FamilyState{
 		Family:         d.Family().String(),
 		Addresses:      []string{},
@@ -63,16 +63,15 @@ func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.Dra
 	}
 	bySet := map[proxy.Set][]string{}
 	for _, m := range d.Members() {
-		bySet[m.Set] = append(bySet[m.Set], iptables.Entry(m).String())
+		bySet[m.Set] = append(bySet[m.Set], filter.MemberString(m))
 	}
-	for _, s := range proxy.AllSets() {
-		members := bySet[s]
+	for _, set := range filter.Sets() {
+		members := bySet[set.Set]
 		if members == nil {
 			members = []string{}
 		}
 		slices.Sort(members) // by their text
-		set := iptables.IPSet(d.Family(), s)
-		fs.Sets = append(fs.Sets, debugapi.SetState{Name: set.Name, Type: string(set.Type), Members: members})
+		fs.Sets = append(fs.Sets, debugapi.SetState{Name: set.Name, Type: set.Type, Members: members})
 	}
 	for _, v := range d.VirtualServers() {
 		fs.VirtualServers = append(fs.VirtualServers, debugapi.VirtualServer{
@@ -81,7 +80,7 @@ func FamilyState(d *proxy.Desired, po *proxy.Options, draining map[reconcile.Dra
 			Destinations: len(v.Destinations),
 		})
 	}
-	fs.Rules = netfilter.Format(iptables.Ruleset(proxy.BuildFilter(po, d)).Normalize())
+	fs.Rules = filter.Rules(proxy.BuildFilter(po, d)).String()
 	keys := slices.SortedFunc(maps.Keys(draining), func(a, b reconcile.DrainKey) int {
 		if c := a.VS.Compare(b.VS); c != 0 {
 			return c

@@ -23,6 +23,11 @@ type Filter interface {
 	// others.
 	AddMembers(ms []proxy.Member) (int, []proxy.Set, error)
 	DeleteMembers(ms []proxy.Member) (int, []proxy.Set, error)
+	// Sets declares every set of this family as the backend names and types it, in the
+	// order it creates them; MemberString renders a member as the backend writes it in its
+	// set. Both are for documents and logs (the debug state, kipvs doctor).
+	Sets() []SetSpec
+	MemberString(m proxy.Member) string
 	// Rules renders the rules f asks for.
 	Rules(f *proxy.Filter) Rules
 	// ObserveRules reads the rules the dataplane owns as they are in the kernel.

@@ -226,12 +226,13 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 			proxy.BuildService(proxy.ServiceInput{Service: s, Slices: []*discoveryv1.EndpointSlice{es}}, opts), nil)
 	}
 	dummy := dummyif.NewFake(ipvsmode.DummyName)
-	rec := reconcile.New(reconcile.Kernel{IPVS: f.ipvs, Filter: iptables.New(inet.IPv4, f.ipset, f.nf), Dummy: dummy},
+	filter := iptables.New(inet.IPv4, f.ipset, f.nf)
+	rec := reconcile.New(reconcile.Kernel{IPVS: f.ipvs, Filter: filter, Dummy: dummy},
 		reconcile.Options{Family: inet.IPv4, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(epoch())})
 	if _, err := rec.FullSync(context.Background(), desired, opts); err != nil {
 		t.Fatalf("full sync of the fixture: %v", err)
 	}
-	fs := daemon.FamilyState(desired, opts, rec.Draining())
+	fs := daemon.FamilyState(filter, desired, opts, rec.Draining())
 	fs.Synced = true
 	f.state = &debugapi.State{Dummy: ipvsmode.DummyName, GracefulPeriod: "30s", Schedulers: map[string]bool{"rr": true},
 		ServiceCIDRs: []string{}, Families: []debugapi.FamilyState{fs}}

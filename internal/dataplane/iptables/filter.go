@@ -81,6 +81,18 @@ func (p *Filter) Members() (map[proxy.Member]struct{}, []dataplane.SetSpec, erro
 	return members, missing, nil
 }
 
+// Sets implements dataplane.Filter: upstream's ipsets of this family, in its creation order.
+func (p *Filter) Sets() []dataplane.SetSpec {
+	out := make([]dataplane.SetSpec, 0, len(proxy.AllSets()))
+	for _, s := range proxy.AllSets() {
+		out = append(out, spec(p.family, s))
+	}
+	return out
+}
+
+// MemberString implements dataplane.Filter: the member in ipset's notation.
+func (p *Filter) MemberString(m proxy.Member) string { return Entry(m).String() }
+
 func spec(f inet.Family, s proxy.Set) dataplane.SetSpec {
 	set := IPSet(f, s)
 	return dataplane.SetSpec{Set: s, Name: set.Name, Type: string(set.Type)}
