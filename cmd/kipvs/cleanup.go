@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
@@ -84,7 +85,8 @@ func runCleanup(ctx context.Context, cfg config.Config, log *zap.Logger, dryRun 
 		return err
 	}
 	defer dummy.Close()
-	in.IPSet, in.Dummy = sets, dummy
+	in.Dummy = dummy
+	var rules []iptables.RuleHandle
 	runner := netfilter.NewRunner(ns)
 	backend, err := netfilter.Detect(ctx, runner, "")
 	if err != nil {
@@ -111,9 +113,10 @@ func runCleanup(ctx context.Context, cfg config.Config, log *zap.Logger, dryRun 
 			if i > 0 {
 				name += "-" + string(b.Mode)
 			}
-			in.Netfilter = append(in.Netfilter, reconcile.CleanupRules{Name: name, NF: h})
+			rules = append(rules, iptables.RuleHandle{Name: name, NF: h})
 		}
 	}
+	in.Filter = iptables.NewCleaner(sets, rules)
 	host, err := dummyif.HostAddrs(ipvsmode.DummyName)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -54,4 +55,30 @@ type Rules interface {
 	// Diff describes every difference from observed (a ruleset the same backend read back),
 	// one line each, in a stable order; nil when they match.
 	Diff(observed Rules) []string
+}
+
+// Cleaner finds and removes everything a backend may own on the node, in every family and
+// every variant it may have written (kube-proxy's too: the names are the same), for
+// `kipvs cleanup`. The reconciler's cleanup planner decides which virtual servers are
+// kipvs's from the members it reports, and removes the rules before the virtual servers
+// and the sets last (the kernel refuses to destroy a set a rule uses).
+type Cleaner interface {
+	// Owned lists what there is to remove.
+	Owned(ctx context.Context) (Owned, error)
+	// RemoveRules and RemoveSets remove the groups of rules and the sets named (from
+	// Owned); one already gone is not an error.
+	RemoveRules(ctx context.Context, names []string) error
+	RemoveSets(names []string) error
+}
+
+// Owned is what a Cleaner found.
+type Owned struct {
+	// Rules names each group of rules that holds something, as the plan prints it (e.g.
+	// "iptables", "ip6tables-legacy").
+	Rules []string
+	// Sets names every set to destroy (leftover temporary ones included).
+	Sets []string
+	// Members holds the members of the family's sets that exist: what marks a virtual
+	// server as kipvs's.
+	Members map[inet.Family]map[proxy.Member]struct{}
 }

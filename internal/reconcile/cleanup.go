@@ -8,32 +8,22 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kipvs/kipvs/internal/dataplane/iptables"
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
-	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
-// CleanupRules is one place kipvs's rules may live: one family on one iptables backend.
-type CleanupRules struct {
-	// Name is what the plan prints, e.g. "iptables" or "ip6tables-legacy".
-	Name string
-	NF   netfilter.Interface
-}
-
-// CleanupInput is what a cleanup looks at: the shared adapters and the netfilter handles
-// (iptables and ip6tables, on every backend that may hold kipvs's chains).
+// CleanupInput is what a cleanup looks at: the shared adapters and the dataplane's cleaner
+// (every family, every backend variant that may hold kipvs's objects).
 type CleanupInput struct {
 	// IPVS is nil when the kernel has no IPVS (ip_vs not loaded): there are no virtual
 	// servers to delete, and the rest is cleaned up all the same.
-	IPVS      ipvs.Interface
-	IPSet     ipset.Interface
-	Dummy     dummyif.Interface
-	Netfilter []CleanupRules
+	IPVS   ipvs.Interface
+	Dummy  dummyif.Interface
+	Filter dataplane.Cleaner
 	// NodeAddrs are the node's own addresses (NodePort virtual servers live on them).
 	NodeAddrs    []netip.Addr
 	ExcludeCIDRs []netip.Prefix
@@ -43,7 +33,7 @@ type CleanupInput struct {
 // same) owns on the node, in removal order: the rules first (they reference the sets), then
 // the virtual servers, the dummy link with its VIPs, and last the sets.
 type CleanupPlan struct {
-	Rules          []string // CleanupRules names
+	Rules          []string // the dataplane's groups of rules (dataplane.Owned)
 	VirtualServers []ipvs.ServiceKey
 	Link           string // "" when there is no link to delete
 	Sets           []string
@@ -80,15 +70,11 @@ func (p *CleanupPlan) String() string {
 // a VIP set, or a node port on a node address), and never inside excludeCIDRs.
 func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 	p := &CleanupPlan{}
-	for _, r := range in.Netfilter {
-		rs, err := r.NF.Observe(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("read %s rules: %w", r.Name, err)
-		}
-		if len(rs.Normalize()) > 0 {
-			p.Rules = append(p.Rules, r.Name)
-		}
+	owned, err := in.Filter.Owned(ctx)
+	if err != nil {
+		return nil, err
 	}
+	p.Rules, p.Sets = owned.Rules, owned.Sets
 	addrs, err := in.Dummy.Addresses()
 	switch {
 	case kerr.IsNotFound(err):
@@ -97,39 +83,7 @@ func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 	default:
 		p.Link = in.Dummy.Name()
 	}
-	names, err := in.IPSet.ListNames()
-	if err != nil {
-		return nil, fmt.Errorf("list ipsets: %w", err)
-	}
-	type ownSet struct {
-		family inet.Family
-		set    proxy.Set
-	}
-	own := map[string]ownSet{}
-	members := map[inet.Family]map[proxy.Member]struct{}{}
-	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
-		members[f] = map[proxy.Member]struct{}{}
-		for _, s := range proxy.AllSets() {
-			own[iptables.SetName(f, s)] = ownSet{f, s}
-		}
-	}
-	for _, n := range names {
-		o, ok := own[n]
-		if !ok && !strings.HasPrefix(n, ipset.TempPrefix) {
-			continue
-		}
-		p.Sets = append(p.Sets, n)
-		if !ok {
-			continue
-		}
-		info, err := in.IPSet.List(n)
-		if err != nil {
-			return nil, fmt.Errorf("list ipset %s: %w", n, err)
-		}
-		for _, e := range info.Entries {
-			members[o.family][iptables.MemberOf(o.set, e)] = struct{}{}
-		}
-	}
+	members := owned.Members
 	var table []ipvs.Entry
 	if in.IPVS != nil {
 		if table, err = in.IPVS.Table(); err != nil {
@@ -138,6 +92,9 @@ func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 	}
 	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 		obs := &state{members: members[f], addrs: map[netip.Addr]struct{}{}}
+		if obs.members == nil {
+			obs.members = map[proxy.Member]struct{}{}
+		}
 		for _, a := range addrs {
 			obs.addrs[a.Addr().Unmap()] = struct{}{}
 		}
@@ -160,12 +117,8 @@ func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 // them meanwhile), so a cleanup can always be re-run.
 func ExecuteCleanup(ctx context.Context, in CleanupInput, p *CleanupPlan) error {
 	var errs []error
-	for _, r := range in.Netfilter {
-		if slices.Contains(p.Rules, r.Name) {
-			if _, err := r.NF.Remove(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("remove %s rules: %w", r.Name, err))
-			}
-		}
+	if len(p.Rules) > 0 {
+		errs = append(errs, in.Filter.RemoveRules(ctx, p.Rules))
 	}
 	if len(p.VirtualServers) > 0 && in.IPVS != nil {
 		ops := make([]ipvs.Op, 0, len(p.VirtualServers))
@@ -191,10 +144,8 @@ func ExecuteCleanup(ctx context.Context, in CleanupInput, p *CleanupPlan) error 
 		}
 	}
 	// Only after the rules are gone can the sets go (the kernel refuses a referenced set).
-	for _, s := range p.Sets {
-		if err := in.IPSet.Destroy(s); err != nil && !kerr.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", s, err))
-		}
+	if len(p.Sets) > 0 {
+		errs = append(errs, in.Filter.RemoveSets(p.Sets))
 	}
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
@@ -19,8 +20,8 @@ var excluded = []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}
 
 func (e *env) cleanupInput() CleanupInput {
 	return CleanupInput{
-		IPVS: e.ipvs, IPSet: e.ipset, Dummy: e.dummy,
-		Netfilter:    []CleanupRules{{Name: "iptables", NF: e.nf}},
+		IPVS: e.ipvs, Dummy: e.dummy,
+		Filter:       iptables.NewCleaner(e.ipset, []iptables.RuleHandle{{Name: "iptables", NF: e.nf}}),
 		NodeAddrs:    e.opts.NodePortAddresses,
 		ExcludeCIDRs: excluded,
 	}

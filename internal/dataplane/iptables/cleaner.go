@@ -1,0 +1,109 @@
+package iptables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/kipvs/kipvs/internal/dataplane"
+	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/proxy"
+)
+
+// RuleHandle is one place kipvs's rules may live: one family on one iptables backend.
+type RuleHandle struct {
+	// Name is what a cleanup plan prints, e.g. "iptables" or "ip6tables-legacy".
+	Name string
+	NF   netfilter.Interface
+}
+
+// Cleaner is the iptables dataplane's dataplane.Cleaner: kipvs's (and kube-proxy's) chains
+// on every handle given, and the KUBE-* ipsets of both families with ipset's leftover
+// temporary sets.
+type Cleaner struct {
+	sets  ipset.Interface
+	rules []RuleHandle
+}
+
+var _ dataplane.Cleaner = (*Cleaner)(nil)
+
+// NewCleaner returns a Cleaner over the ipsets and the rule handles.
+func NewCleaner(sets ipset.Interface, rules []RuleHandle) *Cleaner {
+	return &Cleaner{sets: sets, rules: rules}
+}
+
+// Owned implements dataplane.Cleaner.
+func (c *Cleaner) Owned(ctx context.Context) (dataplane.Owned, error) {
+	o := dataplane.Owned{Members: map[inet.Family]map[proxy.Member]struct{}{}}
+	for _, r := range c.rules {
+		rs, err := r.NF.Observe(ctx)
+		if err != nil {
+			return o, fmt.Errorf("read %s rules: %w", r.Name, err)
+		}
+		if len(rs.Normalize()) > 0 {
+			o.Rules = append(o.Rules, r.Name)
+		}
+	}
+	names, err := c.sets.ListNames()
+	if err != nil {
+		return o, fmt.Errorf("list ipsets: %w", err)
+	}
+	type ownSet struct {
+		family inet.Family
+		set    proxy.Set
+	}
+	own := map[string]ownSet{}
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
+		o.Members[f] = map[proxy.Member]struct{}{}
+		for _, s := range proxy.AllSets() {
+			own[SetName(f, s)] = ownSet{f, s}
+		}
+	}
+	for _, n := range names {
+		which, ok := own[n]
+		if !ok && !strings.HasPrefix(n, ipset.TempPrefix) {
+			continue
+		}
+		o.Sets = append(o.Sets, n)
+		if !ok {
+			continue
+		}
+		info, err := c.sets.List(n)
+		if err != nil {
+			return o, fmt.Errorf("list ipset %s: %w", n, err)
+		}
+		for _, e := range info.Entries {
+			o.Members[which.family][MemberOf(which.set, e)] = struct{}{}
+		}
+	}
+	return o, nil
+}
+
+// RemoveRules implements dataplane.Cleaner.
+func (c *Cleaner) RemoveRules(ctx context.Context, names []string) error {
+	var errs []error
+	for _, r := range c.rules {
+		if slices.Contains(names, r.Name) {
+			if _, err := r.NF.Remove(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("remove %s rules: %w", r.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RemoveSets implements dataplane.Cleaner.
+func (c *Cleaner) RemoveSets(names []string) error {
+	var errs []error
+	for _, s := range names {
+		if err := c.sets.Destroy(s); err != nil && !kerr.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", s, err))
+		}
+	}
+	return errors.Join(errs...)
+}
