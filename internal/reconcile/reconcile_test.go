@@ -385,15 +385,7 @@ func TestFaultMidPlanRetriesTheFailedObject(t *testing.T) {
 	if len(e.rec.Failed()) != 0 || e.gauge("kipvs_sync_objects_out_of_sync", map[string]string{"kind": "virtual_server"}) != 0 {
 		t.Fatalf("still failed after a successful retry: %+v", e.rec.Failed())
 	}
-	f := newEnv(t)
-	f.desired = e.desired
-	f.full()
-	if got, want := e.dump(), f.dump(); got != want {
-		t.Errorf("after the retry:\n%s\nwant\n%s", got, want)
-	}
-	if r := e.full(); !r.Plan.Empty() || len(r.Drift) > 0 {
-		t.Errorf("a full sync after the retry plans %v, drift %v", r.Plan, r.Drift)
-	}
+	e.expectConverged("after the retry")
 }
 
 // Removed TCP real servers drain at weight 0 until their connections end or the graceful

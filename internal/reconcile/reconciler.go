@@ -214,16 +214,7 @@ func (r *Reconciler) FullSyncFrom(ctx context.Context, d *proxy.Desired, po *pro
 func (r *Reconciler) failedIn(j *journal) []ObjectKey {
 	var out []ObjectKey
 	for k := range r.failed {
-		var named bool
-		switch k.Kind {
-		case KindVirtualServer:
-			_, named = j.vs[k.VS]
-		case KindSetMember:
-			_, named = j.members[k.Member]
-		case KindAddress:
-			_, named = j.addrs[k.Addr]
-		}
-		if named {
+		if k.in(j.vs, j.members, j.addrs) {
 			out = append(out, k)
 		}
 	}

@@ -224,18 +224,34 @@ func (r *Reconciler) settle(failed failures, inScope func(ObjectKey) bool, creat
 // compares it).
 func inTouched(t *proxy.Touched) func(ObjectKey) bool {
 	return func(k ObjectKey) bool {
-		var ok bool
-		switch k.Kind {
-		case KindVirtualServer:
-			_, ok = t.VirtualServers[k.VS]
-		case KindSetMember:
-			_, ok = t.Members[k.Member]
-		case KindAddress:
-			_, ok = t.Addresses[k.Addr]
-		case KindRules:
-			ok = true
-		}
-		return ok
+		return k.Kind == KindRules || k.in(t.VirtualServers, t.Members, t.Addresses)
+	}
+}
+
+// in reports whether the collection of k's kind names k (a virtual server, a member or an
+// address; nothing else is in one).
+func (k ObjectKey) in(vs map[proxy.VSKey]struct{}, members map[proxy.Member]struct{}, addrs map[netip.Addr]struct{}) bool {
+	var ok bool
+	switch k.Kind {
+	case KindVirtualServer:
+		_, ok = vs[k.VS]
+	case KindSetMember:
+		_, ok = members[k.Member]
+	case KindAddress:
+		_, ok = addrs[k.Addr]
+	}
+	return ok
+}
+
+// addTo puts a virtual server, member or address into t.
+func (k ObjectKey) addTo(t *proxy.Touched) {
+	switch k.Kind {
+	case KindVirtualServer:
+		t.VirtualServers[k.VS] = struct{}{}
+	case KindSetMember:
+		t.Members[k.Member] = struct{}{}
+	case KindAddress:
+		t.Addresses[k.Addr] = struct{}{}
 	}
 }
 
@@ -267,24 +283,11 @@ func (r *Reconciler) retryScope(t *proxy.Touched) (*proxy.Touched, []ObjectKey, 
 	for k, s := range r.failed {
 		due := s.due(now)
 		switch k.Kind {
-		case KindVirtualServer:
-			_, named := t.VirtualServers[k.VS]
-			if !due && !named {
+		case KindVirtualServer, KindSetMember, KindAddress:
+			if !due && !k.in(t.VirtualServers, t.Members, t.Addresses) {
 				continue
 			}
-			out.VirtualServers[k.VS] = struct{}{}
-		case KindSetMember:
-			_, named := t.Members[k.Member]
-			if !due && !named {
-				continue
-			}
-			out.Members[k.Member] = struct{}{}
-		case KindAddress:
-			_, named := t.Addresses[k.Addr]
-			if !due && !named {
-				continue
-			}
-			out.Addresses[k.Addr] = struct{}{}
+			k.addTo(out)
 		case KindSet:
 			if !due {
 				continue

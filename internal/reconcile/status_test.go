@@ -83,15 +83,7 @@ func TestOneFailedObjectIsRetriedAlone(t *testing.T) {
 			if f := e.rec.Failed(); len(f) != 0 {
 				t.Fatalf("still failed after the retry: %+v", f)
 			}
-			fresh := newEnv(t)
-			fresh.desired = e.desired
-			fresh.full()
-			if got, want := e.dump(), fresh.dump(); got != want {
-				t.Errorf("after the retry:\n%s\nwant\n%s", got, want)
-			}
-			if r := e.full(); !r.Plan.Empty() || len(r.Drift) > 0 {
-				t.Errorf("a full sync after the retry plans %v, drift %v", r.Plan, r.Drift)
-			}
+			e.expectConverged("after the retry")
 		})
 	}
 }
@@ -136,7 +128,20 @@ func TestFailedObjectBackoffAndChange(t *testing.T) {
 	if f := e.rec.Failed(); len(f) != 0 {
 		t.Fatalf("a change of the failed object did not retry it: %+v", f)
 	}
+	e.expectConverged("after the change")
+}
+
+// expectConverged checks that the kernel is what a fresh full sync of the same desired
+// state makes, and that a full sync now plans nothing and finds no drift.
+func (e *env) expectConverged(when string) {
+	e.t.Helper()
+	fresh := newEnv(e.t)
+	fresh.desired = e.desired
+	fresh.full()
+	if got, want := e.dump(), fresh.dump(); got != want {
+		e.t.Errorf("%s:\n%s\nwant\n%s", when, got, want)
+	}
 	if r := e.full(); !r.Plan.Empty() || len(r.Drift) > 0 {
-		t.Errorf("a full sync afterwards plans %v, drift %v", r.Plan, r.Drift)
+		e.t.Errorf("%s, a full sync plans %v, drift %v", when, r.Plan, r.Drift)
 	}
 }
