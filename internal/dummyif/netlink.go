@@ -210,24 +210,17 @@ func toAddr(p netip.Prefix) *netlink.Addr {
 
 // AddAddress implements Interface.
 func (d *Dummy) AddAddress(addr netip.Addr) error {
-	p, err := hostPrefix(addr)
-	if err != nil {
-		return err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	l, err := d.dummy()
-	if err != nil {
-		return fmt.Errorf("add address %s: %w", p, err)
-	}
-	if err := d.rtnl.AddrAdd(l, toAddr(p)); err != nil {
-		return kerr.Errno(fmt.Sprintf("add address %s to link %s", p, d.name), err)
-	}
-	return nil
+	return d.changeAddress(addr, "add", "to", (*netlink.Handle).AddrAdd)
 }
 
 // DeleteAddress implements Interface.
 func (d *Dummy) DeleteAddress(addr netip.Addr) error {
+	return d.changeAddress(addr, "delete", "from", (*netlink.Handle).AddrDel)
+}
+
+// changeAddress adds or deletes (verb, and the preposition of the error text) the host
+// prefix of addr on the link with change.
+func (d *Dummy) changeAddress(addr netip.Addr, verb, prep string, change func(*netlink.Handle, netlink.Link, *netlink.Addr) error) error {
 	p, err := hostPrefix(addr)
 	if err != nil {
 		return err
@@ -236,10 +229,10 @@ func (d *Dummy) DeleteAddress(addr netip.Addr) error {
 	defer d.mu.Unlock()
 	l, err := d.dummy()
 	if err != nil {
-		return fmt.Errorf("delete address %s: %w", p, err)
+		return fmt.Errorf("%s address %s: %w", verb, p, err)
 	}
-	if err := d.rtnl.AddrDel(l, toAddr(p)); err != nil {
-		return kerr.Errno(fmt.Sprintf("delete address %s from link %s", p, d.name), err)
+	if err := change(d.rtnl, l, toAddr(p)); err != nil {
+		return kerr.Errno(fmt.Sprintf("%s address %s %s link %s", verb, p, prep, d.name), err)
 	}
 	return nil
 }

@@ -281,40 +281,29 @@ func (s *APISource) unexpected(obj any) {
 }
 
 func (s *APISource) serviceHandler() cache.ResourceEventHandler {
-	set := func(obj any) {
-		if svc, ok := obj.(*v1.Service); ok {
-			s.store.setService(svc)
-		} else {
-			s.unexpected(obj)
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
-		DeleteFunc: func(obj any) {
-			if svc, ok := tombstone(obj).(*v1.Service); ok {
-				s.store.deleteService(objectKey(svc))
-			} else {
-				s.unexpected(obj)
-			}
-		},
-	}
+	return typedHandler(s, s.store.setService, func(svc *v1.Service) { s.store.deleteService(objectKey(svc)) })
 }
 
 func (s *APISource) sliceHandler() cache.ResourceEventHandler {
-	set := func(obj any) {
-		if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
-			s.store.setSlice(sl)
+	return typedHandler(s, s.store.setSlice, func(sl *discoveryv1.EndpointSlice) { s.store.deleteSlice(objectKey(sl)) })
+}
+
+// typedHandler is an informer's handler for objects of type T: adds and updates go to set,
+// deletes (a tombstone unwrapped) to del, and an object of another type is logged.
+func typedHandler[T any](s *APISource, set, del func(T)) cache.ResourceEventHandler {
+	onSet := func(obj any) {
+		if o, ok := obj.(T); ok {
+			set(o)
 		} else {
 			s.unexpected(obj)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
+		AddFunc:    onSet,
+		UpdateFunc: func(_, obj any) { onSet(obj) },
 		DeleteFunc: func(obj any) {
-			if sl, ok := tombstone(obj).(*discoveryv1.EndpointSlice); ok {
-				s.store.deleteSlice(objectKey(sl))
+			if o, ok := tombstone(obj).(T); ok {
+				del(o)
 			} else {
 				s.unexpected(obj)
 			}

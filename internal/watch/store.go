@@ -201,36 +201,27 @@ func (s *store) signalLocked() {
 	}
 }
 
-func (s *store) setService(svc *v1.Service) {
+// locked runs f with s.mu held.
+func (s *store) locked(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.setServiceLocked(svc)
+	f()
 }
 
+func (s *store) setService(svc *v1.Service) { s.locked(func() { s.setServiceLocked(svc) }) }
+
 func (s *store) deleteService(key types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.deleteServiceLocked(key)
+	s.locked(func() { s.deleteServiceLocked(key) })
 }
 
 func (s *store) setSlice(slice *discoveryv1.EndpointSlice) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.setSliceLocked(slice)
+	s.locked(func() { s.setSliceLocked(slice) })
 }
 
-func (s *store) deleteSlice(key types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.deleteSliceLocked(key)
-}
+func (s *store) deleteSlice(key types.NamespacedName) { s.locked(func() { s.deleteSliceLocked(key) }) }
 
 // setNode records this node's Node (nil: deleted or absent).
-func (s *store) setNode(node *v1.Node) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.setNodeLocked(node)
-}
+func (s *store) setNode(node *v1.Node) { s.locked(func() { s.setNodeLocked(node) }) }
 
 // useServiceCIDRAPI declares that the ServiceCIDR objects are the authority for the service
 // ranges (the API serves them).
