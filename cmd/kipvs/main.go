@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/kipvs/kipvs/internal/status"
+	"github.com/kipvs/kipvs/internal/ipvsadm"
 )
 
 func main() {
@@ -23,7 +23,7 @@ func exitCode(err error) int {
 	if err == nil || errors.Is(err, errVersionPrinted) {
 		return 0
 	}
-	if c, ok := status.UsageExitCode(err); ok {
+	if c, ok := ipvsadm.UsageExitCode(err); ok {
 		return c
 	}
 	return 1

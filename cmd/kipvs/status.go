@@ -14,7 +14,7 @@ import (
 	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/status"
+	"github.com/kipvs/kipvs/internal/ipvsadm"
 )
 
 func newStatusCommand() *cobra.Command {
@@ -56,15 +56,15 @@ kipvs extras (not ipvsadm output):
                           the service line, "owners" in JSON), asked from the running
                           kipvs daemon's metrics server (needs
                           kipvs run --kipvs-debug-endpoints)
-      --metrics-address A the daemon's metrics address (default ` + status.DefaultMetricsAddress + `)
+      --metrics-address A the daemon's metrics address (default ` + ipvsadm.DefaultMetricsAddress + `)
 
 Options that change IPVS (-A, -E, -D, -a, -e, -d, -C, -Z, --set, -R) are refused.`,
 		DisableFlagParsing: true,
 		SilenceUsage:       true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o, err := status.Parse(args, status.NetResolver{})
+			o, err := ipvsadm.Parse(args, ipvsadm.NetResolver{})
 			if err != nil {
-				if status.IsUsageError(err) {
+				if ipvsadm.IsUsageError(err) {
 					return fmt.Errorf("%w (try 'kipvs status --help')", err)
 				}
 				return err
@@ -72,7 +72,7 @@ Options that change IPVS (-A, -E, -D, -a, -e, -d, -C, -Z, --set, -R) are refused
 			if o.Help {
 				return cmd.Help()
 			}
-			env := status.Env{Owners: fetchOwners}
+			env := ipvsadm.Env{Owners: fetchOwners}
 			if !o.Connections {
 				c, err := ipvs.New(netns.None())
 				if err != nil {
@@ -81,13 +81,13 @@ Options that change IPVS (-A, -E, -D, -a, -e, -d, -C, -Z, --set, -R) are refused
 				defer c.Close()
 				env.IPVS = c
 			}
-			return status.Run(cmd.OutOrStdout(), o, env)
+			return ipvsadm.Run(cmd.OutOrStdout(), o, env)
 		},
 	}
 }
 
 // fetchOwners asks the running daemon which Service ports its virtual servers belong to.
-func fetchOwners(addr string) (status.Owners, error) {
+func fetchOwners(addr string) (ipvsadm.Owners, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	url := "http://" + addr + debugapi.VirtualServersPath
@@ -114,8 +114,8 @@ func fetchOwners(addr string) (status.Owners, error) {
 }
 
 // ownersFromList indexes the daemon's virtual servers by IPVS service key.
-func ownersFromList(list debugapi.VirtualServerList) (status.Owners, error) {
-	owners := status.Owners{}
+func ownersFromList(list debugapi.VirtualServerList) (ipvsadm.Owners, error) {
+	owners := ipvsadm.Owners{}
 	for i, v := range list.Items {
 		a, err := netip.ParseAddr(v.Address)
 		if err != nil {
@@ -136,7 +136,7 @@ func ownersFromList(list debugapi.VirtualServerList) (status.Owners, error) {
 		if err != nil {
 			return nil, fmt.Errorf("items[%d]: %w", i, err)
 		}
-		owners[k] = append(owners[k], status.Owner{Namespace: v.Namespace, Name: v.Name, Port: v.PortName, Kind: v.Kind})
+		owners[k] = append(owners[k], ipvsadm.Owner{Namespace: v.Namespace, Name: v.Name, Port: v.PortName, Kind: v.Kind})
 	}
 	return owners, nil
 }

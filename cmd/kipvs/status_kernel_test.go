@@ -21,8 +21,8 @@ import (
 
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvsadm"
 	"github.com/kipvs/kipvs/internal/netnsutil"
-	"github.com/kipvs/kipvs/internal/status"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
@@ -165,7 +165,7 @@ func compareAll(t *testing.T, ns *netnstest.NS, c *ipvs.Client, volatile bool, m
 			// The table's countdown ticks every second, and a TCG VM takes about that long
 			// to run both tools: compare them on one reading of the table instead.
 			if conns == "" {
-				conns = mustRun(t, ns, "cat", status.ConnFile)
+				conns = mustRun(t, ns, "cat", ipvsadm.ConnFile)
 			}
 			compareConnFile(t, ns, conns, a)
 			continue
@@ -202,7 +202,7 @@ func compareAll(t *testing.T, ns *netnstest.NS, c *ipvs.Client, volatile bool, m
 	}
 	// The JSON in the kernel's order holds everything the ipvsadm listings show.
 	r := kipvs(t, ns, "status", "-o", "json", "--nosort")
-	var doc status.JSONTable
+	var doc ipvsadm.JSONTable
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
 		t.Fatalf("kipvs status -o json --nosort: exit %d, %v\n%s", r.code, err, r.stderr)
 	}
@@ -211,12 +211,12 @@ func compareAll(t *testing.T, ns *netnstest.NS, c *ipvs.Client, volatile bool, m
 		t.Fatal(err)
 	}
 	for _, a := range []string{"-Ln", "-Ln --stats --exact", "-Ln --thresholds", "-Ln --persistent-conn", "-Sn", "-Ln --tun-info"} {
-		o, err := status.Parse(strings.Fields(a), nil)
+		o, err := ipvsadm.Parse(strings.Fields(a), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var b bytes.Buffer
-		if err := status.WriteList(&b, o, snap, nil); err != nil {
+		if err := ipvsadm.WriteList(&b, o, snap, nil); err != nil {
 			t.Fatal(err)
 		}
 		if want := mustRun(t, ns, "ipvsadm", strings.Fields(a)...); b.String() != want {
@@ -629,10 +629,10 @@ var captureModes = []string{
 }
 
 // capture prints, when KIPVS_STATUS_CAPTURE=1, the state of ns as testdata for
-// internal/status: `kipvs status -o json --nosort` (the kernel state in the kernel's order),
+// internal/ipvsadm: `kipvs status -o json --nosort` (the kernel state in the kernel's order),
 // /proc/net/ip_vs_conn, and ipvsadm's output for every capture mode and for -Lnc, each
 // taken between two identical readings of its input. The blocks are base64 between
-// markers on stdout; see internal/status/testdata/README.md.
+// markers on stdout; see internal/ipvsadm/testdata/README.md.
 func capture(t *testing.T, ns *netnstest.NS, state string) {
 	t.Helper()
 	if os.Getenv("KIPVS_STATUS_CAPTURE") != "1" {
@@ -673,7 +673,7 @@ func capture(t *testing.T, ns *netnstest.NS, state string) {
 	}
 	emit("snapshot.json", snapshot)
 	emit("ipvsadm.txt", cases.String())
-	conns := mustRun(t, ns, "cat", status.ConnFile)
+	conns := mustRun(t, ns, "cat", ipvsadm.ConnFile)
 	out := runFrozen(t, ns, conns, "ipvsadm", "-Lnc").stdout + "=== ipvsadm -Lnc --persistent-conn\n" +
 		runFrozen(t, ns, conns, "ipvsadm", "-Lnc", "--persistent-conn").stdout
 	emit("ip_vs_conn", conns)

@@ -13,8 +13,8 @@ import (
 	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvsadm"
 	"github.com/kipvs/kipvs/internal/server"
-	"github.com/kipvs/kipvs/internal/status"
 )
 
 func TestStatusHelpAndUsage(t *testing.T) {
@@ -58,7 +58,7 @@ func TestFetchOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	k, _ := ipvs.ServiceKey{Protocol: inet.UDP, Addr: netip.MustParseAddr("fd00::a"), Port: 53}.Normalize()
-	if got := owners[k]; len(got) != 1 || got[0] != (status.Owner{Namespace: "kube-system", Name: "dns", Port: "dns", Kind: "ClusterIP"}) {
+	if got := owners[k]; len(got) != 1 || got[0] != (ipvsadm.Owner{Namespace: "kube-system", Name: "dns", Port: "dns", Kind: "ClusterIP"}) {
 		t.Errorf("owners[%s] = %+v", k, got)
 	}
 	if len(owners) != 2 {

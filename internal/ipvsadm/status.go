@@ -1,4 +1,4 @@
-package status
+package ipvsadm
 
 import (
 	"errors"

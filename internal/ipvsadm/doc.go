@@ -1,4 +1,4 @@
-// Package status is `kipvs status` (alias `kipvs ipvsadm`): an ipvsadm-compatible view of
+// Package ipvsadm is `kipvs status` (alias `kipvs ipvsadm`): an ipvsadm-compatible view of
 // the IPVS table read through kipvs's own netlink code (internal/ipvs), with no ipvsadm
 // binary. It parses ipvsadm's listing options (Parse), sorts as ipvsadm does, and renders
 // byte for byte what `ipvsadm -n` 1.31 prints for -L/-l (plain, --stats, --rate, --exact,
@@ -22,4 +22,4 @@
 // The kipvs extras are separate from the compatible modes: -o json (a stable schema, see
 // JSONTable) and --services, which annotates each virtual server with the Kubernetes
 // Service ports the running daemon programmed it for.
-package status
+package ipvsadm
