@@ -270,3 +270,20 @@ func TestReadResultsMergesRuns(t *testing.T) {
 		t.Errorf("rendering lacks %q (the one-node outcome):\n%s", s, out)
 	}
 }
+
+// A run stopped by an interrupt (SIGINT to ginkgo) has no result for the test it stopped,
+// nor for those it never reached (ginkgo marks those skipped like unselected ones): both are
+// left out, not counted as failures; what finished before stays.
+func TestParseJUnitInterrupted(t *testing.T) {
+	rep, err := ParseJUnit([]byte(`<testsuites><testsuite name="Kubernetes e2e suite" time="900">
+<testcase name="[It] [sig-network] A passed" status="passed" time="400"></testcase>
+<testcase name="[It] [sig-network] B stopped" status="interrupted" time="500"><error message="Interrupted by User" type="interrupted">x</error></testcase>
+<testcase name="[It] [sig-network] C never reached" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+</testsuite></testsuites>`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Cases) != 1 || rep.Cases["[sig-network] A passed"].Status != Passed {
+		t.Errorf("cases %v, want only A, passed", rep.Cases)
+	}
+}

@@ -89,7 +89,10 @@ func ParseJUnit(b []byte) (*Report, error) {
 		rep.Time += seconds(s.Time)
 		for _, c := range s.Cases {
 			if c.Skipped != nil && c.Skipped.Message == notSelected {
-				continue // not in the selection
+				continue // not in the selection, or not reached before the run was interrupted
+			}
+			if c.Status == "interrupted" {
+				continue // stopped by an interrupt of the run: not a result
 			}
 			k := Case{Name: CleanName(c.Name), Time: seconds(c.Time), Status: Passed}
 			switch {
