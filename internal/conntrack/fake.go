@@ -19,11 +19,18 @@ type FaultFunc func(f Flow) error
 // Fake holds flows in memory with the kernel's semantics: within a zone no two flows share
 // a tuple (inserting one that clashes is kerr.ErrExists), and Delete removes what the
 // filter matches and counts it. It is safe for concurrent use.
+//
+// SetFaulty (faulty.Switch) makes the fake fail requests at random as its Injector decides: List, and the
+// dump Delete starts with, as reads (a failed dump deletes nothing); each flow Delete removes
+// as a mutation, which stops Delete there with the flows before it deleted, as the fault hook
+// does. Insert (the test's own traffic) and Dump never fail this way.
+//
+// SetFault (faulty.Hook) installs the fault hook (nil: removes it), asked before the Injector.
 type Fake struct {
-	mu     sync.Mutex
-	flows  []Flow
-	fault  FaultFunc
-	faulty *faulty.Injector
+	faulty.Switch
+	faulty.Hook[FaultFunc]
+	mu    sync.Mutex
+	flows []Flow
 }
 
 var _ Interface = (*Fake)(nil)
@@ -38,23 +45,6 @@ func NewFake(flows ...Flow) *Fake {
 		}
 	}
 	return f
-}
-
-// SetFault installs (nil: removes) the delete fault hook.
-func (f *Fake) SetFault(fn FaultFunc) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fault = fn
-}
-
-// SetFaulty makes the fake fail requests at random as in decides (nil: never): List, and the
-// dump Delete starts with, as reads (a failed dump deletes nothing); each flow Delete removes
-// as a mutation, which stops Delete there with the flows before it deleted, as the fault hook
-// does. Insert (the test's own traffic) and Dump never fail this way.
-func (f *Fake) SetFaulty(in *faulty.Injector) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.faulty = in
 }
 
 // Insert adds a flow, as `conntrack -I` or traffic would. Both tuples must hold valid
@@ -85,7 +75,7 @@ func (f *Fake) Insert(fl Flow) error {
 func (f *Fake) List() ([]Flow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.faulty.Read("conntrack list"); err != nil {
+	if err := f.Injector().Read("conntrack list"); err != nil {
 		return nil, fmt.Errorf("conntrack: list flows: %w", err)
 	}
 	return f.list(), nil
@@ -105,7 +95,7 @@ func (f *Fake) Delete(filters ...Filter) (int, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.faulty.Read("conntrack dump"); err != nil {
+	if err := f.Injector().Read("conntrack dump"); err != nil {
 		return 0, fmt.Errorf("conntrack: delete flows: list: %w", err)
 	}
 	n := 0
@@ -117,14 +107,14 @@ func (f *Fake) Delete(filters ...Filter) (int, error) {
 			kept = append(kept, fl)
 			continue
 		}
-		if f.fault != nil {
-			if err := f.fault(fl); err != nil {
+		if fault := f.Fault(); fault != nil {
+			if err := fault(fl); err != nil {
 				ferr = fmt.Errorf("delete flow %s (filter %s): %w", fl, flt, err)
 				kept = append(kept, fl)
 				continue
 			}
 		}
-		if err := f.faulty.Mutation(fmt.Sprintf("conntrack delete flow %s", fl)); err != nil {
+		if err := f.Injector().Mutation(fmt.Sprintf("conntrack delete flow %s", fl)); err != nil {
 			ferr = fmt.Errorf("delete flow %s (filter %s): %w", fl, flt, err)
 			kept = append(kept, fl)
 			continue

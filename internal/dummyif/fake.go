@@ -22,14 +22,20 @@ type FaultFunc func(op string) error
 // Fake models one namespace's view of the named link: absent, a dummy with its state and
 // addresses, or a link of another type (see SetForeignLink). It rejects what the kernel
 // rejects with the same typed errors and errnos and is safe for concurrent use.
+//
+// SetFaulty (faulty.Switch) makes the fake fail requests at random as its Injector decides: the mutations
+// the fault hook sees (each changes nothing when it fails), and Addresses as a read. Dump
+// never fails this way. The fault hook is consulted first.
+//
+// SetFault (faulty.Hook) installs the fault hook (nil: removes it), asked before the Injector.
 type Fake struct {
-	name   string
-	mu     sync.Mutex
-	typ    string // "" when there is no link
-	up     bool
-	addrs  map[netip.Prefix]bool
-	fault  FaultFunc
-	faulty *faulty.Injector
+	faulty.Switch
+	faulty.Hook[FaultFunc]
+	name  string
+	mu    sync.Mutex
+	typ   string // "" when there is no link
+	up    bool
+	addrs map[netip.Prefix]bool
 }
 
 var _ Interface = (*Fake)(nil)
@@ -44,22 +50,6 @@ func NewFake(name string) *Fake {
 		panic(err)
 	}
 	return &Fake{name: name, addrs: map[netip.Prefix]bool{}}
-}
-
-// SetFault installs (nil: removes) the mutation fault hook.
-func (f *Fake) SetFault(fn FaultFunc) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fault = fn
-}
-
-// SetFaulty makes the fake fail requests at random as in decides (nil: never): the mutations
-// the fault hook sees (each changes nothing when it fails), and Addresses as a read. Dump
-// never fails this way. The fault hook is consulted first.
-func (f *Fake) SetFaulty(in *faulty.Injector) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.faulty = in
 }
 
 // SetForeignLink replaces the link by one of type typ (e.g. "veth"), with no addresses,
@@ -98,12 +88,12 @@ func (f *Fake) SetUp(up bool) {
 func (f *Fake) Name() string { return f.name }
 
 func (f *Fake) check(op string) error {
-	if f.fault != nil {
-		if err := f.fault(op); err != nil {
+	if fault := f.Fault(); fault != nil {
+		if err := fault(op); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
 	}
-	if err := f.faulty.Mutation("dummyif " + op); err != nil {
+	if err := f.Injector().Mutation("dummyif " + op); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
@@ -161,7 +151,7 @@ func (f *Fake) Addresses() ([]netip.Prefix, error) {
 	if err := f.dummy(); err != nil {
 		return nil, err
 	}
-	if err := f.faulty.Read("dummyif list addresses of " + f.name); err != nil {
+	if err := f.Injector().Read("dummyif list addresses of " + f.name); err != nil {
 		return nil, fmt.Errorf("list addresses of link %s: %w", f.name, err)
 	}
 	out := slices.Collect(maps.Keys(f.addrs))

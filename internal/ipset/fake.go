@@ -18,13 +18,20 @@ var ErrClosed = errors.New("ipset: instance closed")
 // rejects what the kernel rejects with the same typed errors (see Interface), so reconcile
 // logic can be tested without root. Use Reference to model an iptables rule using a set, and
 // FailNth to make a kernel request fail.
+//
+// SetFaulty (faulty.Switch) makes the fake fail kernel requests at random as its Injector decides. The
+// requests are those FailNth counts, asked about as mutations, one by one: a failed member of
+// an Add or Del stops the call there with the members before it applied, as an `ipset
+// restore` batch stops at its failing line; a failed step of Replace leaves what the real
+// Replace leaves. List, ListNames, Test and the set lookup Add and Del start with are asked
+// about as reads; Dump never fails this way. FailNth is consulted first.
 type Fake struct {
+	faulty.Switch
 	replaceMu sync.Mutex // serializes Replace, as in the real implementation
 	mu        sync.Mutex
 	sets      map[string]*fakeSet
 	refs      map[string]int
 	faults    map[int]error // mutation number -> error
-	faulty    *faulty.Injector
 	mutations int
 	closed    bool
 }
@@ -51,24 +58,12 @@ func (f *Fake) FailNth(n int, err error) {
 	f.faults[f.mutations+n] = err
 }
 
-// SetFaulty makes the fake fail kernel requests at random as in decides (nil: never). The
-// requests are those FailNth counts, asked about as mutations, one by one: a failed member of
-// an Add or Del stops the call there with the members before it applied, as an `ipset
-// restore` batch stops at its failing line; a failed step of Replace leaves what the real
-// Replace leaves. List, ListNames, Test and the set lookup Add and Del start with are asked
-// about as reads; Dump never fails this way. FailNth is consulted first.
-func (f *Fake) SetFaulty(in *faulty.Injector) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.faulty = in
-}
-
 // faultyRead asks the Injector about a read request. f.mu is held.
 func (f *Fake) faultyRead(what string) error {
 	if f.closed {
 		return nil // get reports ErrClosed
 	}
-	if err := f.faulty.Read("ipset " + what); err != nil {
+	if err := f.Injector().Read("ipset " + what); err != nil {
 		return fmt.Errorf("ipset fake: %s: %w", what, err)
 	}
 	return nil
@@ -115,7 +110,7 @@ func (f *Fake) mutate(what string) error {
 		delete(f.faults, f.mutations)
 		return fmt.Errorf("ipset fake: %s: injected fault: %w", what, err)
 	}
-	if err := f.faulty.Mutation("ipset " + what); err != nil {
+	if err := f.Injector().Mutation("ipset " + what); err != nil {
 		return fmt.Errorf("ipset fake: %s: %w", what, err)
 	}
 	return nil

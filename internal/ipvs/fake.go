@@ -43,14 +43,23 @@ func FailNth(nth int, err error) FaultFunc {
 // Not modelled: the kernel's routing checks on IPv4 destinations (it answers EINVAL for a
 // destination that is not unicast in the namespace's routing, e.g. in a namespace whose
 // loopback is down); only unspecified, multicast and broadcast addresses are rejected.
+//
+// SetFaulty (faulty.Switch) makes the fake fail requests at random as its Injector decides. Each netlink
+// request is asked about: every op of Apply on its own (the kernel applies a batch op by op,
+// so a failed op changes nothing and the others still apply), SetTimeouts and Flush as
+// mutations, and Info, Services, GetService, Destinations, Table and Timeouts as reads; Dump
+// never fails this way, so tests can always look. It composes with SetFault and SetReadFault,
+// which are asked first.
+//
+// SetFault (faulty.Hook) installs the fault hook (nil: removes it), asked before the Injector.
 type Fake struct {
+	faulty.Switch
+	faulty.Hook[FaultFunc]
 	mu        sync.Mutex
 	svcs      map[ServiceKey]*fakeService
 	info      Info
 	timeouts  Timeouts
-	fault     FaultFunc
 	readFault func() error
-	faulty    *faulty.Injector
 	mutations int
 	closed    bool
 }
@@ -70,25 +79,6 @@ func NewFake() *Fake {
 		info:     Info{Version: 0x010201, ConnTableSize: 4096},
 		timeouts: Timeouts{TCP: 900, TCPFin: 120, UDP: 300},
 	}
-}
-
-// SetFault installs (nil: removes) the mutation fault hook.
-func (f *Fake) SetFault(fn FaultFunc) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fault = fn
-}
-
-// SetFaulty makes the fake fail requests at random as in decides (nil: never). Each netlink
-// request is asked about: every op of Apply on its own (the kernel applies a batch op by op,
-// so a failed op changes nothing and the others still apply), SetTimeouts and Flush as
-// mutations, and Info, Services, GetService, Destinations, Table and Timeouts as reads; Dump
-// never fails this way, so tests can always look. It composes with SetFault and SetReadFault,
-// which are asked first.
-func (f *Fake) SetFaulty(in *faulty.Injector) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.faulty = in
 }
 
 // SetReadFault installs (nil: removes) a hook whose non-nil result fails every read
@@ -186,7 +176,7 @@ func (f *Fake) read(op string) error {
 		}
 	}
 	if op != "" {
-		if err := f.faulty.Read("ipvs " + op); err != nil {
+		if err := f.Injector().Read("ipvs " + op); err != nil {
 			return fmt.Errorf("ipvs: %s: %w", op, err)
 		}
 	}
@@ -228,7 +218,7 @@ func (f *Fake) SetTimeouts(t Timeouts) error {
 	if f.closed {
 		return errClosed
 	}
-	if err := f.faulty.Mutation("ipvs set timeouts"); err != nil {
+	if err := f.Injector().Mutation("ipvs set timeouts"); err != nil {
 		return fmt.Errorf("ipvs: set timeouts: %w", err)
 	}
 	for _, v := range []uint32{t.TCP, t.TCPFin, t.UDP} {
@@ -255,7 +245,7 @@ func (f *Fake) Flush() error {
 	if f.closed {
 		return errClosed
 	}
-	if err := f.faulty.Mutation("ipvs flush"); err != nil {
+	if err := f.Injector().Mutation("ipvs flush"); err != nil {
 		return fmt.Errorf("ipvs: flush: %w", err)
 	}
 	clear(f.svcs)
@@ -396,12 +386,12 @@ func (f *Fake) Apply(ops []Op) error {
 // mutate applies one op under f.mu.
 func (f *Fake) mutate(o Op) error {
 	f.mutations++
-	if f.fault != nil {
-		if err := f.fault(f.mutations, o); err != nil {
+	if fault := f.Fault(); fault != nil {
+		if err := fault(f.mutations, o); err != nil {
 			return fmt.Errorf("ipvs: %s: %w", o, err)
 		}
 	}
-	if err := f.faulty.Mutation("ipvs " + o.String()); err != nil {
+	if err := f.Injector().Mutation("ipvs " + o.String()); err != nil {
 		return fmt.Errorf("ipvs: %s: %w", o, err)
 	}
 	n, err := o.normalize()

@@ -152,11 +152,7 @@ func (f *Fake) Save(table Table) string {
 // restore there, with the tables committed before it kept (iptables-restore commits table by
 // table). A save is asked about as a read. Restore and Save (the test's own access) never
 // fail this way; FailNext is consulted first.
-func (f *Fake) SetFaulty(in *faulty.Injector) {
-	f.kernel.mu.Lock()
-	defer f.kernel.mu.Unlock()
-	f.kernel.faulty = in
-}
+func (f *Fake) SetFaulty(in *faulty.Injector) { f.kernel.SetFaulty(in) }
 
 // SetIPSets makes rules matching an ipset (-m set --match-set NAME) fail with kerr.ErrNotFound
 // unless exists(NAME) is true, as the kernel does for a missing set. nil (the default) does not
@@ -172,7 +168,7 @@ type fakeKernel struct {
 	mu        sync.Mutex
 	tables    map[Table]*fakeTable
 	setExists func(string) bool
-	faulty    *faulty.Injector
+	faulty.Switch
 }
 
 type fakeTable struct {
@@ -261,7 +257,7 @@ func (t *fakeTable) format(name Table, counters bool) string {
 func (k *fakeKernel) save(_ context.Context) ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if err := k.faulty.Read("iptables-save"); err != nil {
+	if err := k.Injector().Read("iptables-save"); err != nil {
 		return nil, fmt.Errorf("iptables-save: %w", err)
 	}
 	var b strings.Builder
@@ -320,7 +316,7 @@ func (k *fakeKernel) run(payload string, inject bool) error {
 				return fail(kerr.ErrInvalid, "COMMIT outside a table")
 			}
 			if inject {
-				if err := k.faulty.Mutation("iptables-restore COMMIT *" + string(curName)); err != nil {
+				if err := k.Injector().Mutation("iptables-restore COMMIT *" + string(curName)); err != nil {
 					return &RestoreError{Line: i + 1, Text: raw, Err: err}
 				}
 			}

@@ -21,12 +21,19 @@ type FaultFunc func(op, path string) error
 // either form, normalised values, kerr.ErrNotFound for a key it does not hold (the kernel
 // never creates keys), no write when the value is already there, and a read-only mode
 // that fails writes with EROFS. It is safe for concurrent use.
+//
+// SetFaulty (faulty.Switch) makes the fake fail requests at random as its Injector decides: each Set that
+// would write (a value already in place is not written, so never fails) as a mutation that
+// then changes nothing, each Get as a read. Dump and Values never fail. The fault hook is
+// consulted first.
+//
+// SetFault (faulty.Hook) installs the fault hook (nil: removes it), asked before the Injector.
 type Fake struct {
+	faulty.Switch
+	faulty.Hook[FaultFunc]
 	mu       sync.Mutex
 	vals     map[string]string // slash-form path -> normalised value
 	readOnly bool
-	fault    FaultFunc
-	faulty   *faulty.Injector
 	writes   int
 }
 
@@ -65,23 +72,6 @@ func (f *Fake) SetReadOnly(ro bool) {
 	f.readOnly = ro
 }
 
-// SetFault installs (nil: removes) the fault hook.
-func (f *Fake) SetFault(fn FaultFunc) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fault = fn
-}
-
-// SetFaulty makes the fake fail requests at random as in decides (nil: never): each Set that
-// would write (a value already in place is not written, so never fails) as a mutation that
-// then changes nothing, each Get as a read. Dump and Values never fail. The fault hook is
-// consulted first.
-func (f *Fake) SetFaulty(in *faulty.Injector) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.faulty = in
-}
-
 // Writes returns how many values the fake has written (Sets that changed something).
 func (f *Fake) Writes() int {
 	f.mu.Lock()
@@ -115,12 +105,12 @@ func (f *Fake) Get(key string) (string, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fault != nil {
-		if err := f.fault("get", p); err != nil {
+	if fault := f.Fault(); fault != nil {
+		if err := fault("get", p); err != nil {
 			return "", fileErr("get", key, err)
 		}
 	}
-	if err := f.faulty.Read("sysctl get " + p); err != nil {
+	if err := f.Injector().Read("sysctl get " + p); err != nil {
 		return "", fileErr("get", key, err)
 	}
 	v, err := f.lookup(p)
@@ -143,8 +133,8 @@ func (f *Fake) Set(key, value string) (string, bool, error) {
 	op := fmt.Sprintf("set %q", want)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fault != nil {
-		if err := f.fault("set", p); err != nil {
+	if fault := f.Fault(); fault != nil {
+		if err := fault("set", p); err != nil {
 			return "", false, fileErr(op, key, err)
 		}
 	}
@@ -158,7 +148,7 @@ func (f *Fake) Set(key, value string) (string, bool, error) {
 	if f.readOnly {
 		return old, false, fileErr(op, key, syscall.EROFS)
 	}
-	if err := f.faulty.Mutation("sysctl set " + p); err != nil {
+	if err := f.Injector().Mutation("sysctl set " + p); err != nil {
 		return old, false, fileErr(op, key, err)
 	}
 	f.vals[p] = want
