@@ -7,23 +7,21 @@ import (
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
-// Filter makes the packet-filter state of one family what a proxy.Desired asks for. Its
-// methods are the steps the reconciler interleaves with the IPVS changes: sets exist before
-// their members, members that mark a virtual server as kipvs's go in before it and out after
-// it, and the rules change in between. A Filter is used by one reconciler at a time.
+// Filter makes the packet-filter state of one family what a proxy.Desired asks for. It
+// reads with Members and ObserveRules and changes the kernel only through Run, one Tx at a
+// time: the reconciler runs one transaction for each filter change it interleaves with the
+// IPVS changes (sets and the members that mark a virtual server as kipvs's before it, the
+// rules after the virtual servers change, the members that stop marking one after it is
+// gone). A Filter is used by one reconciler at a time.
 type Filter interface {
 	// Check makes sure the node can run this dataplane (kernel modules, tools, rule
 	// extensions), changing nothing that a sync would not; the daemon calls it at start-up.
 	Check(ctx context.Context) error
 	// Members reads the members of every set that exists and lists the sets that do not.
 	Members() (members map[proxy.Member]struct{}, missing []SetSpec, err error)
-	// CreateSet creates a set Members reported missing.
-	CreateSet(s SetSpec) error
-	// AddMembers adds ms and DeleteMembers deletes them, one batch per set. Both return how
-	// many members changed and the sets whose batch failed; a failed batch does not stop the
-	// others.
-	AddMembers(ms []proxy.Member) (int, []proxy.Set, error)
-	DeleteMembers(ms []proxy.Member) (int, []proxy.Set, error)
+	// Run applies tx and says what of it reached the kernel. A part that fails does not
+	// stop the others: the failure is the failed set's (or the rules') alone.
+	Run(ctx context.Context, tx *Tx) TxResult
 	// Sets declares every set of this family as the backend names and types it, in the
 	// order it creates them; MemberString renders a member as the backend writes it in its
 	// set. Both are for documents and logs (the debug state, kipvs doctor).
@@ -33,8 +31,56 @@ type Filter interface {
 	Rules(f *proxy.Filter) Rules
 	// ObserveRules reads the rules the dataplane owns as they are in the kernel.
 	ObserveRules(ctx context.Context) (Rules, error)
-	// ApplyRules makes the owned rules r (from Rules), leaving foreign ones alone.
-	ApplyRules(ctx context.Context, r Rules) error
+}
+
+// Tx is one change of a family's filter state. Run applies its parts in field order: the
+// sets (that Members reported missing), their new members, the owned rules (nil:
+// unchanged; leaving foreign rules alone), then the members to delete. Members go one
+// batch per set.
+type Tx struct {
+	CreateSets    []SetSpec
+	AddMembers    []proxy.Member
+	Rules         Rules
+	DeleteMembers []proxy.Member
+}
+
+// Step names the part of a Tx a set failed in.
+type Step string
+
+// The parts of a Tx that act on one set.
+const (
+	StepCreate Step = "create"
+	StepAdd    Step = "add"
+	StepDelete Step = "delete"
+)
+
+// SetError is the failure of one set's part of a Tx: the set was not created, or its batch
+// of members failed (what of that batch reached the kernel is then unknown).
+type SetError struct {
+	Set  proxy.Set
+	Step Step
+	Err  error
+}
+
+// TxResult is what of a Tx reached the kernel.
+type TxResult struct {
+	// Created, Added and Deleted count the sets created and the members added and deleted.
+	Created, Added, Deleted int
+	// Failed lists the sets whose part failed, in Tx order.
+	Failed []SetError
+	// Rules is the rules' error (nil: applied, or not asked for).
+	Rules error
+}
+
+// FailedSets returns the sets that failed in step, with their errors.
+func (r *TxResult) FailedSets(step Step) map[proxy.Set]error {
+	out := map[proxy.Set]error{}
+	for _, f := range r.Failed {
+		if f.Step == step {
+			out[f.Set] = f.Err
+		}
+	}
+	return out
 }
 
 // SetSpec is a set as a backend declares it, for plans and logs.

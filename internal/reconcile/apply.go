@@ -26,16 +26,12 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
 	}
 	failed := failures{}
 	done := &Plan{}
-	for _, s := range p.CreateSets {
-		if err := r.kernel.Filter.CreateSet(s); err != nil {
-			failed.add(setObject(s.Set), err)
-		} else {
-			r.count("ipset", "add", 1)
-		}
-	}
-	// What makes a virtual server kipvs's (its VIP, its set members) goes in before the
+	// What makes a virtual server kipvs's (its set members, its VIP) goes in before the
 	// virtual server, so that no virtual server kipvs created is ever without them: one
 	// that was, once no longer wanted, would look foreign and stay forever.
+	res := r.runFilter(ctx, &dataplane.Tx{CreateSets: p.CreateSets, AddMembers: p.AddMembers}, failed)
+	failedSets := memberFailures(p.AddMembers, res.FailedSets(dataplane.StepAdd), failed)
+	done.AddMembers = withoutSets(p.AddMembers, failedSets)
 	failedAddrs := map[netip.Addr]bool{}
 	for _, a := range p.AddAddrs {
 		if _, err := r.kernel.Dummy.EnsureAddress(a); err != nil {
@@ -46,8 +42,6 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
 			r.count("address", "add", 1)
 		}
 	}
-	failedSets := r.applyMembers(p.AddMembers, true, failed)
-	done.AddMembers = withoutSets(p.AddMembers, failedSets)
 	ops, unclaimed := claimedOps(r.opts.Family, p, base, failedAddrs, failedSets)
 	failedVS := r.applyIPVS(ops, failed)
 	for _, k := range unclaimed {
@@ -56,7 +50,7 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
 	}
 	done.IPVS = withoutVS(p.IPVS, failedVS)
 	if p.Rules != nil {
-		r.applyRules(ctx, p.Rules, failed)
+		r.rulesResult(p.Rules, r.runFilter(ctx, &dataplane.Tx{Rules: p.Rules}, failed).Rules, failed)
 	}
 	// A virtual server whose delete failed keeps what makes it kipvs's (its VIP and set
 	// members), so the next sync, even after a restart, does not take it for a foreign one
@@ -80,7 +74,8 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
 			delMembers = append(delMembers, m)
 		}
 	}
-	failedSets = r.applyMembers(delMembers, false, failed)
+	res = r.runFilter(ctx, &dataplane.Tx{DeleteMembers: delMembers}, failed)
+	failedSets = memberFailures(delMembers, res.FailedSets(dataplane.StepDelete), failed)
 	done.DelMembers = withoutSets(delMembers, failedSets)
 	for _, a := range p.DelAddrs {
 		if keepAddrs[a] {
@@ -113,10 +108,26 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
 	return failed
 }
 
-// applyRules applies the ruleset rs; a failure leaves the rules unknown (r.rules "", so
-// the next sync applies them again).
-func (r *Reconciler) applyRules(ctx context.Context, rs dataplane.Rules, failed failures) {
-	if err := r.kernel.Filter.ApplyRules(ctx, rs); err != nil {
+// runFilter runs tx on the filter, counts what changed and records the sets that could not
+// be created in failed; the caller takes the member and rule failures from the result.
+func (r *Reconciler) runFilter(ctx context.Context, tx *dataplane.Tx, failed failures) dataplane.TxResult {
+	if len(tx.CreateSets) == 0 && len(tx.AddMembers) == 0 && tx.Rules == nil && len(tx.DeleteMembers) == 0 {
+		return dataplane.TxResult{}
+	}
+	res := r.kernel.Filter.Run(ctx, tx)
+	for s, err := range res.FailedSets(dataplane.StepCreate) {
+		failed.add(setObject(s), err)
+	}
+	r.count("ipset", "add", res.Created)
+	r.count("ipset_member", "add", res.Added)
+	r.count("ipset_member", "delete", res.Deleted)
+	return res
+}
+
+// rulesResult records the result of applying the ruleset rs; a failure leaves the rules
+// unknown (r.rules "", so the next sync applies them again).
+func (r *Reconciler) rulesResult(rs dataplane.Rules, err error, failed failures) {
+	if err != nil {
 		if r.opts.Metrics != nil {
 			r.opts.Metrics.IPTablesRestoreFailuresTotal.WithLabelValues(r.family()).Inc()
 		}
@@ -292,35 +303,23 @@ func claimedOps(f inet.Family, p *Plan, base *state, failedAddrs map[netip.Addr]
 	return out, skipped
 }
 
-// applyMembers adds or deletes ms, one batch per set. It records each member of a set
-// whose batch failed in failed (what of that batch reached the kernel is not known) and
-// returns those sets.
-func (r *Reconciler) applyMembers(ms []proxy.Member, add bool, failed failures) map[proxy.Set]bool {
-	bad := map[proxy.Set]bool{}
-	if len(ms) == 0 {
-		return bad
+// memberFailures records each member of ms whose set's batch failed (bad, from the
+// filter's result) in failed, with its set's error: what of that batch reached the kernel
+// is not known. It returns those sets.
+func memberFailures(ms []proxy.Member, bad map[proxy.Set]error, failed failures) map[proxy.Set]bool {
+	sets := make(map[proxy.Set]bool, len(bad))
+	for s := range bad {
+		sets[s] = true
 	}
-	update, verb := r.kernel.Filter.AddMembers, "add"
-	if !add {
-		update, verb = r.kernel.Filter.DeleteMembers, "delete"
-	}
-	n, sets, err := update(ms)
-	for _, s := range sets {
-		bad[s] = true
-	}
-	if err != nil && len(sets) == 0 {
-		// An error naming no set: every batch is in doubt.
-		for _, m := range ms {
-			bad[m.Set] = true
-		}
+	if len(bad) == 0 {
+		return sets
 	}
 	for _, m := range ms {
-		if bad[m.Set] {
+		if err, ok := bad[m.Set]; ok {
 			failed.add(memberObject(m), err)
 		}
 	}
-	r.count("ipset_member", verb, n)
-	return bad
+	return sets
 }
 
 func (r *Reconciler) count(kind, op string, n int) {

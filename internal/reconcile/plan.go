@@ -21,18 +21,20 @@ import (
 // set members that mark it as kipvs's go only after it is gone: when its delete fails they
 // stay (see apply), so the next sync still knows it as kipvs's and retries.
 type Plan struct {
+	// CreateSets and AddMembers (one filter transaction), then AddAddrs, are applied before
+	// IPVS: a virtual server is created only with what makes it kipvs's already in place.
 	CreateSets []dataplane.SetSpec
-	// AddAddrs and AddMembers are applied before IPVS: a virtual server is created only
-	// with what makes it kipvs's already in place.
-	AddAddrs   []netip.Addr
 	AddMembers []proxy.Member
+	AddAddrs   []netip.Addr
 	// IPVS holds service adds and updates (each service before its destinations), then
 	// destination adds and updates, including drains (weight 0).
 	IPVS []ipvs.Op
-	// Rules is the ruleset to apply, or nil when it is unchanged.
+	// Rules is the ruleset to apply (a filter transaction of its own), or nil when it is
+	// unchanged.
 	Rules dataplane.Rules
 	// IPVSDelete holds destination deletes, then service deletes.
 	IPVSDelete []ipvs.Op
+	// DelMembers is the last filter transaction.
 	DelMembers []proxy.Member
 	DelAddrs   []netip.Addr
 	// Conntrack lists UDP flows to remove once the IPVS changes are in.
@@ -68,11 +70,11 @@ func (p *Plan) String() string {
 	for _, s := range p.CreateSets {
 		fmt.Fprintf(&b, "create set %s %s\n", s.Name, s.Type)
 	}
-	for _, a := range p.AddAddrs {
-		fmt.Fprintf(&b, "bind %s\n", a)
-	}
 	for _, m := range p.AddMembers {
 		fmt.Fprintf(&b, "add member %s %s\n", m.Set, m)
+	}
+	for _, a := range p.AddAddrs {
+		fmt.Fprintf(&b, "bind %s\n", a)
 	}
 	for _, op := range p.IPVS {
 		b.WriteString(formatOp(op))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -74,30 +75,20 @@ func TestSetGrowsBySwapKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range missing {
-		if err := p.CreateSet(s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runTx(t, p, dataplane.Tx{CreateSets: missing})
 	name := SetName(inet.IPv4, proxy.SetLoadBalancerSourceNet)
 	if msg := kubeProxyCreate(ns, name, "hash:ip,port,net"); msg != "" {
 		t.Fatalf("kube-proxy's create of a set kipvs created: %s", msg)
 	}
 	ns.MustRun(t, "iptables", "-w", "-A", "INPUT", "-m", "set", "--match-set", name, "dst,dst,src", "-j", "ACCEPT")
 	others := membersOfEverySet(inet.IPv4)
-	if _, _, err := p.AddMembers(others); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := p.AddMembers(sourceNetMembers(0, 100, 10)); err != nil {
-		t.Fatalf("add 1,000: %v", err)
-	}
+	runTx(t, p, dataplane.Tx{AddMembers: others})
+	runTx(t, p, dataplane.Tx{AddMembers: sourceNetMembers(0, 100, 10)})
 	if h := listHeader(t, ns, name); !strings.Contains(h, "maxelem 65536") {
 		t.Errorf("at 1,000 members the set is not kube-proxy's size:\n%s", h)
 	}
 	start := time.Now()
-	if _, _, err := p.AddMembers(sourceNetMembers(100, 6900, 10)); err != nil {
-		t.Fatalf("add 69,000 more: %v", err)
-	}
+	runTx(t, p, dataplane.Tx{AddMembers: sourceNetMembers(100, 6900, 10)})
 	t.Logf("grown and 69,000 members added in %s", time.Since(start).Round(time.Millisecond))
 	h := listHeader(t, ns, name)
 	t.Logf("ipset list -t %s:\n%s", name, h)
@@ -139,9 +130,7 @@ func TestSetGrowsBySwapKernel(t *testing.T) {
 		}
 	}
 	before := listHeader(t, ns, cip)
-	if _, _, err := p.DeleteMembers(drop); err != nil {
-		t.Fatal(err)
-	}
+	runTx(t, p, dataplane.Tx{DeleteMembers: drop})
 	after := listHeader(t, ns, cip)
 	if !strings.Contains(before, "maxelem 262144") || !strings.Contains(after, "maxelem 65536") {
 		t.Errorf("KUBE-CLUSTER-IP before the delete:\n%s\nafter:\n%s\nwant maxelem 262144, then 65536", before, after)

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -38,38 +39,30 @@ func TestSetGrowsAndShrinks(t *testing.T) {
 	sets := ipset.NewFake()
 	p := New(inet.IPv4, sets, netfilter.NewFake(inet.IPv4))
 	name := SetName(inet.IPv4, proxy.SetClusterIP)
-	if err := p.CreateSet(spec(inet.IPv4, proxy.SetClusterIP)); err != nil {
-		t.Fatal(err)
-	}
+	runTx(t, p, dataplane.Tx{CreateSets: []dataplane.SetSpec{spec(inet.IPv4, proxy.SetClusterIP)}})
 	if h := header(t, sets, name); h.MaxElem != ipset.DefaultMaxElem {
 		t.Fatalf("a new set has maxelem %d, want upstream's %d", h.MaxElem, ipset.DefaultMaxElem)
 	}
 	all := clusterIPMembers(0, 66000)
-	if n, failed, err := p.AddMembers(all); err != nil || len(failed) > 0 || n != len(all) {
-		t.Fatalf("add 66,000 members: %d added, failed sets %v, err %v", n, failed, err)
+	if res := runTx(t, p, dataplane.Tx{AddMembers: all}); res.Added != len(all) {
+		t.Fatalf("add 66,000 members: %d added", res.Added)
 	}
 	if h := header(t, sets, name); h.MaxElem != 131072 || h.Elements != 66000 {
 		t.Fatalf("after 66,000 adds: maxelem %d, %d members; want 131072, 66000", h.MaxElem, h.Elements)
 	}
 	// More adds within the new size do not resize.
 	muts := sets.Mutations()
-	if _, _, err := p.AddMembers(clusterIPMembers(66000, 100)); err != nil {
-		t.Fatal(err)
-	}
+	runTx(t, p, dataplane.Tx{AddMembers: clusterIPMembers(66000, 100)})
 	if got := sets.Mutations() - muts; got != 100 {
 		t.Errorf("100 adds into a set with room took %d kernel mutations, want 100 (no resize)", got)
 	}
 	// Down to 40,000: still over a quarter of 131072, no shrink (hysteresis).
-	if _, _, err := p.DeleteMembers(clusterIPMembers(40000, 26100)); err != nil {
-		t.Fatal(err)
-	}
+	runTx(t, p, dataplane.Tx{DeleteMembers: clusterIPMembers(40000, 26100)})
 	if h := header(t, sets, name); h.MaxElem != 131072 || h.Elements != 40000 {
 		t.Fatalf("at 40,000 members: maxelem %d, %d members; want 131072, 40000", h.MaxElem, h.Elements)
 	}
 	// Down to 30,000: shrunk back to the default, members intact.
-	if _, _, err := p.DeleteMembers(clusterIPMembers(30000, 10000)); err != nil {
-		t.Fatal(err)
-	}
+	runTx(t, p, dataplane.Tx{DeleteMembers: clusterIPMembers(30000, 10000)})
 	h := header(t, sets, name)
 	if h.MaxElem != ipset.DefaultMaxElem || h.Elements != 30000 {
 		t.Fatalf("at 30,000 members: maxelem %d, %d members; want %d, 30000", h.MaxElem, h.Elements, ipset.DefaultMaxElem)
@@ -101,9 +94,7 @@ func TestAdoptedSetGrowsAndCheckAcceptsGrownSet(t *testing.T) {
 	if err := sets.Add(name, entries(clusterIPMembers(0, 65000))...); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := p.AddMembers(clusterIPMembers(65000, 5000)); err != nil {
-		t.Fatalf("add 5,000 to kube-proxy's set holding 65,000: %v", err)
-	}
+	runTx(t, p, dataplane.Tx{AddMembers: clusterIPMembers(65000, 5000)})
 	if h := header(t, sets, name); h.MaxElem != 131072 || h.Elements != 70000 {
 		t.Fatalf("maxelem %d, %d members; want 131072, 70000", h.MaxElem, h.Elements)
 	}

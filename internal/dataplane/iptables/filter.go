@@ -98,8 +98,46 @@ func spec(f inet.Family, s proxy.Set) dataplane.SetSpec {
 	return dataplane.SetSpec{Set: s, Name: set.Name, Type: string(set.Type)}
 }
 
-// CreateSet creates the ipset of s.Set.
-func (p *Filter) CreateSet(s dataplane.SetSpec) error {
+// Run implements dataplane.Filter. A set that could not be created gets none of the
+// members to add; a set that could not take its batch of members is first grown
+// (capacity.go), and a set left far larger than its content after a delete is shrunk (a
+// failed shrink is not an error: the set still holds what it should, and the next delete
+// retries it).
+func (p *Filter) Run(ctx context.Context, tx *dataplane.Tx) dataplane.TxResult {
+	var res dataplane.TxResult
+	notCreated := map[proxy.Set]error{}
+	for _, s := range tx.CreateSets {
+		if err := p.createSet(s); err != nil {
+			notCreated[s.Set] = err
+			res.Failed = append(res.Failed, dataplane.SetError{Set: s.Set, Step: dataplane.StepCreate, Err: err})
+			continue
+		}
+		res.Created++
+	}
+	res.Added = p.update(tx.AddMembers, dataplane.StepAdd, &res, func(s proxy.Set, name string, es []ipset.Entry) error {
+		if err, ok := notCreated[s]; ok {
+			return fmt.Errorf("ipset %s was not created: %w", name, err)
+		}
+		if err := p.grow(name, len(es)); err != nil {
+			return err
+		}
+		return p.sets.Add(name, es...)
+	})
+	if tx.Rules != nil {
+		res.Rules = p.applyRules(ctx, tx.Rules)
+	}
+	res.Deleted = p.update(tx.DeleteMembers, dataplane.StepDelete, &res, func(_ proxy.Set, name string, es []ipset.Entry) error {
+		if err := p.sets.Del(name, es...); err != nil {
+			return err
+		}
+		_ = p.shrink(name)
+		return nil
+	})
+	return res
+}
+
+// createSet creates the ipset of s.Set.
+func (p *Filter) createSet(s dataplane.SetSpec) error {
 	set := IPSet(p.family, s.Set)
 	if err := p.sets.Create(set); err != nil {
 		return fmt.Errorf("create ipset %s: %w", set.Name, err)
@@ -107,33 +145,9 @@ func (p *Filter) CreateSet(s dataplane.SetSpec) error {
 	return nil
 }
 
-// AddMembers adds ms, one ipset batch per set, in the order the sets first appear. A set
-// that could not take its batch is first grown (capacity.go); when that fails its batch is
-// not sent.
-func (p *Filter) AddMembers(ms []proxy.Member) (int, []proxy.Set, error) {
-	return p.update(ms, "add", func(name string, es ...ipset.Entry) error {
-		if err := p.grow(name, len(es)); err != nil {
-			return err
-		}
-		return p.sets.Add(name, es...)
-	})
-}
-
-// DeleteMembers deletes ms, one ipset batch per set, in the order the sets first appear. A
-// set left far larger than its content is shrunk (capacity.go); a failed shrink is not an
-// error of the batch (the set still holds what it should), and is retried at the next
-// delete.
-func (p *Filter) DeleteMembers(ms []proxy.Member) (int, []proxy.Set, error) {
-	return p.update(ms, "delete", func(name string, es ...ipset.Entry) error {
-		if err := p.sets.Del(name, es...); err != nil {
-			return err
-		}
-		_ = p.shrink(name)
-		return nil
-	})
-}
-
-func (p *Filter) update(ms []proxy.Member, verb string, op func(string, ...ipset.Entry) error) (int, []proxy.Set, error) {
+// update sends ms to op, one batch per set in the order the sets first appear, records the
+// sets whose batch failed in res and returns how many members changed.
+func (p *Filter) update(ms []proxy.Member, step dataplane.Step, res *dataplane.TxResult, op func(proxy.Set, string, []ipset.Entry) error) int {
 	bySet := map[proxy.Set][]ipset.Entry{}
 	var order []proxy.Set
 	for _, m := range ms {
@@ -143,18 +157,16 @@ func (p *Filter) update(ms []proxy.Member, verb string, op func(string, ...ipset
 		bySet[m.Set] = append(bySet[m.Set], Entry(m))
 	}
 	n := 0
-	var failed []proxy.Set
-	var errs []error
 	for _, s := range order {
 		name := SetName(p.family, s)
-		if err := op(name, bySet[s]...); err != nil {
-			failed = append(failed, s)
-			errs = append(errs, fmt.Errorf("%s %d members of ipset %s: %w", verb, len(bySet[s]), name, err))
+		if err := op(s, name, bySet[s]); err != nil {
+			err = fmt.Errorf("%s %d members of ipset %s: %w", step, len(bySet[s]), name, err)
+			res.Failed = append(res.Failed, dataplane.SetError{Set: s, Step: step, Err: err})
 			continue
 		}
 		n += len(bySet[s])
 	}
-	return n, failed, errors.Join(errs...)
+	return n
 }
 
 // rules is a rendered or observed iptables ruleset.
@@ -201,9 +213,9 @@ func (p *Filter) ObserveRules(ctx context.Context) (dataplane.Rules, error) {
 	return newRules(rs), nil
 }
 
-// ApplyRules writes the difference between r (from Rules) and the kernel with
+// applyRules writes the difference between r (from Rules) and the kernel with
 // iptables-restore.
-func (p *Filter) ApplyRules(ctx context.Context, r dataplane.Rules) error {
+func (p *Filter) applyRules(ctx context.Context, r dataplane.Rules) error {
 	want, ok := r.(*rules)
 	if !ok {
 		return fmt.Errorf("apply rules of another dataplane (%T): %w", r, kerr.ErrInvalid)

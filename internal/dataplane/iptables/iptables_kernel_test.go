@@ -6,6 +6,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -35,14 +36,7 @@ func TestMembersRoundTripKernel(t *testing.T) {
 			fake := ipset.NewFake()
 			mirror := New(f, fake, netfilter.NewFake(f))
 			_, missing, _ := mirror.Members()
-			for _, s := range missing {
-				if err := mirror.CreateSet(s); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if _, _, err := mirror.AddMembers(membersOfEverySet(f)); err != nil {
-				t.Fatal(err)
-			}
+			runTx(t, mirror, dataplane.Tx{CreateSets: missing, AddMembers: membersOfEverySet(f)})
 			want, err := fake.Dump()
 			if err != nil {
 				t.Fatal(err)

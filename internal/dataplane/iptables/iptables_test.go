@@ -1,12 +1,15 @@
 package iptables
 
 import (
+	"context"
 	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/dataplane"
+	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -169,15 +172,9 @@ func roundTrip(t *testing.T, p *Filter, f inet.Family, afterAdd func()) {
 	if err != nil || len(got) != 0 || len(missing) != len(proxy.AllSets()) {
 		t.Fatalf("fresh node: members %v, missing %d sets, err %v", got, len(missing), err)
 	}
-	for _, s := range missing {
-		if err := p.CreateSet(s); err != nil {
-			t.Fatal(err)
-		}
-	}
 	want := membersOfEverySet(f)
-	n, failed, err := p.AddMembers(want)
-	if err != nil || len(failed) > 0 || n != len(want) {
-		t.Fatalf("add: %d of %d added, failed sets %v, err %v", n, len(want), failed, err)
+	if res := runTx(t, p, dataplane.Tx{CreateSets: missing, AddMembers: want}); res.Created != len(missing) || res.Added != len(want) {
+		t.Fatalf("created %d of %d sets, added %d of %d members", res.Created, len(missing), res.Added, len(want))
 	}
 	got, missing, err = p.Members()
 	if err != nil || len(missing) > 0 {
@@ -189,9 +186,8 @@ func roundTrip(t *testing.T, p *Filter, f inet.Family, afterAdd func()) {
 	if afterAdd != nil {
 		afterAdd()
 	}
-	n, failed, err = p.DeleteMembers(want)
-	if err != nil || len(failed) > 0 || n != len(want) {
-		t.Fatalf("delete: %d of %d deleted, failed sets %v, err %v", n, len(want), failed, err)
+	if res := runTx(t, p, dataplane.Tx{DeleteMembers: want}); res.Deleted != len(want) {
+		t.Fatalf("delete: %d of %d deleted", res.Deleted, len(want))
 	}
 	if got, _, _ := p.Members(); len(got) != 0 {
 		t.Errorf("left after delete: %v", got)
@@ -204,4 +200,69 @@ func setOf(ms []proxy.Member) map[proxy.Member]struct{} {
 		out[m] = struct{}{}
 	}
 	return out
+}
+
+// runTx runs tx on p and fails the test when any part of it failed.
+func runTx(t testing.TB, p *Filter, tx dataplane.Tx) dataplane.TxResult {
+	t.Helper()
+	res := p.Run(context.Background(), &tx)
+	if len(res.Failed) > 0 || res.Rules != nil {
+		t.Fatalf("run %+v: failed sets %v, rules: %v", tx, res.Failed, res.Rules)
+	}
+	return res
+}
+
+// TestRunFailureStaysWithItsSet: in one transaction, a set the kernel refuses to create
+// gets none of its members (the error says why) and a delete batch that fails is that
+// set's alone; every other set, and the rules, are applied.
+func TestRunFailureStaysWithItsSet(t *testing.T) {
+	sets := ipset.NewFake()
+	p := New(inet.IPv4, sets, netfilter.NewFake(inet.IPv4))
+	_, missing, err := p.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePort := SetName(inet.IPv4, proxy.SetNodePortTCP)
+	loop := SetName(inet.IPv4, proxy.SetLoopBack)
+	in := faulty.New(1, 1)
+	in.SetFilter(func(op string) bool {
+		return op == "ipset create "+nodePort || strings.HasPrefix(op, "ipset delete ") && strings.HasSuffix(op, " from "+loop)
+	})
+	sets.SetFaulty(in)
+
+	all := membersOfEverySet(inet.IPv4)
+	perSet := map[proxy.Set]int{}
+	for _, m := range all {
+		perSet[m.Set]++
+	}
+	res := p.Run(context.Background(), &dataplane.Tx{CreateSets: missing, AddMembers: all, Rules: p.Rules(&proxy.Filter{})})
+	if res.Created != len(missing)-1 || res.Added != len(all)-perSet[proxy.SetNodePortTCP] || res.Rules != nil {
+		t.Errorf("created %d of %d sets, added %d of %d members, rules: %v", res.Created, len(missing), res.Added, len(all), res.Rules)
+	}
+	if f := res.FailedSets(dataplane.StepCreate); len(f) != 1 || f[proxy.SetNodePortTCP] == nil {
+		t.Errorf("failed creates: %v", f)
+	}
+	add := res.FailedSets(dataplane.StepAdd)
+	if len(add) != 1 || add[proxy.SetNodePortTCP] == nil || !strings.Contains(add[proxy.SetNodePortTCP].Error(), "was not created") {
+		t.Errorf("failed adds: %v", add)
+	}
+
+	res = p.Run(context.Background(), &dataplane.Tx{DeleteMembers: all})
+	del := res.FailedSets(dataplane.StepDelete)
+	if len(del) != 2 || del[proxy.SetNodePortTCP] == nil || del[proxy.SetLoopBack] == nil {
+		t.Errorf("failed deletes: %v", res.Failed)
+	}
+	want := len(all) - perSet[proxy.SetNodePortTCP] - perSet[proxy.SetLoopBack]
+	if res.Deleted != want {
+		t.Errorf("deleted %d members, want %d", res.Deleted, want)
+	}
+	got, _, err := p.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range got {
+		if m.Set != proxy.SetLoopBack {
+			t.Errorf("member %s left in a set whose delete succeeded", m)
+		}
+	}
 }
