@@ -161,45 +161,41 @@ func (f *Fake) Addresses() ([]netip.Prefix, error) {
 
 // AddAddress implements Interface.
 func (f *Fake) AddAddress(addr netip.Addr) error {
-	p, err := hostPrefix(addr)
-	if err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.dummy(); err != nil {
-		return fmt.Errorf("add address %s: %w", p, err)
-	}
-	what := fmt.Sprintf("add address %s to link %s", p, f.name)
-	if f.addrs[p] {
-		return kerr.Errno(what, syscall.EEXIST)
-	}
-	if err := f.check(what); err != nil {
-		return err
-	}
-	f.addrs[p] = true
-	return nil
+	return f.changeAddress(addr, true)
 }
 
 // DeleteAddress implements Interface.
 func (f *Fake) DeleteAddress(addr netip.Addr) error {
+	return f.changeAddress(addr, false)
+}
+
+// changeAddress adds (add) or deletes addr's host prefix, failing as the kernel does when it
+// is already there (EEXIST) or not there (EADDRNOTAVAIL).
+func (f *Fake) changeAddress(addr netip.Addr, add bool) error {
 	p, err := hostPrefix(addr)
 	if err != nil {
 		return err
 	}
+	verb, what, refusal := "delete", fmt.Sprintf("delete address %s from link %s", p, f.name), syscall.EADDRNOTAVAIL
+	if add {
+		verb, what, refusal = "add", fmt.Sprintf("add address %s to link %s", p, f.name), syscall.EEXIST
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.dummy(); err != nil {
-		return fmt.Errorf("delete address %s: %w", p, err)
+		return fmt.Errorf("%s address %s: %w", verb, p, err)
 	}
-	what := fmt.Sprintf("delete address %s from link %s", p, f.name)
-	if !f.addrs[p] {
-		return kerr.Errno(what, syscall.EADDRNOTAVAIL)
+	if f.addrs[p] == add {
+		return kerr.Errno(what, refusal)
 	}
 	if err := f.check(what); err != nil {
 		return err
 	}
-	delete(f.addrs, p)
+	if add {
+		f.addrs[p] = true
+	} else {
+		delete(f.addrs, p)
+	}
 	return nil
 }
 
