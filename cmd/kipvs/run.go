@@ -127,47 +127,7 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger, opts 
 			}
 		}()
 	}
-	serve := func(name string, addr string, h http.Handler) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// As kube-proxy: a failed listen (the old proxy still holds the port during a
-			// swap) is retried every 5 s unless --bind-address-hard-fail is set.
-			err := server.Serve(ctx, name, addr, h, server.ServeOptions{
-				HardFail: cfg.BindAddressHardFail,
-				OnError: func(err error) {
-					log.Error("server failed; retrying", zap.Error(err), zap.Duration("retryIn", server.RetryInterval))
-				},
-			})
-			if err != nil {
-				log.Error("server failed and --bind-address-hard-fail is set", zap.Error(err))
-				stop()
-			}
-		}()
-	}
-	if a := cfg.HealthzBindAddress; a.IsValid() {
-		serve("health", a.String(), d.Health().Handler())
-	}
-	if a := cfg.MetricsBindAddress; a.IsValid() {
-		h := server.MetricsHandler(deps.Registry, func() any { return cfg.KubeProxyConfiguration() })
-		{
-			mux := http.NewServeMux()
-			mux.Handle("/", h)
-			server.HandleDebug(mux, cfg.Kipvs.DebugEndpoints, d.VirtualServers, d.State)
-			h = mux
-		}
-		if cfg.EnableProfiling {
-			mux := http.NewServeMux()
-			mux.Handle("/", h)
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-			h = mux
-		}
-		serve("metrics", a.String(), h)
-	}
+	serveHTTP(ctx, &wg, &cfg, d, deps.Registry, stop, log)
 	if err := deps.Source.Start(ctx); err != nil {
 		stop()
 		wg.Wait()
@@ -187,6 +147,51 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger, opts 
 	default:
 		return nil
 	}
+}
+
+// serveHTTP starts the health and metrics servers cfg asks for, each in a goroutine of wg
+// that ends with ctx. As kube-proxy's, a failed listen (the old proxy still holds the port
+// during a swap) is retried every 5 s, unless --bind-address-hard-fail is set: then it ends
+// the run through stop.
+func serveHTTP(ctx context.Context, wg *sync.WaitGroup, cfg *config.Config, d *daemon.Daemon, reg *prometheus.Registry, stop func(), log *zap.Logger) {
+	serve := func(name string, addr string, h http.Handler) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := server.Serve(ctx, name, addr, h, server.ServeOptions{
+				HardFail: cfg.BindAddressHardFail,
+				OnError: func(err error) {
+					log.Error("server failed; retrying", zap.Error(err), zap.Duration("retryIn", server.RetryInterval))
+				},
+			})
+			if err != nil {
+				log.Error("server failed and --bind-address-hard-fail is set", zap.Error(err))
+				stop()
+			}
+		}()
+	}
+	if a := cfg.HealthzBindAddress; a.IsValid() {
+		serve("health", a.String(), d.Health().Handler())
+	}
+	if a := cfg.MetricsBindAddress; a.IsValid() {
+		serve("metrics", a.String(), metricsHandler(cfg, d, reg))
+	}
+}
+
+// metricsHandler serves /metrics and /configz, the debug endpoints cfg enables and, with
+// enableProfiling, /debug/pprof.
+func metricsHandler(cfg *config.Config, d *daemon.Daemon, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", server.MetricsHandler(reg, func() any { return cfg.KubeProxyConfiguration() }))
+	server.HandleDebug(mux, cfg.Kipvs.DebugEndpoints, d.VirtualServers, d.State)
+	if cfg.EnableProfiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
 }
 
 // exitOnConfigChange waits with wait until the --config file changes or the watch fails, then
