@@ -90,6 +90,8 @@ type Daemon struct {
 	health   *server.Health
 	nodeName string
 	run      *runner.Runner
+	// conns are the connection counts of the last full read, for the traffic metrics.
+	conns *svcstats.Connections
 
 	mu       sync.Mutex // one sync or drain at a time
 	families []*family
@@ -158,8 +160,9 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	if stats == nil {
 		stats = deps.IPVS
 	}
+	d.conns = &svcstats.Connections{}
 	deps.Registry.MustRegister(svcstats.New(svcstats.Options{IPVS: stats, VirtualServers: d.VirtualServers,
-		Endpoints: cfg.Kipvs.EndpointMetrics, Logger: log.Named("svcstats")}))
+		Endpoints: cfg.Kipvs.EndpointMetrics, Connections: d.conns, Logger: log.Named("svcstats")}))
 	if fs, ok := deps.Source.(*watch.FileSource); ok {
 		fs.SetMetrics(watch.FileSourceMetrics{ReloadErrors: d.metrics.SourceFileReloadErrors,
 			LastGood: d.metrics.SourceFileLastGood, SkippedObjects: d.metrics.SourceErrors.WithLabelValues("file")})

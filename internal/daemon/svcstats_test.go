@@ -18,7 +18,8 @@ import (
 
 // The daemon registers the Service traffic metrics on its registry, attributing the
 // counters of the virtual servers it programmed to their Service port; endpoint series
-// only with --kipvs-endpoint-metrics.
+// only with --kipvs-endpoint-metrics. Without them, the connection gauges are those the
+// last full sync's read of the table found.
 func TestDaemonServiceTrafficMetrics(t *testing.T) {
 	for _, endpoints := range []bool{false, true} {
 		t.Run("endpoints="+strconv.FormatBool(endpoints), func(t *testing.T) { testTrafficMetrics(t, endpoints) })
@@ -46,6 +47,21 @@ func testTrafficMetrics(t *testing.T, endpoints bool) {
 	}
 	if err := node.ipvs.SetDestinationConns(k, netip.MustParseAddrPort("10.244.1.5:8080"), 3, 4, 0); err != nil {
 		t.Fatal(err)
+	}
+	if !endpoints {
+		// The connection gauges are the last full read's: the first sync's until the
+		// next periodic pass reads the table again.
+		got := series(t, d.deps.Registry, "kipvs_service_active_connections")
+		if want := `kipvs_service_active_connections{ip_family="IPv4",namespace="default",port="http",protocol="TCP",service="web",vip_kind="cluster_ip"} 0`; !slices.Equal(got, []string{want}) {
+			t.Errorf("before the periodic read: got %v, want %s", got, want)
+		}
+		finish, err := d.periodicRead(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := finish(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got := series(t, d.deps.Registry, "kipvs_service_connections_total", "kipvs_service_active_connections", "kipvs_endpoint_inactive_connections")
 	want := []string{

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/watch"
@@ -97,6 +98,7 @@ func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 		if err != nil {
 			return d.readFailed(ctx, "full sync", err)
 		}
+		d.observeConnections(reads)
 	}
 	d.metrics.ServiceChangesTotal.Add(float64(changes.ServiceEvents))
 	d.metrics.EndpointChangesTotal.Add(float64(changes.EndpointEvents))
@@ -248,11 +250,22 @@ func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error,
 	}
 	took := d.deps.Clock.Since(start)
 	d.log.Debug("periodic sync read the kernel", zap.Duration("took", took))
+	d.observeConnections(reads)
 	return func(ctx context.Context) error {
 		defer d.collect()
 		defer d.health.Begin("periodic full sync")()
 		return d.periodicFinish(ctx, reads, took)
 	}, nil
+}
+
+// observeConnections hands the connection counts of the table reads found to the traffic
+// metrics (svcstats.Connections), so that a scrape need not read every real server.
+func (d *Daemon) observeConnections(reads []*reconcile.Read) {
+	tables := make([][]ipvs.Entry, len(reads))
+	for i, rd := range reads {
+		tables[i] = rd.Table()
+	}
+	d.conns.Observe(d.deps.Clock.Now(), tables...)
 }
 
 // periodicFinish is the second part of the periodic full sync (readTook: how long the first

@@ -142,6 +142,10 @@ func (rd *Read) readFamily(ctx context.Context) error {
 	return nil
 }
 
+// Table is this family's part of the IPVS table as the read found it, each virtual server
+// with its real servers (nil before the read, and once the sync that used it released it).
+func (rd *Read) Table() []ipvs.Entry { return rd.table }
+
 // release drops the copy once it has been compared (the copy of a large node is tens of
 // megabytes; the plan's apply follows).
 func (rd *Read) release() {

@@ -12,20 +12,20 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
-// benchBed is n Services, each one ClusterIP port with two real servers, in the fake.
-func benchBed(b *testing.B, n int) *bed {
+// benchBed is n Services, each one ClusterIP port with e real servers, in the fake.
+func benchBed(b testing.TB, n, e int) *bed {
 	bd := newBed(b)
 	var ops []ipvs.Op
 	for i := range n {
 		vip := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
 		k := ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: vip, Port: 80}
 		ops = append(ops, ipvs.AddServiceOp(ipvs.Service{ServiceKey: k, Scheduler: "rr"}))
-		for j := range 2 {
+		for j := range e {
 			ep := netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})
 			ops = append(ops, ipvs.AddDestinationOp(k, ipvs.Destination{Addr: ep, Port: uint16(8080 + j), Weight: 1}))
 		}
 		bd.vss = append(bd.vss, debugapi.VirtualServer{Protocol: "TCP", Address: vip.String(), Port: 80, Kind: "ClusterIP",
-			Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), PortName: "http", Destinations: 2})
+			Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), PortName: "http", Destinations: e})
 	}
 	if err := bd.fake.Apply(ops); err != nil {
 		b.Fatal(err)
@@ -33,13 +33,13 @@ func benchBed(b *testing.B, n int) *bed {
 	return bd
 }
 
-// One scrape (registry Gather, as /metrics does) at 10,000 Services.
+// One scrape (registry Gather, as /metrics does) at 10,000 Services x 10 real servers.
 func BenchmarkScrape10kServices(b *testing.B) {
 	for _, endpoints := range []bool{false, true} {
 		b.Run(fmt.Sprintf("endpoints=%v", endpoints), func(b *testing.B) {
-			bd := benchBed(b, 10000)
+			bd := benchBed(b, 10000, 10)
 			reg := prometheus.NewRegistry()
-			reg.MustRegister(bd.collector(Options{Endpoints: endpoints, MaxEndpoints: 20000}))
+			reg.MustRegister(bd.collector(Options{Endpoints: endpoints, MaxEndpoints: 200000, Connections: observed(b, bd.fake)}))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {

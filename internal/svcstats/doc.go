@@ -3,10 +3,14 @@
 // their real servers) and attributes them to the Service port, IP family and VIP kind the
 // daemon programmed each virtual server for.
 //
-// Nothing here runs on the sync path. A scrape makes one service dump (both families) and
-// one destination dump per kipvs virtual server (IPVS keeps active and inactive connection
-// counts per real server only, and has no dump of all real servers at once), all bounded by
-// a timeout. On timeout or error the scrape exposes no per-Service series at all (a partial
+// Nothing here runs on the sync path. A scrape makes one service dump (both families), so
+// its cost grows with the number of virtual servers, not real servers. IPVS keeps active and
+// inactive connection counts per real server only, and has no dump of all real servers at
+// once, so the two connection gauges come from the last read of the whole table the
+// daemon's full syncs make anyway (Connections: at most syncPeriod old; none before the
+// first). With endpoint metrics on, a scrape also dumps the real servers of every kipvs
+// virtual server (one request each), and every series, gauges included, is that scrape's.
+// The reads are bounded by a timeout. On timeout or error the scrape exposes no per-Service series at all (a partial
 // sum would look like a counter reset) and kipvs_service_stats_scrape_errors_total counts
 // the failure.
 //

@@ -37,8 +37,14 @@ type Options struct {
 	VirtualServers func() []debugapi.VirtualServer
 	// Timeout bounds a scrape's reads (default DefaultTimeout).
 	Timeout time.Duration
-	// Endpoints enables the kipvs_endpoint_* series (--kipvs-endpoint-metrics).
+	// Endpoints enables the kipvs_endpoint_* series (--kipvs-endpoint-metrics). A scrape
+	// then dumps the real servers of every kipvs virtual server (one request each), and the
+	// Service-level connection gauges come from those dumps too.
 	Endpoints bool
+	// Connections, without Endpoints, is where the Service-level connection gauges come
+	// from (the last full read of the table); nil, or before its first read: the scrape
+	// has no connection gauges.
+	Connections *Connections
 	// MaxEndpoints bounds the endpoint label sets per scrape (default defaultMaxEndpoints).
 	MaxEndpoints int
 	// Logger, if set, logs failed scrapes (the first of a run of failures at Info).
@@ -204,6 +210,7 @@ type group struct {
 	stats            ipvs.Stats
 	active, inactive uint64
 	seen             bool // a virtual server of the group exists in the kernel
+	conns            bool // active and inactive are known
 }
 
 // endpoint is one real server of a group, summed over the group's virtual servers.
@@ -284,10 +291,11 @@ func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list IPVS virtual servers: %w", err)
 	}
-	var eps map[epKey]int
-	if c.opts.Endpoints {
-		eps = map[epKey]int{}
+	if !c.opts.Endpoints {
+		c.fromServiceDump(snap, svcs, byKey)
+		return snap, nil
 	}
+	eps := map[epKey]int{}
 	for _, s := range svcs {
 		gi, ok := byKey[s.ServiceKey]
 		if !ok {
@@ -304,15 +312,12 @@ func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
 			return nil, fmt.Errorf("list real servers of %s: %w", s.ServiceKey, err)
 		}
 		g := &snap.groups[gi]
-		g.seen = true
+		g.seen, g.conns = true, true
 		addStats(&g.stats, s.Stats)
 		for i := range dests {
 			d := &dests[i]
 			g.active += uint64(d.ActiveConns)
 			g.inactive += uint64(d.InactiveConns)
-			if eps == nil {
-				continue
-			}
 			ek := epKey{group: gi, addr: d.AddrPort()}
 			ei, ok := eps[ek]
 			if !ok {
@@ -337,6 +342,30 @@ func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
 	return snap, nil
 }
 
+// fromServiceDump fills snap's groups from the service dump alone: the counters are the
+// virtual servers' own, the connection gauges those the last full read found (none before
+// it); no real server is read.
+func (c *Collector) fromServiceDump(snap *snapshot, svcs []ipvs.Service, byKey map[ipvs.ServiceKey]int) {
+	conns := c.opts.Connections.snapshot()
+	for i := range svcs {
+		s := &svcs[i]
+		gi, ok := byKey[s.ServiceKey]
+		if !ok {
+			continue // not kipvs's, or not yet in its desired state
+		}
+		g := &snap.groups[gi]
+		g.seen = true
+		addStats(&g.stats, s.Stats)
+		if conns == nil {
+			continue
+		}
+		g.conns = true
+		cc := conns.byVS[s.ServiceKey]
+		g.active += cc.active
+		g.inactive += cc.inactive
+	}
+}
+
 func addStats(dst, src *ipvs.Stats) {
 	if src == nil {
 		return
@@ -357,7 +386,7 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, snap *snapshot) {
 	for i := range snap.groups {
 		g := &snap.groups[i]
 		if g.seen {
-			c.send(ch, &c.svc, &c.svcLayout, dir, g.labels, &g.stats, g.active, g.inactive)
+			c.send(ch, &c.svc, &c.svcLayout, dir, g.labels, &g.stats, g.conns, g.active, g.inactive)
 		}
 	}
 	if snap.dropped > 0 {
@@ -366,14 +395,15 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, snap *snapshot) {
 	for i := range snap.endpoints {
 		e := &snap.endpoints[i]
 		labels := append(append(make([]string, 0, len(endpointLabels)+1), snap.groups[e.group].labels...), e.addr.String())
-		c.send(ch, &c.ep, &c.epLayout, dir, labels, &e.stats, e.active, e.inactive)
+		c.send(ch, &c.ep, &c.epLayout, dir, labels, &e.stats, true, e.active, e.inactive)
 	}
 }
 
-// send emits one label set's five families (seven series). The registry keeps every series
+// send emits one label set's five families (seven series; without gauges, the counters'
+// three families, five series). The registry keeps every series
 // of a scrape until the scrape is written (70,000 at 10,000 Services), so one label set's
 // series, label pairs and values are one allocation, and the series share the label pairs.
-func (c *Collector) send(ch chan<- prometheus.Metric, d *descs, l *layouts, dir *[2]dto.LabelPair, labels []string, st *ipvs.Stats, active, inactive uint64) {
+func (c *Collector) send(ch chan<- prometheus.Metric, d *descs, l *layouts, dir *[2]dto.LabelPair, labels []string, st *ipvs.Stats, gauges bool, active, inactive uint64) {
 	for _, v := range labels {
 		if !utf8.ValidString(v) {
 			ch <- prometheus.NewInvalidMetric(d.conns, fmt.Errorf("label value %q is not valid UTF-8", v))
@@ -391,7 +421,11 @@ func (c *Collector) send(ch chan<- prometheus.Metric, d *descs, l *layouts, dir 
 	ptrs, ls.lists[plainLabels] = l.plain.fill(ptrs, ls.pairs[:n], nil)
 	ptrs, ls.lists[inLabels] = l.dir.fill(ptrs, ls.pairs[:n], &dir[0])
 	_, ls.lists[outLabels] = l.dir.fill(ptrs, ls.pairs[:n], &dir[1])
-	for i := range ls.series {
+	emit := numSeries
+	if !gauges {
+		emit = numCounters
+	}
+	for i := range ls.series[:emit] {
 		ls.series[i] = series{set: ls, index: uint8(i)}
 		ch <- &ls.series[i]
 	}
@@ -400,6 +434,9 @@ func (c *Collector) send(ch chan<- prometheus.Metric, d *descs, l *layouts, dir 
 // The seven series of a label set, in order: connections, packets in, packets out, bytes in,
 // bytes out (counters), active and inactive connections (gauges).
 const numSeries = 7
+
+// numCounters is how many of them are counters.
+const numCounters = 5
 
 // The label lists of a label set: without direction, with direction in, with out.
 const (

@@ -28,7 +28,8 @@ import (
 // backend namespace behind a veth pair. After real TCP requests through each (some
 // connections left open), the collector's per-Service and per-endpoint series equal what
 // `ipvsadm -Ln --stats --exact` (counters) and `ipvsadm -Ln` (active and inactive
-// connections) show for the same virtual and real servers.
+// connections) show for the same virtual and real servers; without endpoint metrics, with
+// the connection gauges from a read of the whole table, the per-Service series do too.
 func TestKernelTrafficMatchesIpvsadm(t *testing.T) {
 	lb, be := netnstest.New(t), netnstest.New(t)
 	for _, cmd := range [][]string{
@@ -96,26 +97,38 @@ func TestKernelTrafficMatchesIpvsadm(t *testing.T) {
 		}
 	}
 
-	col := New(Options{IPVS: c, Endpoints: true, VirtualServers: func() []debugapi.VirtualServer {
+	vss := func() []debugapi.VirtualServer {
 		return []debugapi.VirtualServer{
 			{Protocol: "TCP", Address: "10.0.0.100", Port: 80, Kind: "ClusterIP", Namespace: "default", Name: "web", PortName: "http"},
 			{Protocol: "TCP", Address: "10.0.0.100", Port: 443, Kind: "ClusterIP", Namespace: "default", Name: "api", PortName: "https"},
 		}
-	}})
+	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(col)
+	reg.MustRegister(New(Options{IPVS: c, Endpoints: true, VirtualServers: vss}))
+	// Without endpoint metrics (the default), the scrape reads the service dump only and
+	// the connection gauges come from the last full read of the table (here, just before).
+	conns := &Connections{}
+	svcOnly := prometheus.NewPedanticRegistry()
+	svcOnly.MustRegister(New(Options{IPVS: c, Connections: conns, VirtualServers: vss}))
 
 	// The kernel folds its per-CPU counters into the reported ones every 2 s, and closing
 	// connections still exchange packets: compare once the collector reads the same
 	// twice in a row (and ipvsadm agrees), the counted connections complete.
-	var got, want, prev map[string][]uint64
-	poll.Until(t, 60*time.Second, fmt.Sprintf("the collector and ipvsadm to agree on %d and %d connections", nWeb, nAPI), func() (bool, string) {
+	var got, got2, want, prev map[string][]uint64
+	poll.Until(t, 60*time.Second, fmt.Sprintf("the collectors and ipvsadm to agree on %d and %d connections", nWeb, nAPI), func() (bool, string) {
 		prev = got
 		got = fromCollector(t, reg)
+		table, err := c.Table()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns.Observe(time.Now(), table)
+		got2 = fromCollector(t, svcOnly)
 		want = fromIpvsadm(t, lb)
 		return slices.Equal(got["web"], prev["web"]) && slices.Equal(got["api"], prev["api"]) &&
-				len(got["web"]) > 0 && got["web"][0] == nWeb && len(got["api"]) > 0 && got["api"][0] == nAPI && equalMaps(got, want),
-			fmt.Sprintf("\ncollector %v\nipvsadm   %v", got, want)
+				len(got["web"]) > 0 && got["web"][0] == nWeb && len(got["api"]) > 0 && got["api"][0] == nAPI && equalMaps(got, want) &&
+				len(got2) == 2 && slices.Equal(got2["web"], want["web"]) && slices.Equal(got2["api"], want["api"]),
+			fmt.Sprintf("\ncollector %v\nwithout endpoints %v\nipvsadm   %v", got, got2, want)
 	})
 	t.Logf("collector (conns, inpkts, outpkts, inbytes, outbytes, active, inactive): %v", got)
 	t.Log(lb.MustRun(t, "ipvsadm", "-Ln", "--stats", "--exact"))

@@ -161,7 +161,11 @@ func TestServiceCounters(t *testing.T) {
 	b.stats(other, 1000)
 	b.dest(other, "10.9.9.9:80", 1000, 50, 50)
 
-	check(t, scrape(t, b.collector(Options{})), `
+	// Before the first full read, a scrape has the counters only.
+	if got := scrape(t, b.collector(Options{Connections: &Connections{}})); strings.Contains(got, "_connections{") {
+		t.Errorf("connection gauges before the first read of the table:\n%s", got)
+	}
+	check(t, scrape(t, b.collector(Options{Connections: observed(t, b.fake)})), `
 kipvs_endpoint_stats_dropped_total{} 0
 kipvs_service_active_connections{ip_family="IPv4",namespace="default",port="http",protocol="TCP",service="web",vip_kind="cluster_ip"} 5
 kipvs_service_active_connections{ip_family="IPv4",namespace="default",port="http",protocol="TCP",service="web",vip_kind="node_port"} 4
@@ -341,7 +345,7 @@ func TestInvalidLabelValue(t *testing.T) {
 	b.stats(good, 3)
 	b.stats(bad, 4)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(b.collector(Options{}))
+	reg.MustRegister(b.collector(Options{Connections: observed(t, b.fake)}))
 	mfs, err := reg.Gather()
 	if err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
 		t.Errorf("Gather error %v, want one naming the invalid label value", err)
@@ -354,5 +358,70 @@ func TestInvalidLabelValue(t *testing.T) {
 	}
 	if n != 7 {
 		t.Errorf("%d service series gathered, want web's 7", n)
+	}
+}
+
+// observed is a Connections that has seen the whole table of fake, as after a full sync's
+// read.
+func observed(t testing.TB, fake *ipvs.Fake) *Connections {
+	t.Helper()
+	table, err := fake.Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Connections{}
+	c.Observe(time.Now(), table)
+	return c
+}
+
+// countingIPVS counts the reads a scrape makes.
+type countingIPVS struct {
+	ipvs.Interface
+	services, destinations int
+}
+
+func (c *countingIPVS) Services() ([]ipvs.Service, error) {
+	c.services++
+	return c.Interface.Services()
+}
+
+func (c *countingIPVS) Destinations(k ipvs.ServiceKey) ([]ipvs.Destination, error) {
+	c.destinations++
+	return c.Interface.Destinations(k)
+}
+
+// TestScrapeCostIndependentOfRealServers: without endpoint metrics a scrape reads the one
+// service dump and no real server, and allocates the same whether each Service has 2 or
+// 200 real servers; with them, it reads every kipvs virtual server's real servers.
+func TestScrapeCostIndependentOfRealServers(t *testing.T) {
+	allocs := map[int]float64{}
+	for _, perService := range []int{2, 200} {
+		bd := benchBed(t, 200, perService)
+		in := &countingIPVS{Interface: bd.fake}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(New(Options{IPVS: in, VirtualServers: func() []debugapi.VirtualServer { return bd.vss },
+			Connections: observed(t, bd.fake)}))
+		allocs[perService] = testing.AllocsPerRun(5, func() {
+			if _, err := reg.Gather(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if in.services != 6 || in.destinations != 0 { // AllocsPerRun runs once more to warm up
+			t.Errorf("%d real servers per Service: 6 scrapes made %d service dumps and %d real server dumps, want 6 and 0",
+				perService, in.services, in.destinations)
+		}
+	}
+	if allocs[200] > allocs[2]*1.05 {
+		t.Errorf("a scrape allocates %.0f times with 2 real servers per Service and %.0f with 200", allocs[2], allocs[200])
+	}
+	bd := benchBed(t, 200, 2)
+	in := &countingIPVS{Interface: bd.fake}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(New(Options{IPVS: in, Endpoints: true, VirtualServers: func() []debugapi.VirtualServer { return bd.vss }}))
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	if in.services != 1 || in.destinations != 200 {
+		t.Errorf("with endpoint metrics a scrape made %d service dumps and %d real server dumps, want 1 and 200", in.services, in.destinations)
 	}
 }
