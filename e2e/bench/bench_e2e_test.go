@@ -275,6 +275,9 @@ func (r *runner) run(proxy string) {
 		r.rec.IdleSeconds = window.Seconds()
 		t.Logf("%s: idle CPU %.3f cores over %.0fs (%.3f without its children)", proxy, r.rec.IdleCPUCores, window.Seconds(), r.rec.IdleCPUCoresSelf)
 		waitProfile()
+		if r.cfg.ScrapeEvery > 0 {
+			r.scrapedIdle(proxy)
+		}
 	}
 	r.heapProfile(ProfileHeapEnd)
 	r.rec.PeakRSSBytes = r.peakRSS()
@@ -291,6 +294,45 @@ func (r *runner) run(proxy string) {
 	t.Logf("%s: peak RSS %.1f MB (%.1f MB after the first sync, %.1f MB after the changes); %v IPv4 syncs, %.3fs each on average; %v full syncs, %.3fs each on average (both families)",
 		proxy, float64(r.rec.PeakRSSBytes)/1e6, float64(r.rec.PeakRSSFirstSyncBytes)/1e6, float64(r.rec.PeakRSSChangesBytes)/1e6, r.rec.SyncCount, r.rec.SyncAvgSeconds, r.rec.FullSyncCount, r.rec.FullSyncAvgSeconds)
 	r.proc.Stop(t)
+}
+
+// scrapedIdle measures a second idle window, as long as the first, with /metrics scraped
+// every ScrapeEvery from its start.
+func (r *runner) scrapedIdle(proxy string) {
+	t := r.t
+	c0 := r.cpu()
+	w0 := time.Now()
+	tick := time.NewTicker(r.cfg.ScrapeEvery)
+	defer tick.Stop()
+	end := time.After(r.cfg.Idle)
+	var took time.Duration
+	var bytes int64
+window:
+	for {
+		s := time.Now()
+		n, err := harness.ScrapeRaw()
+		if err != nil {
+			t.Fatalf("%s: %v", proxy, err)
+		}
+		took += time.Since(s)
+		bytes += n
+		r.rec.Scrapes++
+		select {
+		case <-tick.C:
+		case <-end:
+			break window
+		case <-r.exited:
+			t.Fatalf("%s exited during the scraped idle window:\n%s", proxy, r.proc.Log())
+		}
+	}
+	c1 := r.cpu()
+	window := time.Since(w0)
+	r.rec.ScrapedIdleCPUCores = Cores(TicksToSeconds(c1.Total()-c0.Total(), r.hz), window)
+	r.rec.ScrapedIdleSeconds = window.Seconds()
+	r.rec.ScrapeAvgSeconds = took.Seconds() / float64(r.rec.Scrapes)
+	r.rec.ScrapeBytes = bytes / int64(r.rec.Scrapes)
+	t.Logf("%s: idle CPU scraped every %s: %.3f cores over %.0fs (%.2fx unscraped); %d scrapes, %.3fs and %.1f MB each", proxy, r.cfg.ScrapeEvery,
+		r.rec.ScrapedIdleCPUCores, window.Seconds(), r.rec.ScrapedIdleCPUCores/r.rec.IdleCPUCores, r.rec.Scrapes, r.rec.ScrapeAvgSeconds, float64(r.rec.ScrapeBytes)/1e6)
 }
 
 // watchExit returns a channel closed once the proxy has exited (checked every 100 ms,

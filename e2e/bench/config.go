@@ -20,6 +20,10 @@ type Config struct {
 	Interval time.Duration
 	// Idle is the window with no change over which idle CPU is measured.
 	Idle time.Duration
+	// ScrapeEvery, when > 0, adds a second idle window of the same length in which the
+	// proxy's /metrics is scraped this often (as Prometheus would), for the CPU a scrape
+	// costs: the same run measured unscraped, then scraped.
+	ScrapeEvery time.Duration
 	// FirstSyncLimit and ChangeLimit bound the wait for the first sync and for one change
 	// (a change not seen by then counts as ChangeLimit, and as timed out).
 	FirstSyncLimit time.Duration
@@ -69,8 +73,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("bench: %s %s: want > 0", name, d)
 		}
 	}
-	if c.Idle < 0 {
-		return fmt.Errorf("bench: idle window %s", c.Idle)
+	if c.Idle < 0 || c.ScrapeEvery < 0 {
+		return fmt.Errorf("bench: idle window %s, scrapes every %s", c.Idle, c.ScrapeEvery)
 	}
 	if len(c.Proxies) == 0 {
 		return fmt.Errorf("bench: no proxy to run")
@@ -91,7 +95,7 @@ func (c Config) Validate() error {
 func (c Config) Env() map[string]string {
 	return map[string]string{
 		"BENCH_N": strconv.Itoa(c.N), "BENCH_E": strconv.Itoa(c.E), "BENCH_CHANGES": strconv.Itoa(c.Changes),
-		"BENCH_INTERVAL": c.Interval.String(), "BENCH_IDLE": c.Idle.String(),
+		"BENCH_INTERVAL": c.Interval.String(), "BENCH_IDLE": c.Idle.String(), "BENCH_SCRAPE_EVERY": c.ScrapeEvery.String(),
 		"BENCH_FIRST_SYNC_LIMIT": c.FirstSyncLimit.String(), "BENCH_CHANGE_LIMIT": c.ChangeLimit.String(),
 		"BENCH_POLL_INTERVAL": c.PollInterval.String(), "BENCH_CHANGE_POLL": c.ChangePoll.String(),
 		"BENCH_PROXIES": strings.Join(c.Proxies, ","), "BENCH_SEED": strconv.FormatUint(c.Seed, 10),
@@ -135,7 +139,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return d
 	}
 	c.N, c.E, c.Changes = num("BENCH_N"), num("BENCH_E"), num("BENCH_CHANGES")
-	c.Interval, c.Idle = dur("BENCH_INTERVAL"), dur("BENCH_IDLE")
+	c.Interval, c.Idle, c.ScrapeEvery = dur("BENCH_INTERVAL"), dur("BENCH_IDLE"), dur("BENCH_SCRAPE_EVERY")
 	c.FirstSyncLimit, c.ChangeLimit = dur("BENCH_FIRST_SYNC_LIMIT"), dur("BENCH_CHANGE_LIMIT")
 	c.PollInterval, c.ChangePoll = dur("BENCH_POLL_INTERVAL"), dur("BENCH_CHANGE_POLL")
 	c.Proxies = ParseProxies(get("BENCH_PROXIES"))

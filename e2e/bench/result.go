@@ -29,6 +29,8 @@ type Params struct {
 	Changes         int      `json:"changes"`
 	IntervalSeconds float64  `json:"change_interval_seconds"`
 	IdleSeconds     float64  `json:"idle_window_seconds"`
+	// ScrapeEverySeconds is the scrape interval of the scraped idle window (0: none).
+	ScrapeEverySeconds float64 `json:"scrape_every_seconds,omitempty"`
 	Proxies         []string `json:"proxies"`
 	Seed            uint64   `json:"seed"`
 }
@@ -83,6 +85,15 @@ type Record struct {
 	// IdleCPUCoresSelf is IdleCPUCores without the children's CPU time.
 	IdleCPUCoresSelf float64 `json:"idle_cpu_cores_self"`
 	IdleSeconds      float64 `json:"idle_seconds"`
+	// ScrapedIdleCPUCores is the same figure over a second idle window of
+	// ScrapedIdleSeconds in which /metrics was scraped Scrapes times (ScrapeAvgSeconds and
+	// ScrapeBytes: one scrape's wall time, from the request to the last byte, and size, on
+	// average); 0 when not measured.
+	ScrapedIdleCPUCores float64 `json:"scraped_idle_cpu_cores,omitempty"`
+	ScrapedIdleSeconds  float64 `json:"scraped_idle_seconds,omitempty"`
+	Scrapes             int     `json:"scrapes,omitempty"`
+	ScrapeAvgSeconds    float64 `json:"scrape_avg_seconds,omitempty"`
+	ScrapeBytes         int64   `json:"scrape_bytes,omitempty"`
 	// PeakRSSBytes is VmHWM at the end of the run.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
 	// PeakRSSFirstSyncBytes and PeakRSSChangesBytes are VmHWM once the first sync was

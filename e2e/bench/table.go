@@ -75,5 +75,8 @@ func idleCell(r Record) string {
 	if r.IdleSeconds <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.3f cores", r.IdleCPUCores)
+	if r.ScrapedIdleSeconds <= 0 || r.IdleCPUCores <= 0 {
+		return fmt.Sprintf("%.3f cores", r.IdleCPUCores)
+	}
+	return fmt.Sprintf("%.3f cores (scraped: %.3f, %.2fx)", r.IdleCPUCores, r.ScrapedIdleCPUCores, r.ScrapedIdleCPUCores/r.IdleCPUCores)
 }

@@ -261,6 +261,28 @@ func FetchMetrics() (Metrics, error) {
 	return parseMetrics(resp.Body)
 }
 
+// ScrapeRaw scrapes MetricsAddr as Prometheus does (text format) and discards the body,
+// returning its size.
+func ScrapeRaw() (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+MetricsAddr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("scrape metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("scrape metrics: HTTP %d", resp.StatusCode)
+	}
+	return n, err
+}
+
 func parseMetrics(r io.Reader) (Metrics, error) {
 	m := Metrics{}
 	sc := bufio.NewScanner(r)

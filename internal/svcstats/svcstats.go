@@ -383,31 +383,58 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, snap *snapshot) {
 	values := &[2]string{"in", "out"}
 	name := c.svcLayout.dir.names[len(serviceLabels)]
 	dir := &[2]dto.LabelPair{{Name: name, Value: &values[0]}, {Name: name, Value: &values[1]}}
+	svc := make([]*labelSet, 0, len(snap.groups))
 	for i := range snap.groups {
 		g := &snap.groups[i]
 		if g.seen {
-			c.send(ch, &c.svc, &c.svcLayout, dir, g.labels, &g.stats, g.conns, g.active, g.inactive)
+			svc = c.labelSet(svc, ch, &c.svc, &c.svcLayout, dir, g.labels, &g.stats, g.conns, g.active, g.inactive)
 		}
 	}
+	send(ch, svc)
 	if snap.dropped > 0 {
 		c.dropped.Add(float64(snap.dropped))
 	}
+	ep := make([]*labelSet, 0, len(snap.endpoints))
 	for i := range snap.endpoints {
 		e := &snap.endpoints[i]
 		labels := append(append(make([]string, 0, len(endpointLabels)+1), snap.groups[e.group].labels...), e.addr.String())
-		c.send(ch, &c.ep, &c.epLayout, dir, labels, &e.stats, true, e.active, e.inactive)
+		ep = c.labelSet(ep, ch, &c.ep, &c.epLayout, dir, labels, &e.stats, true, e.active, e.inactive)
+	}
+	send(ch, ep)
+}
+
+// send emits the series of sets in the order the registry sorts them into, so that its
+// sort of each family (every scrape, tens of thousands of series at 10,000 Services) finds
+// them sorted and costs one pass: by series (family, then direction in before out), then
+// by label values in label name order.
+func send(ch chan<- prometheus.Metric, sets []*labelSet) {
+	slices.SortFunc(sets, func(a, b *labelSet) int {
+		for i := range a.lists[plainLabels] {
+			if c := strings.Compare(a.lists[plainLabels][i].GetValue(), b.lists[plainLabels][i].GetValue()); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	for i := range numSeries {
+		for _, ls := range sets {
+			if i < ls.emit {
+				ch <- &ls.series[i]
+			}
+		}
 	}
 }
 
-// send emits one label set's five families (seven series; without gauges, the counters'
-// three families, five series). The registry keeps every series
+// labelSet appends to sets one label set's five families (seven series; without gauges,
+// the counters' three families, five series), or sends an invalid metric for a label
+// value that is not UTF-8. The registry keeps every series
 // of a scrape until the scrape is written (70,000 at 10,000 Services), so one label set's
 // series, label pairs and values are one allocation, and the series share the label pairs.
-func (c *Collector) send(ch chan<- prometheus.Metric, d *descs, l *layouts, dir *[2]dto.LabelPair, labels []string, st *ipvs.Stats, gauges bool, active, inactive uint64) {
+func (c *Collector) labelSet(sets []*labelSet, ch chan<- prometheus.Metric, d *descs, l *layouts, dir *[2]dto.LabelPair, labels []string, st *ipvs.Stats, gauges bool, active, inactive uint64) []*labelSet {
 	for _, v := range labels {
 		if !utf8.ValidString(v) {
 			ch <- prometheus.NewInvalidMetric(d.conns, fmt.Errorf("label value %q is not valid UTF-8", v))
-			return
+			return sets
 		}
 	}
 	ls := &labelSet{descs: d, values: [numSeries]float64{
@@ -421,14 +448,14 @@ func (c *Collector) send(ch chan<- prometheus.Metric, d *descs, l *layouts, dir 
 	ptrs, ls.lists[plainLabels] = l.plain.fill(ptrs, ls.pairs[:n], nil)
 	ptrs, ls.lists[inLabels] = l.dir.fill(ptrs, ls.pairs[:n], &dir[0])
 	_, ls.lists[outLabels] = l.dir.fill(ptrs, ls.pairs[:n], &dir[1])
-	emit := numSeries
+	ls.emit = numSeries
 	if !gauges {
-		emit = numCounters
+		ls.emit = numCounters
 	}
-	for i := range ls.series[:emit] {
+	for i := range ls.series[:ls.emit] {
 		ls.series[i] = series{set: ls, index: uint8(i)}
-		ch <- &ls.series[i]
 	}
+	return append(sets, ls)
 }
 
 // The seven series of a label set, in order: connections, packets in, packets out, bytes in,
@@ -456,6 +483,7 @@ type labelSet struct {
 	lists  [3][]*dto.LabelPair // the label lists (plain, in, out), in ptrs
 	values [numSeries]float64
 	series [numSeries]series
+	emit   int // how many of series to send
 }
 
 // series is one constant sample of a label set (what prometheus.NewConstMetric makes).

@@ -63,6 +63,7 @@ func main() {
 	flag.IntVar(&def.Changes, "changes", def.Changes, "endpoint changes per proxy")
 	flag.DurationVar(&def.Interval, "interval", def.Interval, "time between two changes' writes")
 	flag.DurationVar(&def.Idle, "idle", def.Idle, "idle window for the CPU figure (0: none)")
+	flag.DurationVar(&def.ScrapeEvery, "scrape-every", def.ScrapeEvery, "when > 0, a second idle window as long as --idle with /metrics scraped this often (e.g. 15s)")
 	flag.DurationVar(&def.FirstSyncLimit, "first-sync-limit", def.FirstSyncLimit, "limit for a proxy's first complete sync")
 	flag.DurationVar(&def.ChangeLimit, "change-limit", def.ChangeLimit, "limit for one change to reach IPVS")
 	flag.DurationVar(&def.PollInterval, "poll-interval", def.PollInterval, "time between two first-sync polls of the IPVS table")
@@ -129,7 +130,7 @@ func run(o options) error {
 	res := bench.Run{
 		Date: time.Now().UTC().Format(time.RFC3339),
 		Params: bench.Params{N: o.ns, E: o.cfg.E, Changes: o.cfg.Changes, IntervalSeconds: o.cfg.Interval.Seconds(),
-			IdleSeconds: o.cfg.Idle.Seconds(), Proxies: o.cfg.Proxies, Seed: o.cfg.Seed},
+			IdleSeconds: o.cfg.Idle.Seconds(), ScrapeEverySeconds: o.cfg.ScrapeEvery.Seconds(), Proxies: o.cfg.Proxies, Seed: o.cfg.Seed},
 		Host: bench.Host{CPU: hostCPU(), Cores: runtime.NumCPU()},
 	}
 	stamp := time.Now().UTC().Format("20060102T150405Z")
