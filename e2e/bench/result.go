@@ -24,15 +24,15 @@ type Run struct {
 
 // Params are the knobs of a run (the make variables BENCH_*).
 type Params struct {
-	N               []int    `json:"n"`
-	E               int      `json:"e"`
-	Changes         int      `json:"changes"`
-	IntervalSeconds float64  `json:"change_interval_seconds"`
-	IdleSeconds     float64  `json:"idle_window_seconds"`
+	N               []int   `json:"n"`
+	E               int     `json:"e"`
+	Changes         int     `json:"changes"`
+	IntervalSeconds float64 `json:"change_interval_seconds"`
+	IdleSeconds     float64 `json:"idle_window_seconds"`
 	// ScrapeEverySeconds is the scrape interval of the scraped idle window (0: none).
-	ScrapeEverySeconds float64 `json:"scrape_every_seconds,omitempty"`
-	Proxies         []string `json:"proxies"`
-	Seed            uint64   `json:"seed"`
+	ScrapeEverySeconds float64  `json:"scrape_every_seconds,omitempty"`
+	Proxies            []string `json:"proxies"`
+	Seed               uint64   `json:"seed"`
 }
 
 // Host describes the machine the VM ran on.
