@@ -49,7 +49,8 @@ func quoteValue(v string) string {
 func (e *FieldError) Unwrap() error { return e.Err }
 
 // setting names one configurable value: its file path and its flag, separated by one
-// space ("ipvs.syncPeriod --ipvs-sync-period"); either part may be empty.
+// space ("ipvs.syncPeriod --ipvs-sync-period"); either part may be empty. The settings
+// table gives each entry's (entry.setting, settingNamed).
 type setting string
 
 func (s setting) field() string { f, _, _ := strings.Cut(string(s), " "); return f }
@@ -68,51 +69,6 @@ func (s setting) wrap(value string, err error, format string, args ...any) *Fiel
 // fieldOnly is the setting as written in a file: the flag is not named, since the value
 // came from the file.
 func (s setting) fieldOnly() setting { return setting(s.field() + " ") }
-
-// The settings. Settings that have no file field have only a flag, and the other way round.
-const (
-	sContentType         setting = "clientConnection.contentType --kube-api-content-type"
-	sQPS                 setting = "clientConnection.qps --kube-api-qps"
-	sBurst               setting = "clientConnection.burst --kube-api-burst"
-	sConfigSyncPeriod    setting = "configSyncPeriod --config-sync-period"
-	sHostnameOverride    setting = "hostnameOverride --hostname-override"
-	sBindAddress         setting = "bindAddress --bind-address"
-	sHealthzBindAddress  setting = "healthzBindAddress --healthz-bind-address"
-	sHealthzPort         setting = "healthzBindAddress --healthz-port"
-	sMetricsBindAddress  setting = "metricsBindAddress --metrics-bind-address"
-	sMetricsPort         setting = "metricsBindAddress --metrics-port"
-	sMode                setting = "mode --proxy-mode"
-	sClusterCIDR         setting = "clusterCIDR --cluster-cidr"
-	sDetectLocalMode     setting = "detectLocalMode --detect-local-mode"
-	sBridgeInterface     setting = "detectLocal.bridgeInterface --pod-bridge-interface"
-	sInterfaceNamePrefix setting = "detectLocal.interfaceNamePrefix --pod-interface-name-prefix"
-	sNodePortAddresses   setting = "nodePortAddresses --nodeport-addresses"
-	sMasqueradeBit       setting = "iptables.masqueradeBit --iptables-masquerade-bit"
-	sIPVSSyncPeriod      setting = "ipvs.syncPeriod --ipvs-sync-period"
-	sIPVSMinSyncPeriod   setting = "ipvs.minSyncPeriod --ipvs-min-sync-period"
-	sIPVSScheduler       setting = "ipvs.scheduler --ipvs-scheduler"
-	sIPVSExcludeCIDRs    setting = "ipvs.excludeCIDRs --ipvs-exclude-cidrs"
-	sIPVSTCPTimeout      setting = "ipvs.tcpTimeout --ipvs-tcp-timeout"
-	sIPVSTCPFinTimeout   setting = "ipvs.tcpFinTimeout --ipvs-tcpfin-timeout"
-	sIPVSUDPTimeout      setting = "ipvs.udpTimeout --ipvs-udp-timeout"
-	sCTMaxPerCore        setting = "conntrack.maxPerCore --conntrack-max-per-core"
-	sCTMin               setting = "conntrack.min --conntrack-min"
-	sCTEstablished       setting = "conntrack.tcpEstablishedTimeout --conntrack-tcp-timeout-established"
-	sCTCloseWait         setting = "conntrack.tcpCloseWaitTimeout --conntrack-tcp-timeout-close-wait"
-	sCTUDPTimeout        setting = "conntrack.udpTimeout --conntrack-udp-timeout"
-	sCTUDPStreamTimeout  setting = "conntrack.udpStreamTimeout --conntrack-udp-timeout-stream"
-	sOOMScoreAdj         setting = "oomScoreAdj --oom-score-adj"
-	sLogFormat           setting = "logging.format --kipvs-log-format"
-	sLoggingFormat       setting = "logging.format --logging-format"
-	sVerbosity           setting = "logging.verbosity -v"
-	sSourceFile          setting = " --kipvs-source-file"
-	sServiceCIDR         setting = " --kipvs-service-cidr"
-	sGracefulPeriod      setting = " --kipvs-graceful-period"
-	sMaxServiceMembers   setting = " --kipvs-max-service-set-members"
-	sMaxSetMembers       setting = " --kipvs-max-set-members"
-	sExternalIPCIDRs     setting = " --kipvs-external-ip-cidrs"
-	sLoadBalancerIPCIDRs setting = " --kipvs-load-balancer-ip-cidrs"
-)
 
 // quoteList renders a list of values for an error detail.
 func quoteList(vals []string) string {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -169,16 +168,16 @@ func yamlKeys(data []byte) (map[string]int, []fileWarning) {
 	return lines, out
 }
 
-// obsoleteFields are fields older kube-proxy releases had in v1alpha1 and that long-lived
-// clusters (kubeadm's kube-proxy ConfigMap, for one) still carry. kube-proxy v1.34 reads
-// such files through its lenient fallback; kipvs names these known fields in a notice
-// with the reason, where any other unknown field gets a warning.
+// obsoleteFields maps the fields older kube-proxy releases had in v1alpha1 (see
+// documentEntries) to the reason they are skipped.
 func obsoleteFields() map[string]string {
-	return map[string]string{
-		"udpIdleTimeout":    "an old kube-proxy field of the userspace proxy mode, since removed",
-		"resourceContainer": "an old kube-proxy field, since removed",
-		"conntrack.max":     "an old kube-proxy field, since removed; conntrack.maxPerCore and conntrack.min set the limit",
+	out := map[string]string{}
+	for _, e := range table() {
+		if e.kind == kindObsolete {
+			out[e.field] = e.reason
+		}
 	}
+	return out
 }
 
 // checkTypeMeta refuses a document that is not a kubeproxy.config.k8s.io/v1alpha1
@@ -210,128 +209,14 @@ func checkTypeMeta(members []member) error {
 // the pointer fields). It does not validate the result beyond parsing values.
 func fromKubeProxyConfiguration(kp *v1alpha1.KubeProxyConfiguration, present []string) (Config, []notice, []error) {
 	c := FileDefaults()
-	var errs []error
-	add := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
+	r := &fileRun{kp: kp, c: &c}
+	t := table()
+	for _, e := range t {
+		if e.read != nil {
+			e.read(r, e.setting().fieldOnly())
 		}
 	}
-	var notices []notice
-
-	cc := kp.ClientConnection
-	c.ClientConnection.Kubeconfig = cc.Kubeconfig
-	c.ClientConnection.AcceptContentTypes = cc.AcceptContentTypes
-	if cc.ContentType != "" {
-		c.ClientConnection.ContentType = cc.ContentType
-	}
-	if cc.QPS != 0 {
-		c.ClientConnection.QPS = cc.QPS
-	}
-	if cc.Burst != 0 {
-		c.ClientConnection.Burst = cc.Burst
-	}
-	if kp.ConfigSyncPeriod.Duration != 0 {
-		c.ConfigSyncPeriod = kp.ConfigSyncPeriod.Duration
-	}
-
-	var err error
-	c.HostnameOverride, err = normalizeHostname(sHostnameOverride.fieldOnly(), kp.HostnameOverride)
-	add(err)
-
-	// The default server addresses follow the family of bindAddress.
-	v6 := false
-	if kp.BindAddress != "" {
-		ip, ok := parseIP(kp.BindAddress)
-		if ok {
-			c.BindAddress = ip
-			v6 = ip.Is6()
-		} else {
-			add(sBindAddress.fieldOnly().invalid(kp.BindAddress, "must be an IP address"))
-			v6 = true // as kube-proxy: anything that is not IPv4 gets the IPv6 defaults
-		}
-	}
-	if v6 {
-		c.HealthzBindAddress = netip.AddrPortFrom(netip.IPv6Unspecified(), DefaultHealthzPort)
-		c.MetricsBindAddress = netip.AddrPortFrom(netip.IPv6Loopback(), DefaultMetricsPort)
-	}
-	if kp.HealthzBindAddress != "" {
-		c.HealthzBindAddress, err = parseHostPort(sHealthzBindAddress.fieldOnly(), kp.HealthzBindAddress, DefaultHealthzPort)
-		add(err)
-	}
-	if kp.MetricsBindAddress != "" {
-		c.MetricsBindAddress, err = parseHostPort(sMetricsBindAddress.fieldOnly(), kp.MetricsBindAddress, DefaultMetricsPort)
-		add(err)
-	}
-	c.BindAddressHardFail = kp.BindAddressHardFail
-	c.EnableProfiling = kp.EnableProfiling
-
-	switch kp.Mode {
-	case "":
-		notices = append(notices, notice{"mode", "empty: kube-proxy would run in iptables mode with this file; " +
-			"kipvs runs in IPVS mode and reads ipvs.syncPeriod and ipvs.minSyncPeriod"})
-	case ProxyModeIPVS:
-	default:
-		c.Mode = string(kp.Mode) // refused by Validate, with the other errors
-	}
-
-	c.MasqueradeAll = kp.IPTables.MasqueradeAll
-	if kp.IPTables.MasqueradeBit != nil {
-		c.MasqueradeBit = *kp.IPTables.MasqueradeBit
-	}
-
-	v := kp.IPVS
-	if v.SyncPeriod.Duration != 0 {
-		c.IPVS.SyncPeriod = v.SyncPeriod.Duration
-	}
-	c.IPVS.MinSyncPeriod = v.MinSyncPeriod.Duration
-	c.IPVS.Scheduler = v.Scheduler
-	var perrs []error
-	c.IPVS.ExcludeCIDRs, perrs = parseCIDRs(sIPVSExcludeCIDRs.fieldOnly(), v.ExcludeCIDRs)
-	errs = append(errs, perrs...)
-	c.IPVS.StrictARP = v.StrictARP
-	c.IPVS.TCPTimeout = v.TCPTimeout.Duration
-	c.IPVS.TCPFinTimeout = v.TCPFinTimeout.Duration
-	c.IPVS.UDPTimeout = v.UDPTimeout.Duration
-
-	ct := kp.Conntrack
-	if ct.MaxPerCore != nil {
-		c.Conntrack.MaxPerCore = *ct.MaxPerCore
-	}
-	if ct.Min != nil {
-		c.Conntrack.Min = *ct.Min
-	}
-	if ct.TCPEstablishedTimeout != nil {
-		c.Conntrack.TCPEstablishedTimeout = ct.TCPEstablishedTimeout.Duration
-	}
-	if ct.TCPCloseWaitTimeout != nil {
-		c.Conntrack.TCPCloseWaitTimeout = ct.TCPCloseWaitTimeout.Duration
-	}
-	c.Conntrack.TCPBeLiberal = ct.TCPBeLiberal
-	c.Conntrack.UDPTimeout = ct.UDPTimeout.Duration
-	c.Conntrack.UDPStreamTimeout = ct.UDPStreamTimeout.Duration
-
-	if kp.DetectLocalMode != "" {
-		c.DetectLocalMode = LocalMode(kp.DetectLocalMode)
-	}
-	c.BridgeInterface = kp.DetectLocal.BridgeInterface
-	c.InterfaceNamePrefix = kp.DetectLocal.InterfaceNamePrefix
-	c.ClusterCIDRs, perrs = splitCIDRList(sClusterCIDR.fieldOnly(), kp.ClusterCIDR)
-	errs = append(errs, perrs...)
-	c.NodePortAddresses, c.NodePortPrimary, perrs = parseNodePortAddresses(sNodePortAddresses.fieldOnly(), kp.NodePortAddresses)
-	errs = append(errs, perrs...)
-
-	if kp.OOMScoreAdj != nil {
-		c.OOMScoreAdj = *kp.OOMScoreAdj
-	}
-	if len(kp.FeatureGates) > 0 {
-		c.FeatureGates = maps.Clone(kp.FeatureGates)
-	}
-	c.LogFormat, err = logFormatFromKubeProxy(sLoggingFormat.fieldOnly(), kp.Logging.Format)
-	add(err)
-	c.Verbosity = int(kp.Logging.Verbosity)
-
-	notices = append(notices, ignoredNotices(kp, present)...)
-	return c, notices, errs
+	return c, append(r.notices, ignoredNotices(t, kp, present)...), r.errs
 }
 
 // parseNodePortAddresses parses nodePortAddresses: CIDRs, or the single word "primary".
@@ -359,76 +244,23 @@ func logFormatFromKubeProxy(s setting, f string) (LogFormat, error) {
 	return LogFormatConsole, s.invalid(f, `must be "text" or "json"`)
 }
 
-// ignoredField is a file field kipvs accepts but does not act on.
-type ignoredField struct {
-	path   string
-	reason string
-	value  func(*v1alpha1.KubeProxyConfiguration) any
-}
-
-func ignoredFields() []ignoredField {
-	type routing struct {
-		TextSplit, JSONSplit   bool
-		TextBuffer, JSONBuffer int64
-	}
-	return []ignoredField{
-		{"iptables.syncPeriod", "used in iptables mode only; kipvs uses ipvs.syncPeriod",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.IPTables.SyncPeriod.Duration }},
-		{"iptables.minSyncPeriod", "used in iptables mode only; kipvs uses ipvs.minSyncPeriod",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.IPTables.MinSyncPeriod.Duration }},
-		{"iptables.localhostNodePorts", "used in iptables mode only; IPVS mode never serves NodePorts on localhost",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.IPTables.LocalhostNodePorts }},
-		{"nftables.masqueradeAll", "used in nftables mode only; kipvs uses iptables.masqueradeAll",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.NFTables.MasqueradeAll }},
-		{"nftables.masqueradeBit", "used in nftables mode only; kipvs uses iptables.masqueradeBit",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.NFTables.MasqueradeBit }},
-		{"nftables.syncPeriod", "used in nftables mode only; kipvs uses ipvs.syncPeriod",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.NFTables.SyncPeriod.Duration }},
-		{"nftables.minSyncPeriod", "used in nftables mode only; kipvs uses ipvs.minSyncPeriod",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.NFTables.MinSyncPeriod.Duration }},
-		{"winkernel", "used on Windows only",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.Winkernel }},
-		{"windowsRunAsService", "used on Windows only",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.WindowsRunAsService }},
-		{"portRange", "not used by kube-proxy either",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.PortRange }},
-		{"showHiddenMetricsForVersion", "kipvs has no hidden metrics",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.ShowHiddenMetricsForVersion }},
-		{"featureGates", "kipvs has no feature gates",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return len(k.FeatureGates) }},
-		{"logging.flushFrequency", "log buffering is not supported",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return k.Logging.FlushFrequency.Duration.Duration }},
-		{"logging.vmodule", "per-file verbosity is not supported; use logging.verbosity",
-			func(k *v1alpha1.KubeProxyConfiguration) any { return len(k.Logging.VModule) }},
-		{"logging.options", "split output streams and buffering are not supported",
-			func(k *v1alpha1.KubeProxyConfiguration) any {
-				o := k.Logging.Options
-				return routing{o.Text.SplitStream, o.JSON.SplitStream, o.Text.InfoBufferSize.Value(), o.JSON.InfoBufferSize.Value()}
-			}},
-	}
-}
-
-// ignoredNotices lists the ignored fields the file sets to something other than
-// kube-proxy's default (a field set to its default changes nothing, so is not worth a word).
-func ignoredNotices(kp *v1alpha1.KubeProxyConfiguration, present []string) []notice {
+// ignoredNotices lists the fields kipvs does not act on that the file sets to something
+// other than kube-proxy's default (a field set to its default changes nothing, so is not
+// worth a word).
+func ignoredNotices(t []entry, kp *v1alpha1.KubeProxyConfiguration, present []string) []notice {
 	def := defaultKubeProxyConfiguration()
 	var out []notice
-	for _, f := range ignoredFields() {
-		set := false
-		for _, p := range present {
-			if p == f.path || strings.HasPrefix(p, f.path+".") || strings.HasPrefix(p, f.path+"[") {
-				set = true
-				break
-			}
-		}
-		if !set {
+	for _, e := range t {
+		if e.unused == nil || !slices.ContainsFunc(present, func(p string) bool {
+			return p == e.field || strings.HasPrefix(p, e.field+".") || strings.HasPrefix(p, e.field+"[")
+		}) {
 			continue
 		}
-		got := f.value(kp)
-		if reflect.ValueOf(got).IsZero() || reflect.DeepEqual(got, f.value(def)) {
+		got := e.unused(kp)
+		if reflect.ValueOf(got).IsZero() || reflect.DeepEqual(got, e.unused(def)) {
 			continue
 		}
-		out = append(out, notice{f.path, f.reason})
+		out = append(out, notice{e.field, e.reason})
 	}
 	return out
 }

@@ -21,17 +21,18 @@ func Load(f *Flags, log *zap.Logger) (Config, error) {
 	c := Defaults()
 	var errs []error
 	var file parsedFile
-	if f.configFile != "" {
-		data, err := os.ReadFile(f.configFile)
+	configFile := f.configFile()
+	if configFile != "" {
+		data, err := os.ReadFile(configFile)
 		if err != nil {
 			return Config{}, fmt.Errorf("read the --config file: %w", err)
 		}
 		file, err = parseFile(data)
 		if err != nil {
-			return Config{}, fmt.Errorf("config file %s: %w", f.configFile, err)
+			return Config{}, fmt.Errorf("config file %s: %w", configFile, err)
 		}
 		if len(file.errs) > 0 {
-			errs = append(errs, fmt.Errorf("config file %s: %w", f.configFile, errors.Join(file.errs...)))
+			errs = append(errs, fmt.Errorf("config file %s: %w", configFile, errors.Join(file.errs...)))
 		}
 		c = file.config
 	}
@@ -41,12 +42,12 @@ func Load(f *Flags, log *zap.Logger) (Config, error) {
 		errs = append(errs, err)
 	}
 	// The warnings may explain an error (a value set by an ignored flag), so come first.
-	logWarnings(log, f.configFile, file.warnings)
-	logIgnoredFlags(log, f.configFile, ignored)
+	logWarnings(log, configFile, file.warnings)
+	logIgnoredFlags(log, configFile, ignored)
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
-	logNotices(log, f.configFile, file.notices)
+	logNotices(log, configFile, file.notices)
 	logNotices(log, "", flagNotices)
 	return c, nil
 }

@@ -2,11 +2,9 @@ package config
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -77,67 +75,11 @@ func defaultKubeProxyConfiguration() *v1alpha1.KubeProxyConfiguration {
 // metrics server is rendered as "", which kube-proxy reads as its default.
 func (c *Config) KubeProxyConfiguration() *v1alpha1.KubeProxyConfiguration {
 	kp := defaultKubeProxyConfiguration()
-	dur := func(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
-
-	kp.FeatureGates = maps.Clone(c.FeatureGates)
-	if kp.FeatureGates == nil {
-		kp.FeatureGates = map[string]bool{}
+	for _, e := range table() {
+		if e.write != nil {
+			e.write(c, kp)
+		}
 	}
-	kp.ClientConnection = v1alpha1ClientConnection(c.ClientConnection)
-	kp.Logging.Format = "text"
-	if c.LogFormat == LogFormatJSON {
-		kp.Logging.Format = "json"
-	}
-	kp.Logging.Verbosity = logsapi.VerbosityLevel(max(c.Verbosity, 0))
-
-	kp.HostnameOverride = c.HostnameOverride
-	kp.BindAddress = addrString(c.BindAddress)
-	kp.HealthzBindAddress = addrPortString(c.HealthzBindAddress)
-	kp.MetricsBindAddress = addrPortString(c.MetricsBindAddress)
-	kp.BindAddressHardFail = c.BindAddressHardFail
-	kp.EnableProfiling = c.EnableProfiling
-	kp.Mode = v1alpha1.ProxyMode(c.Mode)
-
-	kp.IPTables.MasqueradeAll = c.MasqueradeAll
-	kp.IPTables.MasqueradeBit = ptrTo(c.MasqueradeBit)
-	// kube-proxy keeps one pair of sync periods, the active mode's, and writes it back into
-	// that mode's section only: in IPVS mode the iptables and nftables ones are 0s.
-	kp.IPTables.SyncPeriod, kp.IPTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
-	kp.NFTables.SyncPeriod, kp.NFTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
-
-	kp.IPVS = v1alpha1.KubeProxyIPVSConfiguration{
-		SyncPeriod:    dur(c.IPVS.SyncPeriod),
-		MinSyncPeriod: dur(c.IPVS.MinSyncPeriod),
-		Scheduler:     c.IPVS.Scheduler,
-		ExcludeCIDRs:  prefixStrings(c.IPVS.ExcludeCIDRs),
-		StrictARP:     c.IPVS.StrictARP,
-		TCPTimeout:    dur(c.IPVS.TCPTimeout),
-		TCPFinTimeout: dur(c.IPVS.TCPFinTimeout),
-		UDPTimeout:    dur(c.IPVS.UDPTimeout),
-	}
-
-	kp.DetectLocalMode = v1alpha1.LocalMode(c.DetectLocalMode)
-	kp.DetectLocal = v1alpha1.DetectLocalConfiguration{
-		BridgeInterface:     c.BridgeInterface,
-		InterfaceNamePrefix: c.InterfaceNamePrefix,
-	}
-	kp.ClusterCIDR = strings.Join(prefixStrings(c.ClusterCIDRs), ",")
-	kp.NodePortAddresses = prefixStrings(c.NodePortAddresses)
-	if c.NodePortPrimary {
-		kp.NodePortAddresses = append([]string{nodePortPrimary}, kp.NodePortAddresses...)
-	}
-
-	kp.Conntrack = v1alpha1.KubeProxyConntrackConfiguration{
-		MaxPerCore:            ptrTo(c.Conntrack.MaxPerCore),
-		Min:                   ptrTo(c.Conntrack.Min),
-		TCPEstablishedTimeout: ptrTo(dur(c.Conntrack.TCPEstablishedTimeout)),
-		TCPCloseWaitTimeout:   ptrTo(dur(c.Conntrack.TCPCloseWaitTimeout)),
-		TCPBeLiberal:          c.Conntrack.TCPBeLiberal,
-		UDPTimeout:            dur(c.Conntrack.UDPTimeout),
-		UDPStreamTimeout:      dur(c.Conntrack.UDPStreamTimeout),
-	}
-	kp.OOMScoreAdj = ptrTo(c.OOMScoreAdj)
-	kp.ConfigSyncPeriod = dur(c.ConfigSyncPeriod)
 	return kp
 }
 

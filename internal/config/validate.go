@@ -22,6 +22,7 @@ import (
 // refused (kube-proxy runs with it too): the daemon reports it and does not use it
 // (CheckClusterCIDR).
 func (c *Config) Validate() error {
+	named := settingsByName()
 	var errs []error
 	add := func(err error) {
 		if err != nil {
@@ -30,99 +31,99 @@ func (c *Config) Validate() error {
 	}
 
 	if c.Mode != ProxyModeIPVS {
-		add(sMode.invalid(c.Mode, "kipvs implements only the IPVS proxy mode; set it to %q or leave it empty", ProxyModeIPVS))
+		add(named("proxy-mode").invalid(c.Mode, "kipvs implements only the IPVS proxy mode; set it to %q or leave it empty", ProxyModeIPVS))
 	}
 
 	cc := c.ClientConnection
 	if cc.ContentType != ContentTypeProtobuf && cc.ContentType != ContentTypeJSON {
-		add(sContentType.invalid(cc.ContentType, "must be %s", quoteList([]string{ContentTypeProtobuf, ContentTypeJSON})))
+		add(named("kube-api-content-type").invalid(cc.ContentType, "must be %s", quoteList([]string{ContentTypeProtobuf, ContentTypeJSON})))
 	}
 	if q := float64(cc.QPS); math.IsNaN(q) || math.IsInf(q, 0) {
-		add(sQPS.invalid(formatFloat(cc.QPS), "must be a finite number (a negative value disables client-side rate limiting)"))
+		add(named("kube-api-qps").invalid(formatFloat(cc.QPS), "must be a finite number (a negative value disables client-side rate limiting)"))
 	}
 	switch {
 	case cc.Burst < 0:
-		add(sBurst.invalid(strconv.Itoa(int(cc.Burst)), "must be greater than or equal to 0"))
+		add(named("kube-api-burst").invalid(strconv.Itoa(int(cc.Burst)), "must be greater than or equal to 0"))
 	case cc.Burst == 0 && cc.QPS > 0:
-		add(sBurst.invalid("0", "must be greater than 0 when %s is greater than 0", sQPS.field()))
+		add(named("kube-api-burst").invalid("0", "must be greater than 0 when %s is greater than 0", named("kube-api-qps").field()))
 	}
-	add(positive(sConfigSyncPeriod, c.ConfigSyncPeriod))
+	add(positive(named("config-sync-period"), c.ConfigSyncPeriod))
 
 	if c.HostnameOverride != "" {
 		if msgs := validation.IsDNS1123Subdomain(c.HostnameOverride); len(msgs) > 0 {
-			add(sHostnameOverride.invalid(c.HostnameOverride, "must be a valid Node name: %s", strings.Join(msgs, "; ")))
+			add(named("hostname-override").invalid(c.HostnameOverride, "must be a valid Node name: %s", strings.Join(msgs, "; ")))
 		}
 	}
 	if !c.BindAddress.IsValid() {
-		add(sBindAddress.invalid("", "must be an IP address"))
+		add(named("bind-address").invalid("", "must be an IP address"))
 	}
-	add(validateServerAddress(sHealthzBindAddress, c.HealthzBindAddress))
-	add(validateServerAddress(sMetricsBindAddress, c.MetricsBindAddress))
+	add(validateServerAddress(named("healthz-bind-address"), c.HealthzBindAddress))
+	add(validateServerAddress(named("metrics-bind-address"), c.MetricsBindAddress))
 
-	errs = append(errs, validateDualStack(sClusterCIDR, c.ClusterCIDRs)...)
+	errs = append(errs, validateDualStack(named("cluster-cidr"), c.ClusterCIDRs)...)
 	switch c.DetectLocalMode {
 	case LocalModeClusterCIDR, LocalModeNodeCIDR:
 	case LocalModeBridgeInterface:
-		add(validateInterfaceName(sBridgeInterface, c.BridgeInterface, c.DetectLocalMode))
+		add(validateInterfaceName(named("pod-bridge-interface"), c.BridgeInterface, c.DetectLocalMode))
 	case LocalModeInterfaceNamePrefix:
-		add(validateInterfaceName(sInterfaceNamePrefix, c.InterfaceNamePrefix, c.DetectLocalMode))
+		add(validateInterfaceName(named("pod-interface-name-prefix"), c.InterfaceNamePrefix, c.DetectLocalMode))
 	default:
 		modes := make([]string, 0, 4)
 		for _, m := range LocalModes() {
 			modes = append(modes, string(m))
 		}
-		add(sDetectLocalMode.invalid(string(c.DetectLocalMode), "must be one of %s", quoteList(modes)))
+		add(named("detect-local-mode").invalid(string(c.DetectLocalMode), "must be one of %s", quoteList(modes)))
 	}
 
 	if c.NodePortPrimary && len(c.NodePortAddresses) > 0 {
-		add(sNodePortAddresses.invalid("primary,"+joinPrefixes(c.NodePortAddresses),
+		add(named("nodeport-addresses").invalid("primary,"+joinPrefixes(c.NodePortAddresses),
 			"%q cannot be combined with CIDRs", nodePortPrimary))
 	}
-	errs = append(errs, validatePrefixes(sNodePortAddresses, c.NodePortAddresses)...)
+	errs = append(errs, validatePrefixes(named("nodeport-addresses"), c.NodePortAddresses)...)
 
 	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
-		add(sMasqueradeBit.invalid(strconv.Itoa(int(c.MasqueradeBit)), "must be within [0, 31]"))
+		add(named("iptables-masquerade-bit").invalid(strconv.Itoa(int(c.MasqueradeBit)), "must be within [0, 31]"))
 	}
 	if c.OOMScoreAdj < -1000 || c.OOMScoreAdj > 1000 {
-		add(sOOMScoreAdj.invalid(strconv.Itoa(int(c.OOMScoreAdj)), "must be within [-1000, 1000]"))
+		add(named("oom-score-adj").invalid(strconv.Itoa(int(c.OOMScoreAdj)), "must be within [-1000, 1000]"))
 	}
 
 	v := c.IPVS
-	add(positive(sIPVSSyncPeriod, v.SyncPeriod))
-	add(nonNegative(sIPVSMinSyncPeriod, v.MinSyncPeriod))
+	add(positive(named("ipvs-sync-period"), v.SyncPeriod))
+	add(nonNegative(named("ipvs-min-sync-period"), v.MinSyncPeriod))
 	if v.MinSyncPeriod >= 0 && v.SyncPeriod > 0 && v.MinSyncPeriod > v.SyncPeriod {
-		add(sIPVSMinSyncPeriod.invalid(v.MinSyncPeriod.String(), "must not be greater than %s (%s)", sIPVSSyncPeriod.field(), v.SyncPeriod))
+		add(named("ipvs-min-sync-period").invalid(v.MinSyncPeriod.String(), "must not be greater than %s (%s)", named("ipvs-sync-period").field(), v.SyncPeriod))
 	}
 	if v.Scheduler != "" && !slices.Contains(ipvsmode.Schedulers(), v.Scheduler) {
-		add(sIPVSScheduler.invalid(v.Scheduler, "must be one of %s", strings.Join(ipvsmode.Schedulers(), ", ")))
+		add(named("ipvs-scheduler").invalid(v.Scheduler, "must be one of %s", strings.Join(ipvsmode.Schedulers(), ", ")))
 	}
-	errs = append(errs, validatePrefixes(sIPVSExcludeCIDRs, v.ExcludeCIDRs)...)
-	add(nonNegative(sIPVSTCPTimeout, v.TCPTimeout))
-	add(nonNegative(sIPVSTCPFinTimeout, v.TCPFinTimeout))
-	add(nonNegative(sIPVSUDPTimeout, v.UDPTimeout))
+	errs = append(errs, validatePrefixes(named("ipvs-exclude-cidrs"), v.ExcludeCIDRs)...)
+	add(nonNegative(named("ipvs-tcp-timeout"), v.TCPTimeout))
+	add(nonNegative(named("ipvs-tcpfin-timeout"), v.TCPFinTimeout))
+	add(nonNegative(named("ipvs-udp-timeout"), v.UDPTimeout))
 
 	ct := c.Conntrack
 	if ct.MaxPerCore < 0 {
-		add(sCTMaxPerCore.invalid(strconv.Itoa(int(ct.MaxPerCore)), "must be greater than or equal to 0 (0 leaves nf_conntrack_max alone)"))
+		add(named("conntrack-max-per-core").invalid(strconv.Itoa(int(ct.MaxPerCore)), "must be greater than or equal to 0 (0 leaves nf_conntrack_max alone)"))
 	}
 	if ct.Min < 0 {
-		add(sCTMin.invalid(strconv.Itoa(int(ct.Min)), "must be greater than or equal to 0"))
+		add(named("conntrack-min").invalid(strconv.Itoa(int(ct.Min)), "must be greater than or equal to 0"))
 	}
-	add(nonNegative(sCTEstablished, ct.TCPEstablishedTimeout))
-	add(nonNegative(sCTCloseWait, ct.TCPCloseWaitTimeout))
-	add(nonNegative(sCTUDPTimeout, ct.UDPTimeout))
-	add(nonNegative(sCTUDPStreamTimeout, ct.UDPStreamTimeout))
+	add(nonNegative(named("conntrack-tcp-timeout-established"), ct.TCPEstablishedTimeout))
+	add(nonNegative(named("conntrack-tcp-timeout-close-wait"), ct.TCPCloseWaitTimeout))
+	add(nonNegative(named("conntrack-udp-timeout"), ct.UDPTimeout))
+	add(nonNegative(named("conntrack-udp-timeout-stream"), ct.UDPStreamTimeout))
 
 	if c.LogFormat != LogFormatConsole && c.LogFormat != LogFormatJSON {
-		add(sLogFormat.invalid(string(c.LogFormat), "must be %q or %q", LogFormatConsole, LogFormatJSON))
+		add(named("kipvs-log-format").invalid(string(c.LogFormat), "must be %q or %q", LogFormatConsole, LogFormatJSON))
 	}
 	if c.Verbosity < 0 || c.Verbosity > math.MaxInt32 {
-		add(sVerbosity.invalid(strconv.Itoa(c.Verbosity), "must be between 0 and %d", math.MaxInt32))
+		add(named("v").invalid(strconv.Itoa(c.Verbosity), "must be between 0 and %d", math.MaxInt32))
 	}
 
-	errs = append(errs, validateDualStack(sServiceCIDR, c.Kipvs.ServiceCIDRs)...)
-	add(nonNegative(sGracefulPeriod, c.Kipvs.GracefulPeriod))
-	for s, v := range map[setting]int{sMaxServiceMembers: c.Kipvs.MaxServiceSetMembers, sMaxSetMembers: c.Kipvs.MaxSetMembers} {
+	errs = append(errs, validateDualStack(named("kipvs-service-cidr"), c.Kipvs.ServiceCIDRs)...)
+	add(nonNegative(named("kipvs-graceful-period"), c.Kipvs.GracefulPeriod))
+	for s, v := range map[setting]int{named("kipvs-max-service-set-members"): c.Kipvs.MaxServiceSetMembers, named("kipvs-max-set-members"): c.Kipvs.MaxSetMembers} {
 		if v < 0 {
 			add(s.invalid(strconv.Itoa(v), "must not be negative (0: no limit)"))
 		}
@@ -146,7 +147,7 @@ func CheckClusterCIDR(clusterCIDRs, serviceCIDRs []netip.Prefix) error {
 			if pod.Masked() == svc.Masked() {
 				how = "is the Service CIDR " + svc.String()
 			}
-			errs = append(errs, sClusterCIDR.invalid(pod.String(),
+			errs = append(errs, settingNamed("cluster-cidr").invalid(pod.String(),
 				"%s. clusterCIDR must be the pod CIDR: the range pod IPs are allocated from, which "+
 					"kipvs uses to tell traffic from pods apart from traffic from the node when it decides what "+
 					"to masquerade. The Service CIDR is something else: the range ClusterIPs are allocated from "+
@@ -222,7 +223,7 @@ func validateDualStack(s setting, ps []netip.Prefix) []error {
 func validateInterfaceName(s setting, name string, mode LocalMode) error {
 	switch {
 	case name == "":
-		return s.invalid(name, "must be set when %s is %s", sDetectLocalMode.field(), mode)
+		return s.invalid(name, "must be set when %s is %s", settingNamed("detect-local-mode").field(), mode)
 	case len(name) > 15:
 		return s.invalid(name, "an interface name has at most 15 characters")
 	case name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n"):
