@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kipvs/kipvs/e2e/oracle"
+	"github.com/kipvs/kipvs/internal/config"
 )
 
 // kubeadmIPVS is the KubeProxyConfiguration kubeadm v1.34 writes into the kube-proxy
@@ -311,6 +312,48 @@ winkernel:
 	}
 }
 
+// kubeProxyRejectsSample are the generated cases whose sample kube-proxy v1.34.10 refuses:
+// any value but the default of a --log-* output routing flag while its LoggingAlphaOptions
+// gate is off.
+var kubeProxyRejectsSample = map[string]bool{
+	"flag-log-text-split-stream": true, "config-flag-log-text-split-stream": true,
+	"flag-log-text-info-buffer-size": true, "config-flag-log-text-info-buffer-size": true,
+	"flag-log-json-split-stream": true, "config-flag-log-json-split-stream": true,
+	"flag-log-json-info-buffer-size": true, "config-flag-log-json-info-buffer-size": true,
+}
+
+// generatedCases walk kipvs's settings table (config.Settings): every kube-proxy flag set
+// to its entry's sample value, without --config ("flag-<name>") and next to one
+// ("config-flag-<name>"), and every file field set to its sample ("file-<path>"). kipvs's
+// own --kipvs-* flags are left out (kube-proxy does not have them), as are the invocation
+// flags (--config, --cleanup, ...), which have no sample.
+func generatedCases() []testCase {
+	const ipvsFile = head + "mode: ipvs\n"
+	var out []testCase
+	add := func(c testCase) {
+		c.kubeProxyRejects = kubeProxyRejectsSample[c.name]
+		out = append(out, c)
+	}
+	for _, s := range config.Settings() {
+		if s.Flag != "" && s.Sample != "" && !strings.HasPrefix(s.Flag, "kipvs-") {
+			flags := []string{"--proxy-mode=ipvs"}
+			if s.Flag != "proxy-mode" {
+				flags = append(flags, "--"+s.Flag+"="+s.Sample)
+			}
+			add(testCase{name: "flag-" + s.Flag, flags: flags})
+			add(testCase{name: "config-flag-" + s.Flag, file: ipvsFile, flags: flags[1:]})
+		}
+		if s.Field != "" && s.ReadsField && s.FileSample != "" {
+			file := ipvsFile + s.FileSnippet()
+			if s.Field == "mode" {
+				file = head + s.FileSnippet()
+			}
+			add(testCase{name: "file-" + s.Field, file: file})
+		}
+	}
+	return out
+}
+
 // result is what one binary did with one case.
 type result struct {
 	exit   int
@@ -482,7 +525,7 @@ func TestConfigDifferential(t *testing.T) {
 		t.Fatal(err)
 	}
 	ex := &explained{used: map[oracle.ConfigMatch]bool{}}
-	all := cases()
+	all := append(cases(), generatedCases()...)
 	names := map[string]bool{}
 	for _, c := range all {
 		if names[c.name] {
