@@ -7,4 +7,12 @@
 // every problem is reported at once (errors.Join), each naming the field, its flag and the
 // offending value. The effective Config renders back to a KubeProxyConfiguration for
 // --write-config-to and /configz.
+//
+// Every setting is declared once, as an entry of the settings table (table, table_*.go):
+// its file field, its flag and help, whether kube-proxy applies the flag with --config, and
+// how the flag is applied, the field read and the Config written back. AddFlags, Load,
+// Parse and KubeProxyConfiguration walk that table; kube-proxy settings kipvs accepts but
+// does not act on, and obsolete file fields, are entries too. Settings exposes it to the
+// config differential (e2e/configdiff), which tries every entry's sample value against
+// kube-proxy.
 package config

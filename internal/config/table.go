@@ -29,9 +29,9 @@ const (
 	kindTypeMeta
 )
 
-var kindNames = [...]string{"setting", "invocation", "ignored", "obsolete", "type"}
-
-func (k entryKind) String() string { return kindNames[k] }
+func (k entryKind) String() string {
+	return [...]string{"setting", "invocation", "ignored", "obsolete", "type"}[k]
+}
 
 // entry is one row of the settings table (see table): a command-line flag, a field of the
 // configuration file, or both, with everything kipvs does with it.

@@ -23,112 +23,128 @@ import (
 // (CheckClusterCIDR).
 func (c *Config) Validate() error {
 	named := settingsByName()
-	var errs []error
-	add := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
+	r := &findings{}
+	for _, check := range []func(*findings, func(string) setting){
+		c.validateAPI, c.validateNode, c.validateLocal, c.validateIPVS, c.validateConntrack, c.validateLogging,
+	} {
+		check(r, named)
 	}
+	return errors.Join(r.errs...)
+}
 
+// validateAPI checks the mode and the API connection.
+func (c *Config) validateAPI(r *findings, named func(string) setting) {
 	if c.Mode != ProxyModeIPVS {
-		add(named("proxy-mode").invalid(c.Mode, "kipvs implements only the IPVS proxy mode; set it to %q or leave it empty", ProxyModeIPVS))
+		r.add(named("proxy-mode").invalid(c.Mode, "kipvs implements only the IPVS proxy mode; set it to %q or leave it empty", ProxyModeIPVS))
 	}
 
 	cc := c.ClientConnection
 	if cc.ContentType != ContentTypeProtobuf && cc.ContentType != ContentTypeJSON {
-		add(named("kube-api-content-type").invalid(cc.ContentType, "must be %s", quoteList([]string{ContentTypeProtobuf, ContentTypeJSON})))
+		r.add(named("kube-api-content-type").invalid(cc.ContentType, "must be %s", quoteList([]string{ContentTypeProtobuf, ContentTypeJSON})))
 	}
 	if q := float64(cc.QPS); math.IsNaN(q) || math.IsInf(q, 0) {
-		add(named("kube-api-qps").invalid(formatFloat(cc.QPS), "must be a finite number (a negative value disables client-side rate limiting)"))
+		r.add(named("kube-api-qps").invalid(formatFloat(cc.QPS), "must be a finite number (a negative value disables client-side rate limiting)"))
 	}
 	switch {
 	case cc.Burst < 0:
-		add(named("kube-api-burst").invalid(strconv.Itoa(int(cc.Burst)), "must be greater than or equal to 0"))
+		r.add(named("kube-api-burst").invalid(strconv.Itoa(int(cc.Burst)), "must be greater than or equal to 0"))
 	case cc.Burst == 0 && cc.QPS > 0:
-		add(named("kube-api-burst").invalid("0", "must be greater than 0 when %s is greater than 0", named("kube-api-qps").field()))
+		r.add(named("kube-api-burst").invalid("0", "must be greater than 0 when %s is greater than 0", named("kube-api-qps").field()))
 	}
-	add(positive(named("config-sync-period"), c.ConfigSyncPeriod))
+	r.add(positive(named("config-sync-period"), c.ConfigSyncPeriod))
+}
 
+// validateNode checks the node's name and addresses.
+func (c *Config) validateNode(r *findings, named func(string) setting) {
 	if c.HostnameOverride != "" {
 		if msgs := validation.IsDNS1123Subdomain(c.HostnameOverride); len(msgs) > 0 {
-			add(named("hostname-override").invalid(c.HostnameOverride, "must be a valid Node name: %s", strings.Join(msgs, "; ")))
+			r.add(named("hostname-override").invalid(c.HostnameOverride, "must be a valid Node name: %s", strings.Join(msgs, "; ")))
 		}
 	}
 	if !c.BindAddress.IsValid() {
-		add(named("bind-address").invalid("", "must be an IP address"))
+		r.add(named("bind-address").invalid("", "must be an IP address"))
 	}
-	add(validateServerAddress(named("healthz-bind-address"), c.HealthzBindAddress))
-	add(validateServerAddress(named("metrics-bind-address"), c.MetricsBindAddress))
+	r.add(validateServerAddress(named("healthz-bind-address"), c.HealthzBindAddress))
+	r.add(validateServerAddress(named("metrics-bind-address"), c.MetricsBindAddress))
+}
 
-	errs = append(errs, validateDualStack(named("cluster-cidr"), c.ClusterCIDRs)...)
+// validateLocal checks local traffic detection, NodePort addresses and masquerading.
+func (c *Config) validateLocal(r *findings, named func(string) setting) {
+	r.add(validateDualStack(named("cluster-cidr"), c.ClusterCIDRs)...)
 	switch c.DetectLocalMode {
 	case LocalModeClusterCIDR, LocalModeNodeCIDR:
 	case LocalModeBridgeInterface:
-		add(validateInterfaceName(named("pod-bridge-interface"), c.BridgeInterface, c.DetectLocalMode))
+		r.add(validateInterfaceName(named("pod-bridge-interface"), c.BridgeInterface, c.DetectLocalMode))
 	case LocalModeInterfaceNamePrefix:
-		add(validateInterfaceName(named("pod-interface-name-prefix"), c.InterfaceNamePrefix, c.DetectLocalMode))
+		r.add(validateInterfaceName(named("pod-interface-name-prefix"), c.InterfaceNamePrefix, c.DetectLocalMode))
 	default:
 		modes := make([]string, 0, 4)
 		for _, m := range LocalModes() {
 			modes = append(modes, string(m))
 		}
-		add(named("detect-local-mode").invalid(string(c.DetectLocalMode), "must be one of %s", quoteList(modes)))
+		r.add(named("detect-local-mode").invalid(string(c.DetectLocalMode), "must be one of %s", quoteList(modes)))
 	}
 
 	if c.NodePortPrimary && len(c.NodePortAddresses) > 0 {
-		add(named("nodeport-addresses").invalid("primary,"+joinPrefixes(c.NodePortAddresses),
+		r.add(named("nodeport-addresses").invalid("primary,"+joinPrefixes(c.NodePortAddresses),
 			"%q cannot be combined with CIDRs", nodePortPrimary))
 	}
-	errs = append(errs, validatePrefixes(named("nodeport-addresses"), c.NodePortAddresses)...)
+	r.add(validatePrefixes(named("nodeport-addresses"), c.NodePortAddresses)...)
 
 	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
-		add(named("iptables-masquerade-bit").invalid(strconv.Itoa(int(c.MasqueradeBit)), "must be within [0, 31]"))
+		r.add(named("iptables-masquerade-bit").invalid(strconv.Itoa(int(c.MasqueradeBit)), "must be within [0, 31]"))
 	}
 	if c.OOMScoreAdj < -1000 || c.OOMScoreAdj > 1000 {
-		add(named("oom-score-adj").invalid(strconv.Itoa(int(c.OOMScoreAdj)), "must be within [-1000, 1000]"))
+		r.add(named("oom-score-adj").invalid(strconv.Itoa(int(c.OOMScoreAdj)), "must be within [-1000, 1000]"))
 	}
+}
 
+func (c *Config) validateIPVS(r *findings, named func(string) setting) {
 	v := c.IPVS
-	add(positive(named("ipvs-sync-period"), v.SyncPeriod))
-	add(nonNegative(named("ipvs-min-sync-period"), v.MinSyncPeriod))
+	r.add(positive(named("ipvs-sync-period"), v.SyncPeriod))
+	r.add(nonNegative(named("ipvs-min-sync-period"), v.MinSyncPeriod))
 	if v.MinSyncPeriod >= 0 && v.SyncPeriod > 0 && v.MinSyncPeriod > v.SyncPeriod {
-		add(named("ipvs-min-sync-period").invalid(v.MinSyncPeriod.String(), "must not be greater than %s (%s)", named("ipvs-sync-period").field(), v.SyncPeriod))
+		r.add(named("ipvs-min-sync-period").invalid(v.MinSyncPeriod.String(), "must not be greater than %s (%s)", named("ipvs-sync-period").field(), v.SyncPeriod))
 	}
 	if v.Scheduler != "" && !slices.Contains(ipvsmode.Schedulers(), v.Scheduler) {
-		add(named("ipvs-scheduler").invalid(v.Scheduler, "must be one of %s", strings.Join(ipvsmode.Schedulers(), ", ")))
+		r.add(named("ipvs-scheduler").invalid(v.Scheduler, "must be one of %s", strings.Join(ipvsmode.Schedulers(), ", ")))
 	}
-	errs = append(errs, validatePrefixes(named("ipvs-exclude-cidrs"), v.ExcludeCIDRs)...)
-	add(nonNegative(named("ipvs-tcp-timeout"), v.TCPTimeout))
-	add(nonNegative(named("ipvs-tcpfin-timeout"), v.TCPFinTimeout))
-	add(nonNegative(named("ipvs-udp-timeout"), v.UDPTimeout))
+	r.add(validatePrefixes(named("ipvs-exclude-cidrs"), v.ExcludeCIDRs)...)
+	r.add(nonNegative(named("ipvs-tcp-timeout"), v.TCPTimeout))
+	r.add(nonNegative(named("ipvs-tcpfin-timeout"), v.TCPFinTimeout))
+	r.add(nonNegative(named("ipvs-udp-timeout"), v.UDPTimeout))
+}
 
+func (c *Config) validateConntrack(r *findings, named func(string) setting) {
 	ct := c.Conntrack
 	if ct.MaxPerCore < 0 {
-		add(named("conntrack-max-per-core").invalid(strconv.Itoa(int(ct.MaxPerCore)), "must be greater than or equal to 0 (0 leaves nf_conntrack_max alone)"))
+		r.add(named("conntrack-max-per-core").invalid(strconv.Itoa(int(ct.MaxPerCore)), "must be greater than or equal to 0 (0 leaves nf_conntrack_max alone)"))
 	}
 	if ct.Min < 0 {
-		add(named("conntrack-min").invalid(strconv.Itoa(int(ct.Min)), "must be greater than or equal to 0"))
+		r.add(named("conntrack-min").invalid(strconv.Itoa(int(ct.Min)), "must be greater than or equal to 0"))
 	}
-	add(nonNegative(named("conntrack-tcp-timeout-established"), ct.TCPEstablishedTimeout))
-	add(nonNegative(named("conntrack-tcp-timeout-close-wait"), ct.TCPCloseWaitTimeout))
-	add(nonNegative(named("conntrack-udp-timeout"), ct.UDPTimeout))
-	add(nonNegative(named("conntrack-udp-timeout-stream"), ct.UDPStreamTimeout))
+	r.add(nonNegative(named("conntrack-tcp-timeout-established"), ct.TCPEstablishedTimeout))
+	r.add(nonNegative(named("conntrack-tcp-timeout-close-wait"), ct.TCPCloseWaitTimeout))
+	r.add(nonNegative(named("conntrack-udp-timeout"), ct.UDPTimeout))
+	r.add(nonNegative(named("conntrack-udp-timeout-stream"), ct.UDPStreamTimeout))
+}
 
+// validateLogging checks the logging settings and kipvs's own.
+func (c *Config) validateLogging(r *findings, named func(string) setting) {
 	if c.LogFormat != LogFormatConsole && c.LogFormat != LogFormatJSON {
-		add(named("kipvs-log-format").invalid(string(c.LogFormat), "must be %q or %q", LogFormatConsole, LogFormatJSON))
+		r.add(named("kipvs-log-format").invalid(string(c.LogFormat), "must be %q or %q", LogFormatConsole, LogFormatJSON))
 	}
 	if c.Verbosity < 0 || c.Verbosity > math.MaxInt32 {
-		add(named("v").invalid(strconv.Itoa(c.Verbosity), "must be between 0 and %d", math.MaxInt32))
+		r.add(named("v").invalid(strconv.Itoa(c.Verbosity), "must be between 0 and %d", math.MaxInt32))
 	}
 
-	errs = append(errs, validateDualStack(named("kipvs-service-cidr"), c.Kipvs.ServiceCIDRs)...)
-	add(nonNegative(named("kipvs-graceful-period"), c.Kipvs.GracefulPeriod))
+	r.add(validateDualStack(named("kipvs-service-cidr"), c.Kipvs.ServiceCIDRs)...)
+	r.add(nonNegative(named("kipvs-graceful-period"), c.Kipvs.GracefulPeriod))
 	for s, v := range map[setting]int{named("kipvs-max-service-set-members"): c.Kipvs.MaxServiceSetMembers, named("kipvs-max-set-members"): c.Kipvs.MaxSetMembers} {
 		if v < 0 {
-			add(s.invalid(strconv.Itoa(v), "must not be negative (0: no limit)"))
+			r.add(s.invalid(strconv.Itoa(v), "must not be negative (0: no limit)"))
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // CheckClusterCIDR finds a cluster (pod) CIDR that is, contains or lies inside one of the
