@@ -234,6 +234,11 @@ func boot(ctx context.Context, o options, cfg bench.Config, apiPort int, guestKC
 	res, runErr := vm.Run(ctx, vc)
 	stopLoad()
 	load := <-loads
+	if o.quiet && runErr != nil {
+		// The console was not streamed: show how the run ended.
+		lines := strings.Split(strings.TrimRight(res.Output, "\n"), "\n")
+		fmt.Printf("benchcompare: N=%d: the VM's last %d lines:\n%s\n", cfg.N, min(len(lines), 80), strings.Join(lines[max(0, len(lines)-80):], "\n"))
+	}
 	recs, perr := bench.ParseResults(res.Output)
 	if len(load) > 0 {
 		sum := 0.0
