@@ -127,7 +127,7 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger, opts 
 			}
 		}()
 	}
-	serveHTTP(ctx, &wg, &cfg, d, deps.Registry, stop, log)
+	serveHTTP(ctx, &wg, &cfg, d, stop, log)
 	if err := deps.Source.Start(ctx); err != nil {
 		stop()
 		wg.Wait()
@@ -153,7 +153,7 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger, opts 
 // that ends with ctx. As kube-proxy's, a failed listen (the old proxy still holds the port
 // during a swap) is retried every 5 s, unless --bind-address-hard-fail is set: then it ends
 // the run through stop.
-func serveHTTP(ctx context.Context, wg *sync.WaitGroup, cfg *config.Config, d *daemon.Daemon, reg *prometheus.Registry, stop func(), log *zap.Logger) {
+func serveHTTP(ctx context.Context, wg *sync.WaitGroup, cfg *config.Config, d *daemon.Daemon, stop func(), log *zap.Logger) {
 	serve := func(name string, addr string, h http.Handler) {
 		wg.Add(1)
 		go func() {
@@ -174,15 +174,15 @@ func serveHTTP(ctx context.Context, wg *sync.WaitGroup, cfg *config.Config, d *d
 		serve("health", a.String(), d.Health().Handler())
 	}
 	if a := cfg.MetricsBindAddress; a.IsValid() {
-		serve("metrics", a.String(), metricsHandler(cfg, d, reg))
+		serve("metrics", a.String(), metricsHandler(cfg, d, d.Gatherer()))
 	}
 }
 
 // metricsHandler serves /metrics and /configz, the debug endpoints cfg enables and, with
 // enableProfiling, /debug/pprof.
-func metricsHandler(cfg *config.Config, d *daemon.Daemon, reg *prometheus.Registry) http.Handler {
+func metricsHandler(cfg *config.Config, d *daemon.Daemon, g prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/", server.MetricsHandler(reg, func() any { return cfg.KubeProxyConfiguration() }))
+	mux.Handle("/", server.MetricsHandler(g, func() any { return cfg.KubeProxyConfiguration() }))
 	server.HandleDebug(mux, cfg.Kipvs.DebugEndpoints, d.VirtualServers, d.State)
 	if cfg.EnableProfiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -90,8 +90,10 @@ type Daemon struct {
 	health   *server.Health
 	nodeName string
 	run      *runner.Runner
-	// conns are the connection counts of the last full read, for the traffic metrics.
+	// conns are the connection counts of the last full read, for the traffic metrics
+	// (stats), which Gatherer adds to the registry's.
 	conns *svcstats.Connections
+	stats *svcstats.Collector
 
 	mu       sync.Mutex // one sync or drain at a time
 	families []*family
@@ -161,8 +163,9 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 		stats = deps.IPVS
 	}
 	d.conns = &svcstats.Connections{}
-	deps.Registry.MustRegister(svcstats.New(svcstats.Options{IPVS: stats, VirtualServers: d.VirtualServers,
-		Endpoints: cfg.Kipvs.EndpointMetrics, Connections: d.conns, Logger: log.Named("svcstats")}))
+	d.stats = svcstats.New(svcstats.Options{IPVS: stats, VirtualServers: d.VirtualServers,
+		Endpoints: cfg.Kipvs.EndpointMetrics, Connections: d.conns, Logger: log.Named("svcstats")})
+	deps.Registry.MustRegister(d.stats)
 	if fs, ok := deps.Source.(*watch.FileSource); ok {
 		fs.SetMetrics(watch.FileSourceMetrics{ReloadErrors: d.metrics.SourceFileReloadErrors,
 			LastGood: d.metrics.SourceFileLastGood, SkippedObjects: d.metrics.SourceErrors.WithLabelValues("file")})
@@ -385,3 +388,7 @@ func (d *Daemon) VirtualServers() []debugapi.VirtualServer {
 	}
 	return out
 }
+
+// Gatherer is what /metrics serves: the registry's metrics and the Service traffic
+// metrics, which the collector writes itself (svcstats.Gatherer).
+func (d *Daemon) Gatherer() prometheus.Gatherer { return svcstats.Gatherer(d.deps.Registry, d.stats) }

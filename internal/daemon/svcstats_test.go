@@ -51,7 +51,7 @@ func testTrafficMetrics(t *testing.T, endpoints bool) {
 	if !endpoints {
 		// The connection gauges are the last full read's: the first sync's until the
 		// next periodic pass reads the table again.
-		got := series(t, d.deps.Registry, "kipvs_service_active_connections")
+		got := series(t, d.Gatherer(), "kipvs_service_active_connections")
 		if want := `kipvs_service_active_connections{ip_family="IPv4",namespace="default",port="http",protocol="TCP",service="web",vip_kind="cluster_ip"} 0`; !slices.Equal(got, []string{want}) {
 			t.Errorf("before the periodic read: got %v, want %s", got, want)
 		}
@@ -63,7 +63,7 @@ func testTrafficMetrics(t *testing.T, endpoints bool) {
 			t.Fatal(err)
 		}
 	}
-	got := series(t, d.deps.Registry, "kipvs_service_connections_total", "kipvs_service_active_connections", "kipvs_endpoint_inactive_connections")
+	got := series(t, d.Gatherer(), "kipvs_service_connections_total", "kipvs_service_active_connections", "kipvs_endpoint_inactive_connections")
 	want := []string{
 		`kipvs_service_active_connections{ip_family="IPv4",namespace="default",port="http",protocol="TCP",service="web",vip_kind="cluster_ip"} 3`,
 		`kipvs_service_connections_total{ip_family="IPv4",namespace="default",port="http",protocol="TCP",service="web",vip_kind="cluster_ip"} 42`,

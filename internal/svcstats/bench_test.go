@@ -38,12 +38,14 @@ func BenchmarkScrape10kServices(b *testing.B) {
 	for _, endpoints := range []bool{false, true} {
 		b.Run(fmt.Sprintf("endpoints=%v", endpoints), func(b *testing.B) {
 			bd := benchBed(b, 10000, 10)
+			c := bd.collector(Options{Endpoints: endpoints, MaxEndpoints: 200000, Connections: observed(b, bd.fake)})
 			reg := prometheus.NewRegistry()
-			reg.MustRegister(bd.collector(Options{Endpoints: endpoints, MaxEndpoints: 200000, Connections: observed(b, bd.fake)}))
+			reg.MustRegister(c)
+			g := Gatherer(reg, c)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				mfs, err := reg.Gather()
+				mfs, err := g.Gather()
 				if err != nil {
 					b.Fatal(err)
 				}

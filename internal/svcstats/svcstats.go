@@ -60,26 +60,44 @@ var (
 // descs are the descriptors of one family set (service or endpoint).
 type descs struct {
 	conns, packets, bytes, active, inactive *prometheus.Desc
+	// fams are the five families as Gather writes them, in name order.
+	fams [5]familySpec
+}
+
+// familySpec is one family of a family set and the series of a label set that go in it
+// (see numSeries for their order).
+type familySpec struct {
+	name, help string
+	typ        dto.MetricType
+	series     []int
 }
 
 func newDescs(scope, what string, labels []string) descs {
 	withDir := append(append([]string(nil), labels...), "direction")
 	name := func(n string) string { return "kipvs_" + scope + "_" + n }
-	return descs{
-		conns: prometheus.NewDesc(name("connections_total"),
-			"Connections IPVS scheduled to "+what+" (IPVS counters at scrape time).", labels, nil),
-		packets: prometheus.NewDesc(name("packets_total"),
-			"Packets IPVS forwarded for "+what+"; direction in is client to endpoint, out is endpoint to client.", withDir, nil),
-		bytes: prometheus.NewDesc(name("bytes_total"),
-			"Bytes IPVS forwarded for "+what+"; direction in is client to endpoint, out is endpoint to client.", withDir, nil),
-		active: prometheus.NewDesc(name("active_connections"),
-			"Established connections IPVS tracks for "+what+".", labels, nil),
-		inactive: prometheus.NewDesc(name("inactive_connections"),
-			"Connections in any other state IPVS tracks for "+what+".", labels, nil),
+	spec := func(n, help string, typ dto.MetricType, series ...int) familySpec {
+		return familySpec{name: name(n), help: help, typ: typ, series: series}
 	}
+	c, g := dto.MetricType_COUNTER, dto.MetricType_GAUGE
+	fams := [5]familySpec{
+		spec("active_connections", "Established connections IPVS tracks for "+what+".", g, 5),
+		spec("bytes_total", "Bytes IPVS forwarded for "+what+"; direction in is client to endpoint, out is endpoint to client.", c, 3, 4),
+		spec("connections_total", "Connections IPVS scheduled to "+what+" (IPVS counters at scrape time).", c, 0),
+		spec("inactive_connections", "Connections in any other state IPVS tracks for "+what+".", g, 6),
+		spec("packets_total", "Packets IPVS forwarded for "+what+"; direction in is client to endpoint, out is endpoint to client.", c, 1, 2),
+	}
+	desc := func(i int, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(fams[i].name, fams[i].help, labels, nil)
+	}
+	return descs{conns: desc(2, labels), packets: desc(4, withDir), bytes: desc(1, withDir), active: desc(0, labels),
+		inactive: desc(3, labels), fams: fams}
 }
 
-// Collector is the scrape-time collector. Register it on the daemon's registry.
+// Collector reads the traffic counters at scrape time. Register it on the daemon's
+// registry (its Describe reserves every family's name; it collects its own two counters)
+// and serve Gatherer(registry, collector): Gather writes the traffic families itself,
+// sorted, bypassing the registry's checks of each series (70,000 of them at 10,000
+// Services), which were most of a scrape's cost.
 type Collector struct {
 	opts    Options
 	svc, ep descs
@@ -135,19 +153,38 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.dropped.Describe(ch)
 }
 
-// Collect implements prometheus.Collector: it reads the kernel (or waits for a read in
-// progress), at most Timeout.
+// Collect implements prometheus.Collector: the counts of failed scrapes and dropped
+// endpoints. The traffic series come from Gather.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.errors.Collect(ch)
+	c.dropped.Collect(ch)
+}
+
+// Gather reads the kernel (or waits for a read in progress), at most Timeout, and returns
+// the traffic families, each sorted as a registry sorts them. A failed read returns none
+// (and counts it), never an error: the rest of the scrape goes on.
+func (c *Collector) Gather() []*dto.MetricFamily {
 	snap, err := c.read()
 	if err != nil {
 		c.errors.Inc()
 		c.logFailure(err)
-	} else {
-		c.logSuccess()
-		c.emit(ch, snap)
+		return nil
 	}
-	c.errors.Collect(ch)
-	c.dropped.Collect(ch)
+	c.logSuccess()
+	return c.families(snap)
+}
+
+// Gatherer is what /metrics serves: reg's families (c registered on it) and c's traffic
+// families, by name. c's are gathered first, so a failure they count shows in the same
+// scrape.
+func Gatherer(reg prometheus.Gatherer, c *Collector) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		own := c.Gather()
+		mfs, err := reg.Gather()
+		mfs = append(mfs, own...)
+		slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+		return mfs, err
+	})
 }
 
 func (c *Collector) logFailure(err error) {
@@ -377,8 +414,8 @@ func addStats(dst, src *ipvs.Stats) {
 	dst.OutBytes += src.OutBytes
 }
 
-// emit sends a snapshot's series.
-func (c *Collector) emit(ch chan<- prometheus.Metric, snap *snapshot) {
+// families writes a snapshot's series.
+func (c *Collector) families(snap *snapshot) []*dto.MetricFamily {
 	// The direction label pairs, shared by every series of this scrape.
 	values := &[2]string{"in", "out"}
 	name := c.svcLayout.dir.names[len(serviceLabels)]
@@ -387,10 +424,10 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, snap *snapshot) {
 	for i := range snap.groups {
 		g := &snap.groups[i]
 		if g.seen {
-			svc = c.labelSet(svc, ch, &c.svc, &c.svcLayout, dir, g.labels, &g.stats, g.conns, g.active, g.inactive)
+			svc = c.labelSet(svc, &c.svc, &c.svcLayout, dir, g.labels, &g.stats, g.conns, g.active, g.inactive)
 		}
 	}
-	send(ch, svc)
+	out := write(nil, &c.svc, svc)
 	if snap.dropped > 0 {
 		c.dropped.Add(float64(snap.dropped))
 	}
@@ -398,16 +435,15 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, snap *snapshot) {
 	for i := range snap.endpoints {
 		e := &snap.endpoints[i]
 		labels := append(append(make([]string, 0, len(endpointLabels)+1), snap.groups[e.group].labels...), e.addr.String())
-		ep = c.labelSet(ep, ch, &c.ep, &c.epLayout, dir, labels, &e.stats, true, e.active, e.inactive)
+		ep = c.labelSet(ep, &c.ep, &c.epLayout, dir, labels, &e.stats, true, e.active, e.inactive)
 	}
-	send(ch, ep)
+	return write(out, &c.ep, ep)
 }
 
-// send emits the series of sets in the order the registry sorts them into, so that its
-// sort of each family (every scrape, tens of thousands of series at 10,000 Services) finds
-// them sorted and costs one pass: by series (family, then direction in before out), then
-// by label values in label name order.
-func send(ch chan<- prometheus.Metric, sets []*labelSet) {
+// write appends to out d's families of the series of sets (a family none of them has is
+// left out), each sorted as a registry sorts a family: by label values in label name order
+// (direction, when there is one, first). The series of one family share one allocation.
+func write(out []*dto.MetricFamily, d *descs, sets []*labelSet) []*dto.MetricFamily {
 	slices.SortFunc(sets, func(a, b *labelSet) int {
 		for i := range a.lists[plainLabels] {
 			if c := strings.Compare(a.lists[plainLabels][i].GetValue(), b.lists[plainLabels][i].GetValue()); c != 0 {
@@ -416,24 +452,47 @@ func send(ch chan<- prometheus.Metric, sets []*labelSet) {
 		}
 		return 0
 	})
-	for i := range numSeries {
+	for i := range d.fams {
+		f := &d.fams[i]
+		n := 0
 		for _, ls := range sets {
-			if i < ls.emit {
-				ch <- &ls.series[i]
+			for _, si := range f.series {
+				if si < ls.emit {
+					n++
+				}
 			}
 		}
+		if n == 0 {
+			continue
+		}
+		ms := make([]dto.Metric, n)
+		ptrs := make([]*dto.Metric, 0, n)
+		for _, si := range f.series {
+			for _, ls := range sets {
+				if si < ls.emit {
+					m := &ms[len(ptrs)]
+					_ = ls.series[si].Write(m)
+					ptrs = append(ptrs, m)
+				}
+			}
+		}
+		out = append(out, &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: f.typ.Enum(), Metric: ptrs})
 	}
+	return out
 }
 
 // labelSet appends to sets one label set's five families (seven series; without gauges,
-// the counters' three families, five series), or sends an invalid metric for a label
-// value that is not UTF-8. The registry keeps every series
+// the counters' three families, five series); a label set with a value that is not UTF-8
+// is left out (Kubernetes names are ASCII; the file source checks them). A scrape keeps
+// every series
 // of a scrape until the scrape is written (70,000 at 10,000 Services), so one label set's
 // series, label pairs and values are one allocation, and the series share the label pairs.
-func (c *Collector) labelSet(sets []*labelSet, ch chan<- prometheus.Metric, d *descs, l *layouts, dir *[2]dto.LabelPair, labels []string, st *ipvs.Stats, gauges bool, active, inactive uint64) []*labelSet {
+func (c *Collector) labelSet(sets []*labelSet, d *descs, l *layouts, dir *[2]dto.LabelPair, labels []string, st *ipvs.Stats, gauges bool, active, inactive uint64) []*labelSet {
 	for _, v := range labels {
 		if !utf8.ValidString(v) {
-			ch <- prometheus.NewInvalidMetric(d.conns, fmt.Errorf("label value %q is not valid UTF-8", v))
+			if c.opts.Logger != nil {
+				c.opts.Logger.Debug("traffic series left out: a label value is not valid UTF-8", zap.Strings("labels", labels))
+			}
 			return sets
 		}
 	}

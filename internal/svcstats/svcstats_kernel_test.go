@@ -103,13 +103,11 @@ func TestKernelTrafficMatchesIpvsadm(t *testing.T) {
 			{Protocol: "TCP", Address: "10.0.0.100", Port: 443, Kind: "ClusterIP", Namespace: "default", Name: "api", PortName: "https"},
 		}
 	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(New(Options{IPVS: c, Endpoints: true, VirtualServers: vss}))
+	reg := gatherer(New(Options{IPVS: c, Endpoints: true, VirtualServers: vss}))
 	// Without endpoint metrics (the default), the scrape reads the service dump only and
 	// the connection gauges come from the last full read of the table (here, just before).
 	conns := &Connections{}
-	svcOnly := prometheus.NewPedanticRegistry()
-	svcOnly.MustRegister(New(Options{IPVS: c, Connections: conns, VirtualServers: vss}))
+	svcOnly := gatherer(New(Options{IPVS: c, Connections: conns, VirtualServers: vss}))
 
 	// The kernel folds its per-CPU counters into the reported ones every 2 s, and closing
 	// connections still exchange packets: compare once the collector reads the same
@@ -140,7 +138,7 @@ func TestKernelTrafficMatchesIpvsadm(t *testing.T) {
 // fromCollector gathers reg into name -> [conns, inpkts, outpkts, inbytes, outbytes,
 // active, inactive], where name is the Service ("web", "api") or the Service and
 // endpoint ("web 10.1.0.1:8080").
-func fromCollector(t *testing.T, reg *prometheus.Registry) map[string][]uint64 {
+func fromCollector(t *testing.T, reg prometheus.Gatherer) map[string][]uint64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
