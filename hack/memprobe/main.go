@@ -292,7 +292,7 @@ func child(args []string) error {
 	runErr := make(chan error, 1)
 	wg.Go(func() { runErr <- d.Run(ctx) })
 	if *scrapeEvery > 0 {
-		wg.Go(func() { scrape(ctx, reg, *scrapeEvery) })
+		wg.Go(func() { scrape(ctx, d.Gatherer(), *scrapeEvery) })
 	}
 	if err := waitFirstSync(ctx, d, runErr); err != nil {
 		return err
@@ -392,10 +392,10 @@ func waitFirstSync(ctx context.Context, d *daemon.Daemon, runErr <-chan error) e
 	return nil
 }
 
-// scrape renders the registry as /metrics does, every period until ctx ends: the VM
+// scrape renders what /metrics serves (the daemon's Gatherer), every period until ctx ends: the VM
 // benchmark polls the proxy's metrics about once a second while it waits for a sync, and
 // each scrape reads the IPVS counters (svcstats).
-func scrape(ctx context.Context, reg *prometheus.Registry, every time.Duration) {
+func scrape(ctx context.Context, reg prometheus.Gatherer, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
