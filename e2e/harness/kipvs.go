@@ -242,9 +242,11 @@ func Healthz() (int, string, error) {
 // Metrics is one scrape of /metrics: sample lines "name{labels}" -> value.
 type Metrics map[string]float64
 
-// FetchMetrics scrapes MetricsAddr.
+// FetchMetrics scrapes MetricsAddr. At 10,000 Services the body is some 10 MB, which
+// takes seconds to write under TCG: the limit is 30 s, and a body cut short is an error,
+// never a parsed part.
 func FetchMetrics() (Metrics, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+MetricsAddr+"/metrics", nil)
 	if err != nil {
@@ -258,7 +260,11 @@ func FetchMetrics() (Metrics, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scrape kipvs metrics: HTTP %d", resp.StatusCode)
 	}
-	return parseMetrics(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("scrape kipvs metrics: read the body: %w", err)
+	}
+	return parseMetrics(bytes.NewReader(body))
 }
 
 // ScrapeRaw scrapes MetricsAddr as Prometheus does (text format) and discards the body,
