@@ -300,6 +300,8 @@ func (r *runner) run(proxy string) {
 // every ScrapeEvery from its start.
 func (r *runner) scrapedIdle(proxy string) {
 	t := r.t
+	const scrapeErrors = "kipvs_service_stats_scrape_errors_total"
+	errs0 := r.proc.Metrics(t).Get(scrapeErrors)
 	c0 := r.cpu()
 	w0 := time.Now()
 	tick := time.NewTicker(r.cfg.ScrapeEvery)
@@ -331,8 +333,10 @@ window:
 	r.rec.ScrapedIdleSeconds = window.Seconds()
 	r.rec.ScrapeAvgSeconds = took.Seconds() / float64(r.rec.Scrapes)
 	r.rec.ScrapeBytes = bytes / int64(r.rec.Scrapes)
-	t.Logf("%s: idle CPU scraped every %s: %.3f cores over %.0fs (%.2fx unscraped); %d scrapes, %.3fs and %.1f MB each", proxy, r.cfg.ScrapeEvery,
-		r.rec.ScrapedIdleCPUCores, window.Seconds(), r.rec.ScrapedIdleCPUCores/r.rec.IdleCPUCores, r.rec.Scrapes, r.rec.ScrapeAvgSeconds, float64(r.rec.ScrapeBytes)/1e6)
+	// kipvs's scrapes that timed out reading IPVS carry no traffic series, and cost less.
+	r.rec.ScrapesIncomplete = int(r.proc.Metrics(t).Get(scrapeErrors) - errs0)
+	t.Logf("%s: idle CPU scraped every %s: %.3f cores over %.0fs (%.2fx unscraped); %d scrapes (%d without traffic series), %.3fs and %.1f MB each", proxy, r.cfg.ScrapeEvery,
+		r.rec.ScrapedIdleCPUCores, window.Seconds(), r.rec.ScrapedIdleCPUCores/r.rec.IdleCPUCores, r.rec.Scrapes, r.rec.ScrapesIncomplete, r.rec.ScrapeAvgSeconds, float64(r.rec.ScrapeBytes)/1e6)
 }
 
 // watchExit returns a channel closed once the proxy has exited (checked every 100 ms,

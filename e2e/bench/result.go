@@ -94,6 +94,9 @@ type Record struct {
 	Scrapes             int     `json:"scrapes,omitempty"`
 	ScrapeAvgSeconds    float64 `json:"scrape_avg_seconds,omitempty"`
 	ScrapeBytes         int64   `json:"scrape_bytes,omitempty"`
+	// ScrapesIncomplete counts the scrapes that carried no traffic series because reading
+	// IPVS timed out (kipvs_service_stats_scrape_errors_total over the window; kipvs only).
+	ScrapesIncomplete int `json:"scrapes_incomplete,omitempty"`
 	// PeakRSSBytes is VmHWM at the end of the run.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
 	// PeakRSSFirstSyncBytes and PeakRSSChangesBytes are VmHWM once the first sync was
