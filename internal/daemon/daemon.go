@@ -79,6 +79,12 @@ type Deps struct {
 	// firstSynced, if set (by this package's tests), is closed after the first successful
 	// sync.
 	firstSynced chan struct{}
+	// passChunk, if set (by this package's tests), is how many objects one step of a
+	// periodic full sync compares under the lock (default passChunk).
+	passChunk int
+	// passStepped, if set (by this package's tests), is called after each step of a
+	// periodic full sync, without d.mu.
+	passStepped func([]*reconcile.Pass)
 }
 
 // Daemon is a running kipvs.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -150,10 +151,13 @@ const (
 	faultyFullSync
 	faultyDrain
 	faultyRestart
-	// The periodic full sync in its three parts, so other steps run between them:
-	// beginReads (under the daemon lock), ReadKernel (without it), periodicFinish.
+	// The periodic full sync in its parts, so other steps run between them: beginReads
+	// (under the daemon lock), ReadKernel (without it), beginPasses, each step of the
+	// passes (under the lock, a few objects each), periodicFinish.
 	faultyPeriodicBegin
 	faultyPeriodicRead
+	faultyPeriodicPasses
+	faultyPeriodicStep
 	faultyPeriodicFinish
 )
 
@@ -184,8 +188,12 @@ func (s faultyStep) String() string {
 		return "periodic full sync: begin the read"
 	case faultyPeriodicRead:
 		return "periodic full sync: read the kernel"
+	case faultyPeriodicPasses:
+		return "periodic full sync: begin the comparison in steps"
+	case faultyPeriodicStep:
+		return "periodic full sync: one step"
 	case faultyPeriodicFinish:
-		return "periodic full sync: finish"
+		return "periodic full sync: the remaining steps and finish"
 	default:
 		return "restart kipvs"
 	}
@@ -279,11 +287,18 @@ func faultyGenScenario(seed uint64) faultyScenario {
 	rngH := rand.New(rand.NewPCG(seed, 0x686f7374))
 	rngC := rand.New(rand.NewPCG(seed, 0x23))
 	services := map[int]*v1.Service{}
-	phase := 0 // 0: no periodic full sync under way, 1: read begun, 2: read done
+	// 0: no periodic full sync under way, 1: read begun, 2: read done, 3: passes begun.
+	phase := 0
 	for range faultySteps {
 		if r := rngP.IntN(100); (phase == 0 && r < 10) || (phase > 0 && r < 35) {
-			sc.steps = append(sc.steps, faultyStep{kind: faultyPeriodicBegin + faultyStepKind(phase)})
-			phase = (phase + 1) % 3
+			kind := faultyPeriodicBegin + faultyStepKind(phase)
+			switch {
+			case phase < 3:
+				phase++
+			case rngP.IntN(3) == 0:
+				kind, phase = faultyPeriodicFinish, 0
+			}
+			sc.steps = append(sc.steps, faultyStep{kind: kind})
 		}
 		i := rng.IntN(faultyServices)
 		var st faultyStep
@@ -702,6 +717,7 @@ func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful tim
 		deps.HostAddrs = func() ([]netip.Addr, error) { return []netip.Addr{faultyNodeIP, faultyNodeIP6}, nil }
 		deps.IPv6 = func() error { return nil }
 	}
+	deps.passChunk = 2 // periodic passes of several steps, with other steps between them
 	cfg := testConfig(t)
 	cfg.Kipvs.GracefulPeriod = graceful
 	cfg.Kipvs.MaxServiceSetMembers = faultyMaxServiceSetMembers
@@ -737,13 +753,14 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	needFull := true // the runner's first sync is full, and so is the retry of a failed one
 	// A periodic full sync under way: its reads, and whether they were filled.
 	var reads []*reconcile.Read
+	var passes []*reconcile.Pass
 	readDone, readFaults := false, 0
 	for _, st := range sc.steps {
 		outcome := ""
 		if d == nil && (st.kind == faultySync || st.kind == faultyFullSync || st.kind == faultyDrain || st.kind == faultyPeriodicBegin) {
 			d, startErr = faultyStartDaemon(t, node, src, sc.graceful, &requested)
 			needFull = true
-			reads, readDone = nil, false
+			reads, readDone, passes = nil, false, nil
 			if d == nil {
 				res.trace = append(res.trace, fmt.Sprintf("%s: kipvs down: %v", st, startErr))
 				continue
@@ -751,7 +768,7 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 		}
 		switch st.kind {
 		case faultyRestart:
-			reads, readDone = nil, false
+			reads, readDone, passes = nil, false, nil
 			d, startErr = faultyStartDaemon(t, node, src, sc.graceful, &requested)
 			if d == nil {
 				outcome = fmt.Sprintf(": kipvs down: %v", startErr)
@@ -769,7 +786,7 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 			outcome = fmt.Sprintf(": failed=%v", requested)
 		case faultyPeriodicBegin:
 			d.mu.Lock()
-			reads, readDone = d.beginReads(), false
+			reads, readDone, passes = d.beginReads(), false, nil
 			d.mu.Unlock()
 		case faultyPeriodicRead:
 			if reads == nil || readDone {
@@ -781,19 +798,45 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 			readFaults = len(in.Injected()) - before
 			readDone = err == nil
 			if err != nil {
-				reads, needFull = nil, true // the runner retries it as a full sync
+				reads, passes, needFull = nil, nil, true // the runner retries it as a full sync
 			}
 			outcome = fmt.Sprintf(": err=%v", err)
+		case faultyPeriodicPasses:
+			if !readDone {
+				outcome = ": no read done"
+				break
+			}
+			before := len(in.Injected())
+			passes = d.beginPasses(reads)
+			readFaults += len(in.Injected()) - before
+			outcome = fmt.Sprintf(": in steps=%v", passes != nil)
+		case faultyPeriodicStep:
+			if passes == nil {
+				outcome = ": no passes"
+				break
+			}
+			before := len(in.Injected())
+			over := d.passStep(ctx, passes)
+			readFaults += len(in.Injected()) - before
+			outcome = fmt.Sprintf(": over=%v", over)
 		case faultyPeriodicFinish:
 			if !readDone {
 				outcome = ": no read done"
 				break
 			}
 			before := len(in.Injected())
-			err := d.periodicFinish(ctx, reads, 0)
-			reads, readDone = nil, false
+			errsBefore := faultySyncErrors(d)
+			for over := passes == nil; !over; {
+				over = d.passStep(ctx, passes)
+			}
+			err := d.periodicFinish(ctx, reads, passes, 0)
+			reads, readDone, passes = nil, false, nil
 			needFull = err != nil
 			outcome = fmt.Sprintf(": err=%v", err)
+			// Objects the pass failed to apply (an *ApplyError, not returned) count too.
+			if n := faultySyncErrors(d) - errsBefore; err == nil && n > 0 && readFaults == 0 && len(in.Injected()) == before && res.problem == "" {
+				res.problem = fmt.Sprintf("INVARIANT periodic full sync failed to apply objects with no fault injected in its read, its steps or its finish (a plan from a stale copy?): %v", d.families[0].rec.Failed())
+			}
 			// The read copy, completed from the model for what syncs changed meanwhile, is
 			// true: a plan from it fails only when a fault hits the read or the finish.
 			if err != nil && readFaults == 0 && len(in.Injected()) == before && res.problem == "" {
@@ -969,4 +1012,17 @@ func faultyShrink(t *testing.T, sc faultyScenario) faultyScenario {
 		}
 	}
 	return sc
+}
+
+// faultySyncErrors is the sync error count of every family.
+func faultySyncErrors(d *Daemon) float64 {
+	n := 0.0
+	for _, f := range d.families {
+		var m dto.Metric
+		if err := d.metrics.SyncErrors.WithLabelValues(f.ipFamily.String()).Write(&m); err != nil {
+			panic(err)
+		}
+		n += m.GetCounter().GetValue()
+	}
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -195,5 +196,121 @@ func runUntilSyncedOn(t *testing.T, node *fakeNode, svcs []*v1.Service, slices [
 	src.Set(svcs, slices, nil, false)
 	if err := startDaemon(t, testConfig(t), zaptest.NewLogger(t), node.deps(src, prometheus.NewRegistry())).stop(); err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// passObjects is the node of TestChangeProgrammedBetweenPassSteps: many Services, so that
+// its periodic full sync takes many steps; changed adds an endpoint to the first.
+func passObjects(changed bool) ([]*v1.Service, []*discoveryv1.EndpointSlice) {
+	var svcs []*v1.Service
+	var slices []*discoveryv1.EndpointSlice
+	for i := range 60 {
+		eps := []string{fmt.Sprintf("10.244.1.%d", 10+i), fmt.Sprintf("10.244.2.%d", 10+i)}
+		if changed && i == 0 {
+			eps = append(eps, "10.244.3.10")
+		}
+		svc, sl := stallService(fmt.Sprintf("svc-%d", i), fmt.Sprintf("10.96.1.%d", 10+i), eps...)
+		svcs, slices = append(svcs, svc), append(slices, sl)
+	}
+	return svcs, slices
+}
+
+// The periodic full sync compares and repairs the node in steps, holding the daemon lock
+// for at most passChunk objects at a time whatever the number of Services; an endpoint
+// change that comes while it is half-way is programmed before it goes on (not after the
+// whole comparison), and the full sync then ends where a fresh node's first sync of the
+// same objects ends, undoing nothing and taking nothing for drift.
+func TestChangeProgrammedBetweenPassSteps(t *testing.T) {
+	const chunk = 4
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	node := newFakeNode()
+	src := newMemSource("node-a")
+	svcs, slices := passObjects(false)
+	src.Set(svcs, slices, nil, false)
+	reg := prometheus.NewRegistry()
+	deps := node.deps(src, reg)
+	deps.Clock = clk
+	deps.passChunk = chunk
+	var (
+		mu       sync.Mutex
+		steps    []int // objects compared by each step
+		lastDone int
+		paused   = make(chan struct{}, 1)
+		resume   = make(chan struct{})
+	)
+	deps.passStepped = func(passes []*reconcile.Pass) {
+		done, total := 0, 0
+		for _, p := range passes {
+			d, n := p.Progress()
+			done, total = done+d, total+n
+		}
+		mu.Lock()
+		steps = append(steps, done-lastDone)
+		lastDone = done
+		first := len(steps) == 1
+		mu.Unlock()
+		if first && total > 2*chunk {
+			paused <- struct{}{}
+			<-resume // half-way (the lock released): the change below runs now
+		}
+	}
+	cfg := testConfig(t)
+	cfg.IPVS.SyncPeriod = 30 * time.Second
+	d := startDaemon(t, cfg, zaptest.NewLogger(t), deps)
+
+	for i, started := 0, false; !started; i++ {
+		if i == 500 {
+			t.Fatal("no periodic full sync went in steps in 500 s of the injected clock")
+		}
+		clk.Step(time.Second)
+		select {
+		case <-paused:
+			started = true
+		case <-time.After(20 * time.Millisecond): // the runner may not have armed its timer yet
+		}
+	}
+
+	svcs, slices = passObjects(true)
+	ref := newFakeNode()
+	runUntilSyncedOn(t, ref, svcs, slices)
+	wantIPVS, err := ref.ipvs.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Set(svcs, slices, nil, false)
+	_, heldErr := poll.Wait(5*time.Second, "the change to be programmed between two steps", func() (bool, string) {
+		dump, _ := node.ipvs.Dump()
+		return dump == wantIPVS, "IPVS:\n" + dump + "want:\n" + wantIPVS
+	})
+	if heldErr != nil {
+		t.Errorf("the endpoint change was not programmed while the periodic full sync was between two steps: %v", heldErr)
+	}
+	close(resume)
+	poll.Until(t, waitLimit, "the periodic full sync to end", fullSyncs(t, reg, 2))
+	if err := d.stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for i, n := range steps {
+		total += n
+		if n > chunk {
+			t.Errorf("step %d compared %d objects under the lock; the bound is %d", i, n, chunk)
+		}
+	}
+	// 60 virtual servers, 60 cluster IP and 60 VIP set members, 60 addresses.
+	if total < 240 || len(steps) < total/chunk {
+		t.Errorf("%d steps compared %d objects: want every object of the node, %d at a time", len(steps), total, chunk)
+	}
+	if got, want := node.wholeDump(t), ref.wholeDump(t); got != want {
+		t.Errorf("kernel after the periodic full sync:\n%s\nwant (a fresh node's first sync of the same objects):\n%s", got, want)
+	}
+	if got := counter(t, reg, "kipvs_kernel_drift_repaired_total"); got != 0 {
+		t.Errorf("drift repaired = %v: the full sync took the change made between its steps for drift", got)
+	}
+	if got := counter(t, reg, "kipvs_sync_errors_total"); got != 0 {
+		t.Errorf("sync errors = %v", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"slices"
 	"time"
 
@@ -235,12 +236,20 @@ func (d *Daemon) beginReads() []*reconcile.Read {
 	return reads
 }
 
-// periodicRead is the first part of the periodic full sync (the runner's PeriodicFunc): it
-// reads the kernel, every family at once, without holding d.mu, so incremental syncs go on
-// meanwhile. Reading the IPVS table is most of a periodic sync's time (one dump of the
-// real servers per virtual server); what is left for periodicFinish is in memory.
+// passChunk is how many objects one step of a periodic full sync compares and repairs
+// under d.mu (reconcile.Pass): about 30 ms of the lock under qemu TCG, whatever the number
+// of Services.
+const passChunk = 256
+
+// periodicRead is the first part of the periodic full sync (the runner's PeriodicFunc),
+// which runs beside incremental syncs: it reads the kernel, every family at once, without
+// holding d.mu (reading the IPVS table, one dump of the real servers per virtual server, is
+// most of a periodic sync's time), then compares the read with the desired state and
+// repairs the drift in steps of passChunk objects, taking d.mu for one step at a time, so
+// a change waits for one step at most, not for the whole comparison (runPasses). What is
+// left for periodicFinish is the bookkeeping.
 func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error, error) {
-	defer d.health.Begin("periodic full sync's kernel read")()
+	defer d.health.Begin("periodic full sync's kernel read and comparison")()
 	d.mu.Lock()
 	reads := d.beginReads()
 	d.mu.Unlock()
@@ -251,11 +260,69 @@ func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error,
 	took := d.deps.Clock.Since(start)
 	d.log.Debug("periodic sync read the kernel", zap.Duration("took", took))
 	d.observeConnections(reads)
+	passes := d.runPasses(ctx, reads)
+	took = d.deps.Clock.Since(start)
 	return func(ctx context.Context) error {
 		defer d.collect()
 		defer d.health.Begin("periodic full sync")()
-		return d.periodicFinish(ctx, reads, took)
+		return d.periodicFinish(ctx, reads, passes, took)
 	}, nil
+}
+
+// runPasses runs a reconcile.Pass of every family over its read, one step at a time under
+// d.mu. It returns nil, having compared nothing, when a family needs a full sync or its
+// options changed (periodicFinish runs that full sync), and when ctx ends.
+func (d *Daemon) runPasses(ctx context.Context, reads []*reconcile.Read) []*reconcile.Pass {
+	passes := d.beginPasses(reads)
+	for over := passes == nil; !over; {
+		if ctx.Err() != nil {
+			return nil
+		}
+		over = d.passStep(ctx, passes)
+		if d.deps.passStepped != nil {
+			d.deps.passStepped(passes)
+		}
+		runtime.Gosched() // let a change waiting for d.mu have it
+	}
+	return passes
+}
+
+// beginPasses begins a pass of every family over its read (under d.mu) and prepares them
+// (without it); nil when a family needs a full sync or its options changed.
+func (d *Daemon) beginPasses(reads []*reconcile.Read) []*reconcile.Pass {
+	d.mu.Lock()
+	host, err := d.deps.HostAddrs()
+	if err != nil {
+		d.mu.Unlock()
+		return nil
+	}
+	for _, f := range d.families {
+		if f.rec.NeedsFull() || !f.opts.Equal(d.options(f.ipFamily, d.deps.Source.Node(), host)) {
+			d.mu.Unlock()
+			return nil
+		}
+	}
+	passes := make([]*reconcile.Pass, len(d.families))
+	for i, f := range d.families {
+		passes[i] = f.rec.BeginPass(f.desired, &f.opts, reads[i])
+	}
+	d.mu.Unlock()
+	for _, p := range passes {
+		p.Prepare()
+	}
+	return passes
+}
+
+// passStep runs one step of the first pass not over, under d.mu, and reports whether every
+// pass is over.
+func (d *Daemon) passStep(ctx context.Context, passes []*reconcile.Pass) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i := slices.IndexFunc(passes, func(p *reconcile.Pass) bool { return !p.Over() })
+	if i < 0 {
+		return true
+	}
+	return passes[i].Step(ctx, cmp.Or(d.deps.passChunk, passChunk)) && i == len(passes)-1
 }
 
 // observeConnections hands the connection counts of the table reads found to the traffic
@@ -268,13 +335,14 @@ func (d *Daemon) observeConnections(reads []*reconcile.Read) {
 	d.conns.Observe(d.deps.Clock.Now(), tables...)
 }
 
-// periodicFinish is the second part of the periodic full sync (readTook: how long the first
-// part's read took; the sync duration metrics include it), under d.mu: each family
-// compares its desired state, kept current by the incremental syncs, with the read (objects
-// synced during the read taken from what was applied) and repairs the drift. Desired
+// periodicFinish is the second part of the periodic full sync (took: how long the first
+// part took; the sync duration metrics include it), under d.mu: each family's result of
+// its pass, which compared its desired state, kept current by the incremental syncs, with
+// the read (objects synced during the read taken from what was applied) and repaired the
+// drift. Without passes (nil), each family does that comparison here, at once. Desired
 // state is not rebuilt unless the options changed (then, or when a family needs a full
 // sync, this is a full sync of its own).
-func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, readTook time.Duration) error {
+func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, passes []*reconcile.Pass, took time.Duration) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	start := d.deps.Clock.Now()
@@ -290,8 +358,20 @@ func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, re
 			return d.syncLocked(ctx, true)
 		}
 	}
-	err = d.syncFamilies(ctx, true, readTook, nil, func(i int, f *family) error {
-		res, err := f.rec.FullSyncFrom(ctx, f.desired, &f.opts, reads[i])
+	if passes != nil && !slices.ContainsFunc(passes, func(p *reconcile.Pass) bool { return !p.Aborted() }) {
+		return nil // a full sync overtook every pass, and did their work
+	}
+	err = d.syncFamilies(ctx, true, took, nil, func(i int, f *family) error {
+		var res reconcile.Result
+		var err error
+		switch {
+		case passes == nil:
+			res, err = f.rec.FullSyncFrom(ctx, f.desired, &f.opts, reads[i])
+		case passes[i].Aborted():
+			return nil
+		default:
+			res, err = passes[i].Result()
+		}
 		if err == nil && !res.Plan.Empty() {
 			d.log.Info("full sync applied changes", zap.String("family", f.ipFamily.String()), zap.Int("changes", res.Plan.Len()),
 				zap.Int("services", f.desired.NumServices()))

@@ -388,6 +388,12 @@ func (d *Desired) Service(name types.NamespacedName) *ServiceState { return d.se
 // NumServices is the number of Services contributing anything.
 func (d *Desired) NumServices() int { return len(d.services) }
 
+// Keys returns the keys of every desired virtual server, set member and address, unsorted:
+// a copy cheap enough to take under a lock, to sort outside it.
+func (d *Desired) Keys() ([]VSKey, []Member, []netip.Addr) {
+	return slices.Collect(maps.Keys(d.vs)), slices.Collect(maps.Keys(d.members)), slices.Collect(maps.Keys(d.addrs))
+}
+
 // VirtualServers returns every desired virtual server, sorted by key.
 func (d *Desired) VirtualServers() []*VirtualServer {
 	out := make([]*VirtualServer, 0, len(d.vs))
