@@ -174,19 +174,6 @@ func (c *Collector) Gather() []*dto.MetricFamily {
 	return c.families(snap)
 }
 
-// Gatherer is what /metrics serves: reg's families (c registered on it) and c's traffic
-// families, by name. c's are gathered first, so a failure they count shows in the same
-// scrape.
-func Gatherer(reg prometheus.Gatherer, c *Collector) prometheus.Gatherer {
-	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		own := c.Gather()
-		mfs, err := reg.Gather()
-		mfs = append(mfs, own...)
-		slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
-		return mfs, err
-	})
-}
-
 func (c *Collector) logFailure(err error) {
 	c.mu.Lock()
 	first := !c.failing
@@ -416,34 +403,39 @@ func addStats(dst, src *ipvs.Stats) {
 
 // families writes a snapshot's series.
 func (c *Collector) families(snap *snapshot) []*dto.MetricFamily {
+	svc, ep := c.sets(snap)
+	return write(write(nil, &c.svc, svc), &c.ep, ep)
+}
+
+// sets returns the label sets of a snapshot's service and endpoint series, each sorted as
+// a registry sorts a family: by label values in label name order.
+func (c *Collector) sets(snap *snapshot) (svc, ep []*labelSet) {
 	// The direction label pairs, shared by every series of this scrape.
 	values := &[2]string{"in", "out"}
 	name := c.svcLayout.dir.names[len(serviceLabels)]
 	dir := &[2]dto.LabelPair{{Name: name, Value: &values[0]}, {Name: name, Value: &values[1]}}
-	svc := make([]*labelSet, 0, len(snap.groups))
+	svc = make([]*labelSet, 0, len(snap.groups))
 	for i := range snap.groups {
 		g := &snap.groups[i]
 		if g.seen {
 			svc = c.labelSet(svc, &c.svc, &c.svcLayout, dir, g.labels, &g.stats, g.conns, g.active, g.inactive)
 		}
 	}
-	out := write(nil, &c.svc, svc)
 	if snap.dropped > 0 {
 		c.dropped.Add(float64(snap.dropped))
 	}
-	ep := make([]*labelSet, 0, len(snap.endpoints))
+	ep = make([]*labelSet, 0, len(snap.endpoints))
 	for i := range snap.endpoints {
 		e := &snap.endpoints[i]
 		labels := append(append(make([]string, 0, len(endpointLabels)+1), snap.groups[e.group].labels...), e.addr.String())
 		ep = c.labelSet(ep, &c.ep, &c.epLayout, dir, labels, &e.stats, true, e.active, e.inactive)
 	}
-	return write(out, &c.ep, ep)
+	sortSets(svc)
+	sortSets(ep)
+	return svc, ep
 }
 
-// write appends to out d's families of the series of sets (a family none of them has is
-// left out), each sorted as a registry sorts a family: by label values in label name order
-// (direction, when there is one, first). The series of one family share one allocation.
-func write(out []*dto.MetricFamily, d *descs, sets []*labelSet) []*dto.MetricFamily {
+func sortSets(sets []*labelSet) {
 	slices.SortFunc(sets, func(a, b *labelSet) int {
 		for i := range a.lists[plainLabels] {
 			if c := strings.Compare(a.lists[plainLabels][i].GetValue(), b.lists[plainLabels][i].GetValue()); c != 0 {
@@ -452,6 +444,12 @@ func write(out []*dto.MetricFamily, d *descs, sets []*labelSet) []*dto.MetricFam
 		}
 		return 0
 	})
+}
+
+// write appends to out d's families of the series of sets (sorted: sortSets; a family none
+// of them has is left out), direction in before out. The series of one family share one
+// allocation.
+func write(out []*dto.MetricFamily, d *descs, sets []*labelSet) []*dto.MetricFamily {
 	for i := range d.fams {
 		f := &d.fams[i]
 		n := 0
