@@ -29,7 +29,9 @@ type textGatherer struct {
 // Gatherer is what /metrics serves: reg's families (c registered on it) and c's traffic
 // families, by name. c's are gathered first, so a failure they count shows in the same
 // scrape.
-func Gatherer(reg prometheus.Gatherer, c *Collector) TextGatherer { return &textGatherer{reg: reg, c: c} }
+func Gatherer(reg prometheus.Gatherer, c *Collector) TextGatherer {
+	return &textGatherer{reg: reg, c: c}
+}
 
 func (g *textGatherer) Gather() ([]*dto.MetricFamily, error) {
 	own := g.c.Gather()
@@ -200,4 +202,3 @@ func appendFloat(b []byte, f float64) []byte {
 	}
 	return strconv.AppendFloat(b, f, 'g', -1, 64)
 }
-

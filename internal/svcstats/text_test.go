@@ -102,4 +102,4 @@ func TestAppendEscaped(t *testing.T) {
 type constCollector struct{ m prometheus.Metric }
 
 func (c constCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.Desc() }
-func (c constCollector) Collect(ch chan<- prometheus.Metric)  { ch <- c.m }
+func (c constCollector) Collect(ch chan<- prometheus.Metric) { ch <- c.m }
