@@ -21,8 +21,10 @@ import (
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
-// DefaultTimeout bounds one scrape's kernel reads.
-const DefaultTimeout = 2 * time.Second
+// DefaultTimeout bounds one scrape's kernel reads: well within Prometheus's default scrape
+// timeout (10 s), and long enough for the service dump of 10,000 Services while a periodic
+// full sync dumps every real server (2 s timed out under qemu TCG).
+const DefaultTimeout = 5 * time.Second
 
 // defaultMaxEndpoints is the default bound on endpoint label sets per scrape.
 const defaultMaxEndpoints = 10000
