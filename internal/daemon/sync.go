@@ -372,8 +372,8 @@ func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, pa
 		default:
 			res, err = passes[i].Result()
 		}
-		if err == nil && !res.Plan.Empty() {
-			d.log.Info("full sync applied changes", zap.String("family", f.ipFamily.String()), zap.Int("changes", res.Plan.Len()),
+		if err == nil && res.Changes > 0 {
+			d.log.Info("full sync applied changes", zap.String("family", f.ipFamily.String()), zap.Int("changes", res.Changes),
 				zap.Int("services", f.desired.NumServices()))
 		}
 		return err
@@ -421,12 +421,18 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 		d.reportService(f, name)
 	}
 	d.countNotProgrammed(f)
-	res, err := f.rec.FullSyncFrom(ctx, f.desired, &f.opts, rd)
+	// Every step under d.mu (this sync holds it): the model is complete only at the end
+	// (a first sync), and each step's plan is applied and dropped before the next is made.
+	p := f.rec.BeginPass(f.desired, &f.opts, rd)
+	p.Prepare()
+	for !p.Step(ctx, passChunk) {
+	}
+	res, err := p.Result()
 	if err != nil {
 		return err
 	}
-	if !res.Plan.Empty() {
-		d.log.Info("full sync applied changes", zap.String("family", f.ipFamily.String()), zap.Int("changes", res.Plan.Len()),
+	if res.Changes > 0 {
+		d.log.Info("full sync applied changes", zap.String("family", f.ipFamily.String()), zap.Int("changes", res.Changes),
 			zap.Int("services", f.desired.NumServices()))
 	}
 	return nil

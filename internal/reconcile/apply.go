@@ -21,9 +21,6 @@ import (
 // applied model with every change that succeeded, and without those of a failed object
 // (whose kernel state stays unknown until its retry reads or re-applies it: see resolve).
 func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
-	if r.journal != nil {
-		r.journal.record(p)
-	}
 	failed := failures{}
 	done := &Plan{}
 	// What makes a virtual server kipvs's (its set members, its VIP) goes in before the
@@ -42,7 +39,7 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
 			r.count("address", "add", 1)
 		}
 	}
-	ops, unclaimed := claimedOps(r.opts.Family, p, base, failedAddrs, failedSets)
+	ops, unclaimed := claimedOps(r.opts.Family, p, base, failedAddrs, failedSets, r.failedVouchers())
 	failedVS := r.applyIPVS(ops, failed)
 	for _, k := range unclaimed {
 		failedVS[k] = true
@@ -59,12 +56,25 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
 	done.IPVSDelete = withoutVS(p.IPVSDelete, failedDel)
 	keepAddrs := map[netip.Addr]bool{}
 	keepMembers := map[proxy.Member]bool{}
+	keep := func(k proxy.VSKey) {
+		a, ms := vouchers(r.opts.Family, k)
+		keepAddrs[a] = true
+		for _, m := range ms {
+			keepMembers[m] = true
+		}
+	}
 	for _, op := range p.IPVSDelete {
 		if k := vsOf(&op); op.Kind == ipvs.OpDeleteService && failedDel[k] {
-			a, ms := vouchers(r.opts.Family, k)
-			keepAddrs[a] = true
-			for _, m := range ms {
-				keepMembers[m] = true
+			keep(k)
+		}
+	}
+	// So do the virtual servers still kipvs's whose change failed in an earlier plan (a
+	// full sync in steps deletes a virtual server in one step and its set members in a
+	// later one).
+	if len(p.DelMembers) > 0 || len(p.DelAddrs) > 0 {
+		for k := range r.failed {
+			if _, owned := r.owned[k.VS]; k.Kind == KindVirtualServer && owned {
+				keep(k.VS)
 			}
 		}
 	}
@@ -97,6 +107,18 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
 		}
 	}
 	applyToModel(base, done)
+	if r.journal != nil {
+		// What changed in the kernel, or may have (failed): not what a plan left alone (a
+		// voucher kept for a virtual server whose delete failed), whose copy stays true.
+		r.journal.record(done)
+		r.journal.recordFailed(failed)
+		if p.Rules != nil || len(p.CreateSets) > 0 {
+			r.journal.rules = true
+		}
+		if len(p.CreateSets) > 0 {
+			r.journal.invalid = true // a set the copy found missing exists now
+		}
+	}
 	for k := range r.draining {
 		if vs, ok := base.vs[k.VS]; !ok {
 			delete(r.draining, k)
@@ -244,12 +266,25 @@ func (r *Reconciler) applyIPVS(ops []ipvs.Op, failed failures) map[proxy.VSKey]b
 	return bad
 }
 
+// failedVouchers returns whether a set member or an address failed in an earlier plan (nil
+// when none has: the common case costs nothing).
+func (r *Reconciler) failedVouchers() func(ObjectKey) bool {
+	for k := range r.failed {
+		if k.Kind == KindSetMember || k.Kind == KindAddress {
+			return func(k ObjectKey) bool { _, ok := r.failed[k]; return ok }
+		}
+	}
+	return nil
+}
+
 // claimedOps drops from p.IPVS the creation of every virtual server (with its real
 // servers) none of whose vouchers (see vouchers) is in the kernel: each one this plan tried
-// to add failed, and base did not hold one already. Those keys are returned; the next sync
-// retries them. A set whose add failed counts as holding none of the members added.
-func claimedOps(f inet.Family, p *Plan, base *state, failedAddrs map[netip.Addr]bool, failedSets map[proxy.Set]bool) ([]ipvs.Op, []proxy.VSKey) {
-	if len(failedAddrs) == 0 && len(failedSets) == 0 {
+// to add failed, or failed in an earlier plan (earlier (nil: none); a full sync in steps
+// adds members and addresses in steps before the virtual servers), and base did not hold
+// one already. Those keys are returned; the next sync retries them. A set whose add failed
+// counts as holding none of the members added.
+func claimedOps(f inet.Family, p *Plan, base *state, failedAddrs map[netip.Addr]bool, failedSets map[proxy.Set]bool, earlier func(ObjectKey) bool) ([]ipvs.Op, []proxy.VSKey) {
+	if len(failedAddrs) == 0 && len(failedSets) == 0 && earlier == nil {
 		return p.IPVS, nil
 	}
 	adding := map[proxy.Member]bool{}
@@ -271,6 +306,8 @@ func claimedOps(f inet.Family, p *Plan, base *state, failedAddrs map[netip.Addr]
 				return true
 			}
 			tried = true
+		} else if earlier != nil && earlier(addrObject(a)) {
+			tried = true
 		}
 		for _, m := range ms {
 			if _, ok := base.members[m]; ok {
@@ -280,6 +317,8 @@ func claimedOps(f inet.Family, p *Plan, base *state, failedAddrs map[netip.Addr]
 				if !failedSets[m.Set] {
 					return true
 				}
+				tried = true
+			} else if earlier != nil && earlier(memberObject(m)) {
 				tried = true
 			}
 		}

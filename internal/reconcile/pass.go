@@ -3,33 +3,42 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 
 	"go.uber.org/zap"
 
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
-// A Pass is a full sync over a Read, done in steps so that the caller's lock is never held
-// for more than a bounded number of objects: the periodic full sync of a large node. Each
-// step compares a chunk of objects with the Read, counts their drift and repairs them, as
-// FullSyncFrom does for all of them at once; between steps the caller may release its lock
-// and run incremental syncs and drains. Those keep recording what they touch in the Read's
-// journal until the pass ends, so an object a sync touched before its chunk is compared
-// is taken from the model of what was applied, never from the (then stale) copy: a step
-// never applies a plan computed from a stale copy. Objects a chunk has repaired are
-// current in the model, which the syncs in between diff against as usual.
+// A Pass is a full sync over a Read, done in steps: each step compares a chunk of objects
+// with the Read, counts their drift and repairs them, as FullSyncFrom does for all of them
+// at once, and applies what it planned before the next step plans anything, so that
+// neither a step's lock nor its plan grows with the node. It ends where FullSyncFrom ends
+// (TestPassMatchesFullSyncFrom).
 //
-// Chunks go in this order: virtual servers, then set members, then addresses, then the
-// rules. A pass that a full sync overtakes (it begins a Read of its own, or a read fails)
-// stops: that sync compares everything.
+// The periodic full sync releases its lock between steps and runs incremental syncs and
+// drains there. Those keep recording what they touch in the Read's journal until the pass
+// ends, so an object a sync touched before its chunk is compared is taken from the model
+// of what was applied, never from the (then stale) copy: a step never applies a plan
+// computed from a stale copy. Objects a chunk has repaired are current in the model,
+// which the syncs in between diff against as usual. A first full sync (adoption: no model
+// yet) runs every step under one hold of the lock: nothing may sync against a model that
+// is not complete.
+//
+// Steps go in this order: the dummy link and the sets the Read found missing; set members
+// and addresses, compared, with the adds applied; virtual servers; the member and
+// address deletes found; the rules. So, as in one plan (see Plan), what makes a virtual
+// server kipvs's is there before it is created and goes only after it is deleted. A pass that a full sync overtakes (it begins
+// a Read of its own, or a read fails) stops: that sync compares everything.
 //
 // Use: BeginPass and every Step under the lock that serializes the reconciler's methods;
-// Prepare without it; Result once Step reported the end.
+// Prepare without it (a periodic pass); Result once Step reported the end.
 type Pass struct {
 	r  *Reconciler
 	rd *Read
@@ -38,38 +47,53 @@ type Pass struct {
 	po *proxy.Options
 	// whole: the pass cannot be done in steps (see BeginPass); its one step is FullSyncFrom.
 	whole bool
+	// adopting: the first full sync of this reconciler (no model before it): no drift is
+	// counted, and the model is complete only once the pass is over.
+	adopting bool
+	started  bool
 
 	// The objects to compare: every key the Read, the desired state, the model and the owned
 	// list named when the pass began (sorted and made unique by Prepare).
 	vs      []proxy.VSKey
 	members []proxy.Member
 	addrs   []netip.Addr
-	next    int // index into the concatenation vs, members, addrs
+	next    int // index into the concatenation members, addrs, vs
+	// delMembers and delAddrs are the deletes the member and address steps found (applied
+	// after the virtual servers: a virtual server is never without what makes it kipvs's);
+	// nextDel indexes their concatenation.
+	delMembers []proxy.Member
+	delAddrs   []netip.Addr
+	nextDel    int
 	// table indexes the Read's virtual servers; vouch holds its members and addresses,
-	// those the journal named at BeginPass taken from the model (the ownership rule).
+	// those the journal names taken from the model (the ownership rule).
 	table     map[proxy.VSKey]*ipvs.Entry
 	vouch     *state
 	nodeAddrs []netip.Addr
 
-	res     Result
-	plan    Plan // the steps' plans, appended
-	failed  map[ObjectKey]struct{}
-	errs    []error
-	err     error // a failure that is not an *ApplyError (the whole pass's)
-	over    bool
-	aborted bool
+	res Result
+	// keepPlan keeps the steps' plans in plan (tests); otherwise only their count is kept.
+	keepPlan bool
+	plan     Plan
+	failed   map[ObjectKey]struct{}
+	errs     []error
+	err      error // a failure that is not an *ApplyError (the whole pass's)
+	over     bool
+	aborted  bool
 }
 
 // BeginPass starts a full sync over rd (filled by ReadKernel) for desired state d, in steps.
-// A Read that cannot be completed from the model (see FullSyncFrom), a family whose Read
-// failed or found sets missing, or a reconciler without a model yet gets a pass of one
-// step: FullSyncFrom.
+// A Read that cannot be completed from the model (see FullSyncFrom) or that failed gets a
+// pass of one step: FullSyncFrom.
 func (r *Reconciler) BeginPass(d *proxy.Desired, po *proxy.Options, rd *Read) *Pass {
 	p := &Pass{r: r, rd: rd, j: rd.journal, d: d, po: po, res: Result{Full: true, Drift: map[string]int{}},
 		failed: map[ObjectKey]struct{}{}}
-	if rd.err != nil || !rd.valid(r) || r.applied == nil || len(rd.missing) > 0 {
+	if rd.err != nil || !rd.valid(r) {
 		p.whole = true
 		return p
+	}
+	if r.applied == nil {
+		p.adopting = true
+		r.applied = newState()
 	}
 	p.vs, p.members, p.addrs = d.Keys()
 	for k := range r.applied.vs {
@@ -144,6 +168,10 @@ func (p *Pass) Step(ctx context.Context, n int) bool {
 		p.rd.release()
 		return true
 	}
+	if err := ctx.Err(); err != nil {
+		p.fail(err)
+		return true
+	}
 	if p.j.invalid {
 		// A sync created a set the copy found missing: the copy of its members cannot be
 		// completed from the model. Read the kernel again, all of it.
@@ -154,20 +182,37 @@ func (p *Pass) Step(ctx context.Context, n int) bool {
 		return true
 	}
 	n = max(n, 1)
-	nv, nm := len(p.vs), len(p.vs)+len(p.members)
+	nm, na := len(p.members), len(p.members)+len(p.addrs)
+	nd := len(p.delMembers) + len(p.delAddrs)
 	switch i := p.next; {
-	case i < nv:
-		end := min(i+n, nv)
-		p.stepVS(ctx, p.vs[i:end])
-		p.next = end
+	case !p.started:
+		p.setup(ctx)
 	case i < nm:
 		end := min(i+n, nm)
-		p.stepMembers(ctx, p.members[i-nv:end-nv])
+		p.stepMembers(ctx, p.members[i:end])
 		p.next = end
-	case i < nm+len(p.addrs):
-		end := min(i+n, nm+len(p.addrs))
+	case i < na:
+		end := min(i+n, na)
 		p.stepAddrs(ctx, p.addrs[i-nm:end-nm])
 		p.next = end
+	case i < na+len(p.vs):
+		end := min(i+n, na+len(p.vs))
+		p.stepVS(ctx, p.vs[i-na:end-na])
+		p.next = end
+	case p.nextDel < nd:
+		if p.nextDel == 0 {
+			slices.SortFunc(p.delMembers, proxy.Member.Compare)
+			p.delMembers = slices.Compact(p.delMembers)
+			slices.SortFunc(p.delAddrs, netip.Addr.Compare)
+			p.delAddrs = slices.Compact(p.delAddrs)
+			nd = len(p.delMembers) + len(p.delAddrs)
+		}
+		end := min(p.nextDel+n, nd)
+		nm := len(p.delMembers)
+		ms := p.delMembers[min(p.nextDel, nm):min(end, nm)]
+		as := p.delAddrs[max(p.nextDel-nm, 0):max(end-nm, 0)]
+		p.stepDeletes(ctx, ms, as)
+		p.nextDel = end
 	default:
 		p.finish(ctx)
 	}
@@ -176,7 +221,7 @@ func (p *Pass) Step(ctx context.Context, n int) bool {
 
 // Progress is how many objects the steps so far compared, of how many (the rules aside).
 func (p *Pass) Progress() (done, total int) {
-	return p.next, len(p.vs) + len(p.members) + len(p.addrs)
+	return p.next + p.nextDel, len(p.vs) + len(p.members) + len(p.addrs) + len(p.delMembers) + len(p.delAddrs)
 }
 
 // Over reports whether the pass is over (Step reported it).
@@ -186,12 +231,15 @@ func (p *Pass) Over() bool { return p.over }
 func (p *Pass) Aborted() bool { return p.aborted }
 
 // Result is the pass's outcome once Step reported the end: as FullSyncFrom's, with the
-// plans of every step appended and the objects that failed in any of them.
+// changes of every step counted (Plan: nil, or every step's plan when kept) and the objects
+// that failed in any of them.
 func (p *Pass) Result() (Result, error) {
 	if p.whole || p.err != nil {
 		return p.res, p.err
 	}
-	p.res.Plan = &p.plan
+	if p.keepPlan {
+		p.res.Plan = &p.plan
+	}
 	if len(p.failed) == 0 {
 		return p.res, nil
 	}
@@ -201,6 +249,43 @@ func (p *Pass) Result() (Result, error) {
 	}
 	slices.SortFunc(keys, compareObjectKey)
 	return p.res, &ApplyError{Failed: keys, Err: errors.Join(p.errs...)}
+}
+
+// fail ends the pass with err: the model is not known to be complete (a full sync follows).
+func (p *Pass) fail(err error) {
+	p.r.journal, p.r.applied = nil, nil
+	p.err, p.over = err, true
+	p.rd.release()
+}
+
+// setup is the first step: the dummy link, and the sets the Read found missing (their
+// members are known: none).
+func (p *Pass) setup(ctx context.Context) {
+	r := p.r
+	if _, err := r.kernel.Dummy.EnsureLink(); err != nil {
+		p.fail(fmt.Errorf("ensure dummy link %s: %w", r.kernel.Dummy.Name(), err))
+		return
+	}
+	p.started = true
+	if len(p.rd.missing) == 0 {
+		return
+	}
+	plan := &Plan{CreateSets: p.rd.missing}
+	failed := p.apply(ctx, plan, r.applied)
+	p.settleCreated(plan, failed, func(k ObjectKey) bool { return k.Kind == KindSet }, plan.CreateSets)
+}
+
+// apply applies a step's plan. It is not journaled: the journal holds what other syncs
+// touched since the Read (their objects' copies are stale); a step's own objects are
+// compared once, and the copy of the others is what the Read found, as in FullSyncFrom,
+// which applies its whole plan after comparing everything (a member a step adds does not
+// make a virtual server of the copy kipvs's in this pass).
+func (p *Pass) apply(ctx context.Context, plan *Plan, base *state) failures {
+	r := p.r
+	j := r.journal
+	r.journal = nil
+	defer func() { r.journal = j }()
+	return r.apply(ctx, plan, base)
 }
 
 // stepVS compares the virtual servers keys with the Read and repairs them.
@@ -226,7 +311,7 @@ func (p *Pass) stepVS(ctx context.Context, keys []proxy.VSKey) {
 		if e := p.table[k]; e != nil && owns(r.opts.Family, r.opts.ExcludeCIDRs, p.d, p.vouch, k, p.nodeAddrs, r.owned) {
 			o = vsFromEntry(e)
 		}
-		if !failed {
+		if !failed && !p.adopting {
 			vsDrift(applied.vs[k], o, p.res.Drift)
 		}
 		if o == nil {
@@ -251,7 +336,7 @@ func (p *Pass) stepVS(ctx context.Context, keys []proxy.VSKey) {
 	}
 	in := &diffInput{desired: p.d, observed: applied, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
 	plan := diffKeys(in, scope, nil, nil)
-	failed := r.apply(ctx, plan, applied)
+	failed := p.apply(ctx, plan, applied)
 	for k, err := range unread {
 		failed.add(vsObject(k), err)
 	}
@@ -259,6 +344,23 @@ func (p *Pass) stepVS(ctx context.Context, keys []proxy.VSKey) {
 		_, ok := chunk[k.VS]
 		return k.Kind == KindVirtualServer && ok
 	})
+	// What vouched for a virtual server that is gone now stays only while its delete has not
+	// succeeded (apply keeps it): a sync between steps may have kept it after the member
+	// and address steps compared it. Compared again with the deletes.
+	for _, k := range keys {
+		if _, ok := applied.vs[k]; ok || p.d.VirtualServer(k) != nil {
+			continue
+		}
+		a, ms := vouchers(r.opts.Family, k)
+		if _, ok := applied.addrs[a]; ok && !p.d.HasAddress(a) {
+			p.delAddrs = append(p.delAddrs, a)
+		}
+		for _, m := range ms {
+			if _, ok := applied.members[m]; ok && !p.d.HasMember(m) {
+				p.delMembers = append(p.delMembers, m)
+			}
+		}
+	}
 }
 
 // vsFromEntry is the model of a virtual server the Read found.
@@ -360,7 +462,7 @@ func (p *Pass) stepMembers(ctx context.Context, ms []proxy.Member) {
 			continue
 		}
 		_, have := p.rd.members[m]
-		if _, had := applied.members[m]; had != have && !failed {
+		if _, had := applied.members[m]; had != have && !failed && !p.adopting {
 			p.res.Drift["ipset_member"]++
 		}
 		if have {
@@ -372,12 +474,14 @@ func (p *Pass) stepMembers(ctx context.Context, ms []proxy.Member) {
 	r.resolve(applied, retry, p.d)
 	in := &diffInput{desired: p.d, observed: applied, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
 	plan := diffKeys(in, nil, ms, nil)
-	chunk := make(map[proxy.Member]struct{}, len(ms))
-	for _, m := range ms {
-		chunk[m] = struct{}{}
+	p.delMembers = append(p.delMembers, plan.DelMembers...)
+	plan.DelMembers = nil
+	adds := make(map[proxy.Member]struct{}, len(plan.AddMembers))
+	for _, m := range plan.AddMembers {
+		adds[m] = struct{}{}
 	}
-	p.settle(plan, r.apply(ctx, plan, applied), func(k ObjectKey) bool {
-		_, ok := chunk[k.Member]
+	p.settle(plan, p.apply(ctx, plan, applied), func(k ObjectKey) bool {
+		_, ok := adds[k.Member]
 		return k.Kind == KindSetMember && ok
 	})
 }
@@ -396,7 +500,7 @@ func (p *Pass) stepAddrs(ctx context.Context, as []netip.Addr) {
 			continue
 		}
 		_, have := p.vouch.addrs[a]
-		if _, had := applied.addrs[a]; had != have && !failed {
+		if _, had := applied.addrs[a]; had != have && !failed && !p.adopting {
 			p.res.Drift["address"]++
 		}
 		if have {
@@ -408,13 +512,36 @@ func (p *Pass) stepAddrs(ctx context.Context, as []netip.Addr) {
 	r.resolve(applied, retry, p.d)
 	in := &diffInput{desired: p.d, observed: applied, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
 	plan := diffKeys(in, nil, nil, as)
-	chunk := make(map[netip.Addr]struct{}, len(as))
-	for _, a := range as {
-		chunk[a] = struct{}{}
+	p.delAddrs = append(p.delAddrs, plan.DelAddrs...)
+	plan.DelAddrs = nil
+	adds := make(map[netip.Addr]struct{}, len(plan.AddAddrs))
+	for _, a := range plan.AddAddrs {
+		adds[a] = struct{}{}
 	}
-	p.settle(plan, r.apply(ctx, plan, applied), func(k ObjectKey) bool {
-		_, ok := chunk[k.Addr]
+	p.settle(plan, p.apply(ctx, plan, applied), func(k ObjectKey) bool {
+		_, ok := adds[k.Addr]
 		return k.Kind == KindAddress && ok
+	})
+}
+
+// stepDeletes applies the member and address deletes the earlier steps found, compared
+// again with the model and the desired state (a sync may have changed them since).
+func (p *Pass) stepDeletes(ctx context.Context, ms []proxy.Member, as []netip.Addr) {
+	r := p.r
+	in := &diffInput{desired: p.d, observed: r.applied, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
+	plan := diffKeys(in, nil, ms, as)
+	members := make(map[proxy.Member]struct{}, len(ms))
+	for _, m := range ms {
+		members[m] = struct{}{}
+	}
+	addrs := make(map[netip.Addr]struct{}, len(as))
+	for _, a := range as {
+		addrs[a] = struct{}{}
+	}
+	p.settle(plan, p.apply(ctx, plan, r.applied), func(k ObjectKey) bool {
+		_, m := members[k.Member]
+		_, a := addrs[k.Addr]
+		return (k.Kind == KindSetMember && m) || (k.Kind == KindAddress && a)
 	})
 }
 
@@ -422,7 +549,7 @@ func (p *Pass) stepAddrs(ctx context.Context, as []netip.Addr) {
 func (p *Pass) finish(ctx context.Context) {
 	r := p.r
 	observed := p.rd.rules.String()
-	if r.rules != "" && !p.j.rules && observed != r.rules {
+	if r.rules != "" && !p.j.rules && observed != r.rules && !p.adopting {
 		p.res.Drift["iptables_rules"]++
 	}
 	rs := r.kernel.Filter.Rules(proxy.BuildFilter(p.po, p.d))
@@ -433,11 +560,21 @@ func (p *Pass) finish(ctx context.Context) {
 	}
 	r.rules = want
 	r.journal = nil
-	p.rd.release()
-	p.settle(plan, r.apply(ctx, plan, r.applied), func(k ObjectKey) bool {
+	if p.adopting {
+		if ce := r.opts.Logger.Check(zap.DebugLevel, "adoption plan"); ce != nil && plan.Rules != nil {
+			ce.Write(zap.String("plan", "apply iptables rules"), zap.Strings("rules", rs.Diff(p.rd.rules)))
+		}
+	}
+	p.settle(plan, p.apply(ctx, plan, r.applied), func(k ObjectKey) bool {
 		return k.Kind == KindRules || k.Kind == KindSet
 	})
-	if r.opts.Metrics != nil {
+	p.rd.release()
+	if p.adopting {
+		if p.res.Changes > 0 {
+			r.opts.Logger.Info("adopting existing kernel state", zap.Int("changes", p.res.Changes))
+		}
+		r.adopted = true
+	} else if r.opts.Metrics != nil {
 		for kind, n := range p.res.Drift {
 			r.opts.Metrics.DriftRepaired.WithLabelValues(kind, r.family()).Add(float64(n))
 		}
@@ -448,10 +585,24 @@ func (p *Pass) finish(ctx context.Context) {
 	p.over = true
 }
 
-// settle records a step's outcome (see Reconciler.settle) and keeps its plan and failures.
+// settle records a step's outcome (see Reconciler.settle) and counts its changes (keeps
+// its plan if asked) and failures.
 func (p *Pass) settle(plan *Plan, failed failures, inScope func(ObjectKey) bool) {
-	p.plan.append(plan)
-	err := p.r.settle(failed, inScope, nil)
+	p.settleCreated(plan, failed, inScope, nil)
+}
+
+// settleCreated is settle for a step that created the sets created.
+func (p *Pass) settleCreated(plan *Plan, failed failures, inScope func(ObjectKey) bool, created []dataplane.SetSpec) {
+	p.res.Changes += plan.Len()
+	if p.keepPlan {
+		p.plan.append(plan)
+	}
+	if p.adopting && !plan.Empty() && plan.Rules == nil { // the rules: see finish
+		if ce := p.r.opts.Logger.Check(zap.DebugLevel, "adoption plan"); ce != nil {
+			ce.Write(zap.String("plan", plan.String()))
+		}
+	}
+	err := p.r.settle(failed, inScope, created)
 	if ae, ok := AsApplyError(err); ok {
 		for _, k := range ae.Failed {
 			p.failed[k] = struct{}{}

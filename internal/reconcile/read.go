@@ -84,6 +84,25 @@ func (j *journal) record(p *Plan) {
 	}
 }
 
+// recordFailed notes the objects whose change failed (what the kernel holds of them is
+// unknown).
+func (j *journal) recordFailed(f failures) {
+	for k := range f {
+		switch k.Kind {
+		case KindVirtualServer:
+			j.vs[k.VS] = struct{}{}
+		case KindSetMember:
+			j.members[k.Member] = struct{}{}
+		case KindAddress:
+			j.addrs[k.Addr] = struct{}{}
+		case KindSet:
+			j.invalid = true
+		case KindRules:
+			j.rules = true
+		}
+	}
+}
+
 // BeginRead starts a Read of this family's kernel state. Only the latest Read of a
 // reconciler can finish a sync; an older one makes FullSyncFrom read the kernel itself.
 func (r *Reconciler) BeginRead() *Read {

@@ -104,6 +104,9 @@ type Result struct {
 	Drift map[string]int
 	// Full reports a full sync.
 	Full bool
+	// Changes counts the kernel changes applied or tried (Plan.Len(); a Pass keeps the
+	// count, not its plans: see Pass).
+	Changes int
 }
 
 // NeedsFull reports whether the next sync must be full: no full sync has compared
@@ -183,7 +186,7 @@ func (r *Reconciler) FullSyncFrom(ctx context.Context, d *proxy.Desired, po *pro
 	} else if want != observedRules.String() {
 		p.Rules = rs
 	}
-	res.Plan = p
+	res.Plan, res.Changes = p, p.Len()
 	if r.adopted && r.opts.Metrics != nil {
 		for kind, n := range res.Drift {
 			r.opts.Metrics.DriftRepaired.WithLabelValues(kind, r.family()).Add(float64(n))
@@ -247,7 +250,7 @@ func (r *Reconciler) Sync(ctx context.Context, d *proxy.Desired, po *proxy.Optio
 		p.Rules = rs
 		r.rules = text
 	}
-	res.Plan = p
+	res.Plan, res.Changes = p, p.Len()
 	failed := r.apply(ctx, p, r.applied)
 	for k, err := range unread {
 		failed.add(vsObject(k), err)
