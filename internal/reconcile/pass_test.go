@@ -263,3 +263,72 @@ func TestPassWithSyncsBetweenSteps(t *testing.T) {
 		}
 	}
 }
+
+// countingIPVS records the largest batch applied.
+type countingIPVS struct {
+	*ipvs.Fake
+	largest int
+}
+
+func (c *countingIPVS) Apply(ops []ipvs.Op) error {
+	c.largest = max(c.largest, len(ops))
+	return c.Fake.Apply(ops)
+}
+
+// A first full sync in steps applies its plan in batches bounded by the chunk size, not in
+// one (whose size grows with the node), and programs what FullSync programs.
+func TestFirstSyncInBoundedSteps(t *testing.T) {
+	const services, endpoints, chunk = 120, 3, 8
+	build := func(e *env) {
+		for i := range services {
+			var ips []string
+			for j := range endpoints {
+				ips = append(ips, fmt.Sprintf("10.244.%d.%d", j, i+1))
+			}
+			name := fmt.Sprintf("svc-%d", i)
+			e.set(svc(name, fmt.Sprintf("10.96.%d.%d", i/200, 10+i%200)), eps(name, v1.ProtocolTCP, 8080, ips...))
+		}
+	}
+	ref := newEnv(t)
+	build(ref)
+	counting := &countingIPVS{Fake: ref.ipvs}
+	ref.rec.kernel.IPVS = counting
+	ref.full()
+	if counting.largest < services {
+		t.Fatalf("the reference full sync's largest batch is %d ops: it should be the whole plan", counting.largest)
+	}
+
+	e := newEnv(t)
+	build(e)
+	counting = &countingIPVS{Fake: e.ipvs}
+	e.rec.kernel.IPVS = counting
+	rd := e.rec.BeginRead()
+	if err := ReadKernel(e.ctx, rd); err != nil {
+		t.Fatal(err)
+	}
+	p := e.rec.BeginPass(e.desired, e.opts, rd)
+	p.Prepare()
+	steps := 0
+	for !p.Step(e.ctx, chunk) {
+		steps++
+	}
+	res, err := p.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Plan != nil || res.Changes < services*(2+endpoints) {
+		t.Errorf("result: plan %v kept, %d changes", res.Plan != nil, res.Changes)
+	}
+	if bound := chunk * (1 + endpoints); counting.largest > bound {
+		t.Errorf("largest IPVS batch %d ops; chunks of %d virtual servers with %d real servers make at most %d", counting.largest, chunk, endpoints, bound)
+	}
+	if steps < services/chunk {
+		t.Errorf("%d steps for %d virtual servers in chunks of %d", steps, services, chunk)
+	}
+	if got, want := e.dump(), ref.dump(); got != want {
+		t.Errorf("kernel after the first sync in steps:\n%s\nwant (FullSync's):\n%s", got, want)
+	}
+	if again := e.full(); !again.Plan.Empty() || len(again.Drift) > 0 {
+		t.Errorf("the next full sync planned %s, drift %v", again.Plan, again.Drift)
+	}
+}
