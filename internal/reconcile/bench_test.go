@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -104,6 +105,59 @@ func BenchmarkOneEndpointChange(b *testing.B) {
 				}
 				i++
 			}
+		})
+	}
+}
+
+// BenchmarkPeriodicPass: the periodic full sync's comparison of N Services x 4 endpoints,
+// nothing changed, in steps of 256 objects (reconcile.Pass) as the daemon runs it: an op is
+// the whole pass (its read untimed); max-step-us is the longest step (the longest hold of
+// the daemon lock), which should not grow with N; whole-us is FullSyncFrom over the same
+// read (the comparison in one piece, as before the steps).
+func BenchmarkPeriodicPass(b *testing.B) {
+	for _, n := range []int{10000, 50000} {
+		e := newEnv(b)
+		for i := range n {
+			in := benchService(i, 4, 0)
+			e.desired.Update(types.NamespacedName{Namespace: "default", Name: in.Service.Name}, proxy.BuildService(in, e.opts), nil)
+		}
+		if _, err := e.rec.FullSync(e.ctx, e.desired, e.opts); err != nil {
+			b.Fatal(err)
+		}
+		read := func() *Read {
+			rd := e.rec.BeginRead()
+			if err := ReadKernel(e.ctx, rd); err != nil {
+				b.Fatal(err)
+			}
+			return rd
+		}
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			var longest, whole time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				rd := read()
+				b.StartTimer()
+				p := e.rec.BeginPass(e.desired, e.opts, rd)
+				p.Prepare()
+				for over := false; !over; {
+					start := time.Now()
+					over = p.Step(e.ctx, 256)
+					longest = max(longest, time.Since(start))
+				}
+				if res, err := p.Result(); err != nil || res.Changes != 0 {
+					b.Fatalf("pass: %d changes, %v", res.Changes, err)
+				}
+				b.StopTimer()
+				rd = read()
+				start := time.Now()
+				if _, err := e.rec.FullSyncFrom(e.ctx, e.desired, e.opts, rd); err != nil {
+					b.Fatal(err)
+				}
+				whole = max(whole, time.Since(start))
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(longest.Microseconds()), "max-step-us")
+			b.ReportMetric(float64(whole.Microseconds()), "whole-us")
 		})
 	}
 }
