@@ -488,17 +488,10 @@ func write(out []*dto.MetricFamily, d *descs, sets []*labelSet) []*dto.MetricFam
 // of a scrape until the scrape is written (70,000 at 10,000 Services), so one label set's
 // series, label pairs and values are one allocation, and the series share the label pairs.
 func (c *Collector) labelSet(sets []*labelSet, d *descs, l *layouts, dir *[2]dto.LabelPair, labels []string, st *ipvs.Stats, gauges bool, active, inactive uint64) []*labelSet {
-	for _, v := range labels {
-		if !utf8.ValidString(v) {
-			if c.opts.Logger != nil {
-				c.opts.Logger.Debug("traffic series left out: a label value is not valid UTF-8", zap.Strings("labels", labels))
-			}
-			return sets
-		}
+	if !c.validLabels(labels) {
+		return sets
 	}
-	ls := &labelSet{descs: d, values: [numSeries]float64{
-		float64(st.Conns), float64(st.InPkts), float64(st.OutPkts), float64(st.InBytes), float64(st.OutBytes),
-		float64(active), float64(inactive)}}
+	ls := &labelSet{descs: d, values: seriesValues(st, active, inactive)}
 	n := len(labels)
 	for j := range labels {
 		ls.pairs[j].Name, ls.pairs[j].Value = l.plain.names[j], &labels[j]
@@ -515,6 +508,25 @@ func (c *Collector) labelSet(sets []*labelSet, d *descs, l *layouts, dir *[2]dto
 		ls.series[i] = series{set: ls, index: uint8(i)}
 	}
 	return append(sets, ls)
+}
+
+// validLabels reports whether every label value is UTF-8 (logged when not).
+func (c *Collector) validLabels(labels []string) bool {
+	for _, v := range labels {
+		if !utf8.ValidString(v) {
+			if c.opts.Logger != nil {
+				c.opts.Logger.Debug("traffic series left out: a label value is not valid UTF-8", zap.Strings("labels", labels))
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// seriesValues are a label set's seven values (see numSeries).
+func seriesValues(st *ipvs.Stats, active, inactive uint64) [numSeries]float64 {
+	return [numSeries]float64{float64(st.Conns), float64(st.InPkts), float64(st.OutPkts), float64(st.InBytes), float64(st.OutBytes),
+		float64(active), float64(inactive)}
 }
 
 // The seven series of a label set, in order: connections, packets in, packets out, bytes in,

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/kipvs/kipvs/internal/ipvs"
 )
 
 // TextGatherer is what Gatherer returns: a prometheus.Gatherer that also writes everything
@@ -52,8 +54,8 @@ func (g *textGatherer) WriteText(w io.Writer) error {
 		g.c.logFailure(err)
 	} else {
 		g.c.logSuccess()
-		svc, ep := g.c.sets(snap)
-		own = appendText(appendText(nil, &g.c.svc, svc), &g.c.ep, ep)
+		svc, ep := g.c.textSets(snap)
+		own = appendText(appendText(nil, &g.c.svc, &g.c.svcLayout, svc), &g.c.ep, &g.c.epLayout, ep)
 		slices.SortFunc(own, func(a, b textFamily) int { return strings.Compare(a.name, b.name) })
 	}
 	mfs, err := g.reg.Gather()
@@ -82,17 +84,91 @@ type textFamily struct {
 	text []byte
 }
 
-// appendText appends to out d's families of the series of sets (sorted: sortSets), in the
-// text format, as write does in data.
-func appendText(out []textFamily, d *descs, sets []*labelSet) []textFamily {
-	// Each label set's label lists, written once for its seven series.
-	var labels [][3][]byte
-	for i := range d.fams {
-		f := &d.fams[i]
+// textSet is one label set as the text path writes it (labelSet's data without the
+// data model: no label pairs, no per-set allocation).
+type textSet struct {
+	labels []string // in descriptor order, direction aside
+	values [numSeries]float64
+	emit   int
+}
+
+// textSets returns a snapshot's service and endpoint label sets (those whose label values
+// are all UTF-8, as labelSet), each sorted as sets sorts them.
+func (c *Collector) textSets(snap *snapshot) (svc, ep []textSet) {
+	svc = make([]textSet, 0, len(snap.groups))
+	for i := range snap.groups {
+		g := &snap.groups[i]
+		if g.seen && c.validLabels(g.labels) {
+			svc = append(svc, newTextSet(g.labels, &g.stats, g.conns, g.active, g.inactive))
+		}
+	}
+	if snap.dropped > 0 {
+		c.dropped.Add(float64(snap.dropped))
+	}
+	ep = make([]textSet, 0, len(snap.endpoints))
+	for i := range snap.endpoints {
+		e := &snap.endpoints[i]
+		labels := append(append(make([]string, 0, len(endpointLabels)), snap.groups[e.group].labels...), e.addr.String())
+		if c.validLabels(labels) {
+			ep = append(ep, newTextSet(labels, &e.stats, true, e.active, e.inactive))
+		}
+	}
+	sortTextSets(svc, &c.svcLayout.plain)
+	sortTextSets(ep, &c.epLayout.plain)
+	return svc, ep
+}
+
+func newTextSet(labels []string, st *ipvs.Stats, gauges bool, active, inactive uint64) textSet {
+	ts := textSet{labels: labels, values: seriesValues(st, active, inactive), emit: numSeries}
+	if !gauges {
+		ts.emit = numCounters
+	}
+	return ts
+}
+
+// sortTextSets sorts by label values in label name order (l: the layout without direction).
+func sortTextSets(sets []textSet, l *layout) {
+	slices.SortFunc(sets, func(a, b textSet) int {
+		for _, j := range l.order {
+			if c := strings.Compare(a.labels[j], b.labels[j]); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+}
+
+// appendText appends to out d's families of the series of sets (sorted: sortTextSets), in
+// the text format, as write does in data (l: d's label layouts).
+func appendText(out []textFamily, d *descs, l *layouts, sets []textSet) []textFamily {
+	if len(sets) == 0 {
+		return out
+	}
+	// Each set's three label lists (plain, direction in, out), written once into one buffer
+	// for its seven series: ends[i] holds where set i's lists end.
+	var arena []byte
+	ends := make([][3]int, len(sets))
+	for i := range sets {
+		for k := range 3 {
+			arena = appendSetLabels(arena, l, sets[i].labels, k)
+			ends[i][k] = len(arena)
+		}
+	}
+	list := func(i, k int) []byte {
+		start := 0
+		if k > 0 {
+			start = ends[i][k-1]
+		} else if i > 0 {
+			start = ends[i-1][2]
+		}
+		return arena[start:ends[i][k]]
+	}
+	for fi := range d.fams {
+		f := &d.fams[fi]
 		n := 0
-		for _, ls := range sets {
-			for _, si := range f.series {
-				if si < ls.emit {
+		for _, si := range f.series {
+			for i := range sets {
+				if si < sets[i].emit {
 					n++
 				}
 			}
@@ -100,15 +176,7 @@ func appendText(out []textFamily, d *descs, sets []*labelSet) []textFamily {
 		if n == 0 {
 			continue
 		}
-		if labels == nil {
-			labels = make([][3][]byte, len(sets))
-			for j, ls := range sets {
-				for k := range ls.lists {
-					labels[j][k] = appendLabels(nil, ls.lists[k])
-				}
-			}
-		}
-		b := make([]byte, 0, n*(len(f.name)+len(labels[0][1])+16)+len(f.help)+64)
+		b := make([]byte, 0, n*(len(f.name)+len(list(0, 1))+16)+len(f.help)+64)
 		b = append(b, "# HELP "...)
 		b = append(b, f.name...)
 		b = append(b, ' ')
@@ -121,21 +189,48 @@ func appendText(out []textFamily, d *descs, sets []*labelSet) []textFamily {
 			b = append(b, " gauge\n"...)
 		}
 		for _, si := range f.series {
-			list := seriesLabels(si)
-			for j, ls := range sets {
-				if si >= ls.emit {
+			k := seriesLabels(si)
+			for i := range sets {
+				if si >= sets[i].emit {
 					continue
 				}
 				b = append(b, f.name...)
-				b = append(b, labels[j][list]...)
+				b = append(b, list(i, k)...)
 				b = append(b, ' ')
-				b = appendFloat(b, ls.values[si])
+				b = appendFloat(b, sets[i].values[si])
 				b = append(b, '\n')
 			}
 		}
 		out = append(out, textFamily{name: f.name, text: b})
 	}
 	return out
+}
+
+// appendSetLabels appends {name="value",...} in label name order: the plain list (k 0), or
+// with direction="in" (1) or "out" (2).
+func appendSetLabels(b []byte, l *layouts, labels []string, k int) []byte {
+	lay := &l.plain
+	if k > 0 {
+		lay = &l.dir
+	}
+	b = append(b, '{')
+	for i, j := range lay.order {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, *lay.names[j]...)
+		b = append(b, '=', '"')
+		switch {
+		case j < len(labels):
+			b = appendEscaped(b, labels[j], true)
+		case k == 1:
+			b = append(b, "in"...)
+		default:
+			b = append(b, "out"...)
+		}
+		b = append(b, '"')
+	}
+	return append(b, '}')
 }
 
 // seriesLabels is which label list of its set series si has (see series.Write).
@@ -147,20 +242,6 @@ func seriesLabels(si int) int {
 		return outLabels
 	}
 	return plainLabels
-}
-
-func appendLabels(b []byte, list []*dto.LabelPair) []byte {
-	b = append(b, '{')
-	for i, p := range list {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, p.GetName()...)
-		b = append(b, '=', '"')
-		b = appendEscaped(b, p.GetValue(), true)
-		b = append(b, '"')
-	}
-	return append(b, '}')
 }
 
 // appendEscaped escapes as the text format does: backslash and newline, and the double
