@@ -34,6 +34,7 @@ func main() {
 
 func run(out string, files []string) error {
 	var merged bench.Run
+	var dates []string
 	for i, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -42,6 +43,9 @@ func run(out string, files []string) error {
 		var r bench.Run
 		if err := json.Unmarshal(b, &r); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
+		}
+		if d, _, _ := strings.Cut(r.Date, "T"); !slices.Contains(dates, d) {
+			dates = append(dates, d)
 		}
 		if i == 0 {
 			merged.Date, merged.Params, merged.Host = r.Date, r.Params, r.Host
@@ -53,7 +57,9 @@ func run(out string, files []string) error {
 		}
 	}
 	var es []string
+	mem := map[int]bool{}
 	for _, rec := range merged.Records {
+		mem[rec.VM.MemoryMB] = true
 		if !slices.Contains(merged.Params.N, rec.N) {
 			merged.Params.N = append(merged.Params.N, rec.N)
 		}
@@ -67,6 +73,24 @@ func run(out string, files []string) error {
 		// The caption names the first file's endpoints per Service; say the others.
 		from := fmt.Sprintf("x %d endpoints", merged.Params.E)
 		svg = []byte(strings.Replace(string(svg), from, fmt.Sprintf("x %d (some: %s) endpoints", merged.Params.E, strings.Join(es, ", ")), 1))
+	}
+	// The caption names the first file's date and the first record's VM memory: say all.
+	slices.Sort(dates)
+	if d, _, _ := strings.Cut(merged.Date, "T"); len(dates) > 1 {
+		svg = []byte(strings.Replace(string(svg), "; "+d+"<", "; "+dates[0]+" to "+dates[len(dates)-1]+"<", 1))
+	}
+	if len(mem) > 1 && len(merged.Records) > 0 {
+		var ms []int
+		for m := range mem {
+			ms = append(ms, m)
+		}
+		slices.Sort(ms)
+		first := fmt.Sprintf("%d MiB", merged.Records[0].VM.MemoryMB)
+		var parts []string
+		for _, m := range ms {
+			parts = append(parts, strconv.Itoa(m))
+		}
+		svg = []byte(strings.Replace(string(svg), first, strings.Join(parts, " or ")+" MiB", 1))
 	}
 	return os.WriteFile(out, svg, 0o644)
 }
