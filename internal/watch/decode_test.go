@@ -399,3 +399,60 @@ items:
 		}
 	}
 }
+
+// TestSplitJSONLines: every document of a long JSON stream (some inside a top-level array)
+// carries the line it starts on.
+func TestSplitJSONLines(t *testing.T) {
+	var b strings.Builder
+	want := []int{}
+	line := 1
+	for i := range 300 {
+		obj := fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"s%d"}}`, i)
+		switch i % 3 {
+		case 0:
+			want = append(want, line)
+			b.WriteString(obj + "\n")
+			line++
+		case 1:
+			b.WriteString("\n\n")
+			line += 2
+			want = append(want, line)
+			b.WriteString(obj + "\n")
+			line++
+		case 2:
+			b.WriteString("[\n")
+			line++
+			want = append(want, line, line+1)
+			b.WriteString(obj + ",\n" + obj + "\n]\n")
+			line += 3
+		}
+	}
+	docs, err := splitJSON([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) != len(want) {
+		t.Fatalf("%d documents, want %d", len(docs), len(want))
+	}
+	for i, d := range docs {
+		if d.line != want[i] || d.index != i+1 {
+			t.Fatalf("document %d: index %d line %d, want index %d line %d", i, d.index, d.line, i+1, want[i])
+		}
+	}
+}
+
+// BenchmarkSplitJSON10k splits a 10,000-Service JSON stream (20,000 documents). It was
+// quadratic in the number of documents (the line of each counted from the file's start).
+func BenchmarkSplitJSON10k(b *testing.B) {
+	var sb strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&sb, `{"apiVersion":"v1","kind":"Service","metadata":{"name":"bench-%05d","namespace":"default"},"spec":{"clusterIP":"10.96.0.1","ports":[{"port":80}]}}`+"\n", i)
+	}
+	data := []byte(sb.String())
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := splitJSON(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
