@@ -337,3 +337,41 @@ func TestHostAddrsKernel(t *testing.T) {
 		t.Errorf("HostAddrs = %v, want %v\n%s", got, want, ns.MustRun(t, "ip", "addr", "show"))
 	}
 }
+
+// An address change uses the link as last looked up; when someone else deletes the dummy
+// link and creates a new one of the same name (a new index), the change finds the new
+// link, and when the link is gone, it fails as not found.
+func TestLinkRecreatedKernel(t *testing.T) {
+	ns := netnstest.New(t)
+	d, err := New(testLink, ns.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.EnsureLink(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddAddress(netip.MustParseAddr("10.96.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	ipBatch(t, ns, "link del "+testLink, "link add kipvs-other0 type dummy", "link add "+testLink+" type dummy")
+	if err := d.AddAddress(netip.MustParseAddr("10.96.0.2")); err != nil {
+		t.Fatalf("AddAddress after the link was re-created: %v", err)
+	}
+	if err := d.DeleteAddress(netip.MustParseAddr("10.96.0.2")); err != nil {
+		t.Fatalf("DeleteAddress on the re-created link: %v", err)
+	}
+	if err := d.AddAddress(netip.MustParseAddr("10.96.0.3")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ipDump(t, ns, testLink), formatDump(testLink, "dummy", false, []netip.Prefix{netip.MustParsePrefix("10.96.0.3/32")}); got != want {
+		t.Fatalf("ip shows %q, want %q", got, want)
+	}
+	if l := ipShow(t, ns, "kipvs-other0"); l == nil || len(l.Addrs) != 0 {
+		t.Fatalf("the other dummy link got addresses: %+v", l)
+	}
+	ipBatch(t, ns, "link del "+testLink)
+	if err := d.AddAddress(netip.MustParseAddr("10.96.0.4")); !kerr.IsNotFound(err) {
+		t.Fatalf("AddAddress after the link was deleted = %v, want ErrNotFound", err)
+	}
+}

@@ -22,12 +22,18 @@ import (
 const dumpRetries = 5
 
 // Dummy is the real implementation: an rtnetlink socket bound to a network namespace. The
-// link is looked up by name on every call, so a link deleted and re-created by someone
-// else is found again. It is safe for concurrent use.
+// link is looked up by name on every call but address changes, so a link deleted and
+// re-created by someone else is found again. An address change uses the link as last looked
+// up (one round trip per address instead of two: a first sync binds a VIP per Service) and
+// looks it up again when the kernel no longer knows that link (ENODEV). It is safe for
+// concurrent use.
 type Dummy struct {
 	name string
 	mu   sync.Mutex
 	rtnl *netlink.Handle
+	// known is the link as last looked up, a dummy called name; nil when not looked up
+	// yet, or found missing or of another type since.
+	known netlink.Link
 }
 
 var _ Interface = (*Dummy)(nil)
@@ -75,6 +81,7 @@ func (d *Dummy) link() (netlink.Link, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.known = nil
 	l, err := h.LinkByName(d.name)
 	var nf netlink.LinkNotFoundError
 	if errors.As(err, &nf) || errors.Is(err, unix.ENODEV) {
@@ -82,6 +89,9 @@ func (d *Dummy) link() (netlink.Link, error) {
 	}
 	if err != nil {
 		return nil, kerr.Errno("get link "+d.name, err)
+	}
+	if l.Type() == "dummy" {
+		d.known = l
 	}
 	return l, nil
 }
@@ -141,6 +151,7 @@ func (d *Dummy) DeleteLink() error {
 	if err := d.rtnl.LinkDel(l); err != nil {
 		return kerr.Errno("delete link "+d.name, err)
 	}
+	d.known = nil
 	return nil
 }
 
@@ -227,11 +238,26 @@ func (d *Dummy) changeAddress(addr netip.Addr, verb, prep string, change func(*n
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	l, err := d.dummy()
-	if err != nil {
+	if _, err := d.handle(); err != nil {
 		return fmt.Errorf("%s address %s: %w", verb, p, err)
 	}
-	if err := change(d.rtnl, l, toAddr(p)); err != nil {
+	l, cached := d.known, true
+	if l == nil {
+		if l, err = d.dummy(); err != nil {
+			return fmt.Errorf("%s address %s: %w", verb, p, err)
+		}
+		cached = false
+	}
+	err = change(d.rtnl, l, toAddr(p))
+	if cached && errors.Is(err, unix.ENODEV) {
+		// The link we knew is gone (deleted, perhaps re-created with another index):
+		// look it up again, as every other call does.
+		if l, err = d.dummy(); err != nil {
+			return fmt.Errorf("%s address %s: %w", verb, p, err)
+		}
+		err = change(d.rtnl, l, toAddr(p))
+	}
+	if err != nil {
 		return kerr.Errno(fmt.Sprintf("%s address %s %s link %s", verb, p, prep, d.name), err)
 	}
 	return nil

@@ -162,6 +162,7 @@ func opTable() []step {
 		add("10.96.0.7"),
 		dump(),
 		foreign(),
+		add("10.96.0.9"), // the link an address change knew is gone: looked up again
 		ensureLink(),
 		add("10.96.0.8"),
 		del("10.96.0.7"),
