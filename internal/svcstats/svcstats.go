@@ -110,6 +110,8 @@ type Collector struct {
 	mu                  sync.Mutex
 	inflight            *call // the read in progress; concurrent scrapes share it
 	failing             bool  // the last scrape failed (for logging only)
+	plan                *scrapePlan // the last scrape's (see planFor)
+	plansBuilt          int         // how many plans were built (tests)
 }
 
 // call is one read of the kernel, shared by the scrapes that wait for it.
@@ -254,6 +256,7 @@ type epKey struct {
 
 // snapshot is what one read found.
 type snapshot struct {
+	plan      *scrapePlan // groups[i] is plan's group i
 	groups    []group
 	endpoints []endpoint
 	dropped   int
@@ -288,30 +291,11 @@ func (c *Collector) gather(ctx context.Context) (*snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("read the virtual servers kipvs programs: %w", err)
 	}
-	// Most Service ports have one virtual server: size for that.
-	snap := &snapshot{groups: make([]group, 0, len(vss))}
-	byKey := make(map[ipvs.ServiceKey]int, len(vss))
-	groups := make(map[groupKey]int, len(vss))
-	for _, v := range vss {
-		proto, ok := protocols[v.Protocol]
-		if !ok {
-			continue
-		}
-		addr, err := netip.ParseAddr(v.Address)
-		if err != nil {
-			continue
-		}
-		addr = addr.Unmap()
-		k := ipvs.ServiceKey{Family: inet.FamilyOf(addr), Protocol: proto, Addr: addr, Port: v.Port}
-		gk := groupKey{namespace: v.Namespace, name: v.Name, port: v.PortName, protocol: v.Protocol, kind: v.Kind, family: k.Family}
-		gi, ok := groups[gk]
-		if !ok {
-			gi = len(snap.groups)
-			groups[gk] = gi
-			snap.groups = append(snap.groups, group{labels: []string{
-				v.Namespace, v.Name, v.PortName, v.Protocol, k.Family.String(), vipKind(v.Kind)}})
-		}
-		byKey[k] = gi
+	plan := c.planFor(vss)
+	byKey := plan.byKey
+	snap := &snapshot{plan: plan, groups: make([]group, len(plan.labels))}
+	for i := range snap.groups {
+		snap.groups[i].labels = plan.labels[i]
 	}
 	svcs, err := c.opts.IPVS.Services()
 	if err != nil {

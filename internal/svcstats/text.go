@@ -55,7 +55,8 @@ func (g *textGatherer) WriteText(w io.Writer) error {
 	} else {
 		g.c.logSuccess()
 		svc, ep := g.c.textSets(snap)
-		own = appendText(appendText(nil, &g.c.svc, &g.c.svcLayout, svc), &g.c.ep, &g.c.epLayout, ep)
+		own = appendText(nil, &g.c.svc, svc, func(i, k int) []byte { return snap.plan.list(svc[i].group, k) })
+		own = appendText(own, &g.c.ep, ep, labelLists(&g.c.epLayout, ep))
 		slices.SortFunc(own, func(a, b textFamily) int { return strings.Compare(a.name, b.name) })
 	}
 	mfs, err := g.reg.Gather()
@@ -88,6 +89,7 @@ type textFamily struct {
 // data model: no label pairs, no per-set allocation).
 type textSet struct {
 	labels []string // in descriptor order, direction aside
+	group  int      // the snapshot's group (service sets)
 	values [numSeries]float64
 	emit   int
 }
@@ -95,11 +97,13 @@ type textSet struct {
 // textSets returns a snapshot's service and endpoint label sets (those whose label values
 // are all UTF-8, as labelSet), each sorted as sets sorts them.
 func (c *Collector) textSets(snap *snapshot) (svc, ep []textSet) {
-	svc = make([]textSet, 0, len(snap.groups))
-	for i := range snap.groups {
-		g := &snap.groups[i]
-		if g.seen && c.validLabels(g.labels) {
-			svc = append(svc, newTextSet(g.labels, &g.stats, g.conns, g.active, g.inactive))
+	// The plan has the groups with valid labels in order.
+	svc = make([]textSet, 0, len(snap.plan.order))
+	for _, gi := range snap.plan.order {
+		if g := &snap.groups[gi]; g.seen {
+			ts := newTextSet(g.labels, &g.stats, g.conns, g.active, g.inactive)
+			ts.group = gi
+			svc = append(svc, ts)
 		}
 	}
 	if snap.dropped > 0 {
@@ -113,7 +117,6 @@ func (c *Collector) textSets(snap *snapshot) (svc, ep []textSet) {
 			ep = append(ep, newTextSet(labels, &e.stats, true, e.active, e.inactive))
 		}
 	}
-	sortTextSets(svc, &c.svcLayout.plain)
 	sortTextSets(ep, &c.epLayout.plain)
 	return svc, ep
 }
@@ -138,30 +141,26 @@ func sortTextSets(sets []textSet, l *layout) {
 	})
 }
 
-// appendText appends to out d's families of the series of sets (sorted: sortTextSets), in
-// the text format, as write does in data (l: d's label layouts).
-func appendText(out []textFamily, d *descs, l *layouts, sets []textSet) []textFamily {
-	if len(sets) == 0 {
-		return out
-	}
-	// Each set's three label lists (plain, direction in, out), written once into one buffer
-	// for its seven series: ends[i] holds where set i's lists end.
+// labelLists writes each set's three label lists (plain, direction in, out) into one
+// buffer, for their seven series, and returns list(i, k): set i's list k (l: the layouts).
+func labelLists(l *layouts, sets []textSet) func(i, k int) []byte {
 	var arena []byte
-	ends := make([][3]int, len(sets))
+	bounds := make([][4]int, len(sets))
 	for i := range sets {
+		bounds[i][0] = len(arena)
 		for k := range 3 {
 			arena = appendSetLabels(arena, l, sets[i].labels, k)
-			ends[i][k] = len(arena)
+			bounds[i][k+1] = len(arena)
 		}
 	}
-	list := func(i, k int) []byte {
-		start := 0
-		if k > 0 {
-			start = ends[i][k-1]
-		} else if i > 0 {
-			start = ends[i-1][2]
-		}
-		return arena[start:ends[i][k]]
+	return func(i, k int) []byte { return arena[bounds[i][k]:bounds[i][k+1]] }
+}
+
+// appendText appends to out d's families of the series of sets (in series order), in the
+// text format, as write does in data; list(i, k) is set i's label list k.
+func appendText(out []textFamily, d *descs, sets []textSet, list func(i, k int) []byte) []textFamily {
+	if len(sets) == 0 {
+		return out
 	}
 	for fi := range d.fams {
 		f := &d.fams[fi]

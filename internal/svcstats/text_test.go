@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,25 +44,81 @@ func TestWriteTextMatchesExpfmt(t *testing.T) {
 			reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: "A family of the registry's."}))
 		}
 		g := Gatherer(reg, c)
-		mfs, err := g.Gather()
-		if err != nil {
+		compareText(t, g, fmt.Sprintf("seed %d", seed))
+		// Scraped again unchanged (the plan reused), then after the virtual servers
+		// changed: one gone, one more, one of another Service port (a new plan), and
+		// again with new counters only.
+		compareText(t, g, fmt.Sprintf("seed %d, again", seed))
+		b.vss = b.vss[1:]
+		k := b.vs("ns-new", "svc-new", "http", "ClusterIP", "TCP", "10.96.1.1:80", "10.244.9.1:8080")
+		b.stats(k, 42)
+		if len(b.vss) > 1 {
+			b.vss[0].PortName = "renamed"
+		}
+		compareText(t, g, fmt.Sprintf("seed %d, changed", seed))
+		b.stats(k, 43)
+		compareText(t, g, fmt.Sprintf("seed %d, new counters", seed))
+	}
+}
+
+// compareText checks that g.WriteText writes what expfmt writes for g.Gather.
+func compareText(t *testing.T, g TextGatherer, what string) {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&want, mf); err != nil {
 			t.Fatal(err)
 		}
-		var want, got bytes.Buffer
-		for _, mf := range mfs {
-			if _, err := expfmt.MetricFamilyToText(&want, mf); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := g.WriteText(&got); err != nil {
+	}
+	if err := g.WriteText(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Fatalf("%s: WriteText differs from expfmt:\n--- WriteText ---\n%s--- expfmt ---\n%s", what, got.String(), want.String())
+	}
+	if !bytes.Contains(got.Bytes(), []byte("kipvs_service_bytes_total{")) {
+		t.Fatalf("%s: no traffic series:\n%s", what, got.String())
+	}
+}
+
+// A scrape reuses what it derives from the virtual servers (their groups, order and
+// label text) while they stay the same, real server counts aside, and derives it again
+// when they change.
+func TestScrapePlanReused(t *testing.T) {
+	b := newBed(t)
+	b.vs("ns", "a", "http", "ClusterIP", "TCP", "10.96.0.1:80", "10.244.0.1:8080")
+	b.vs("ns", "b", "http", "ClusterIP", "TCP", "10.96.0.2:80", "10.244.0.2:8080")
+	c := b.collector(Options{Connections: observed(t, b.fake)})
+	g := Gatherer(prometheus.NewRegistry(), c)
+	text := func() string {
+		var w bytes.Buffer
+		if err := g.WriteText(&w); err != nil {
 			t.Fatal(err)
 		}
-		if got.String() != want.String() {
-			t.Fatalf("seed %d: WriteText differs from expfmt:\n--- WriteText ---\n%s--- expfmt ---\n%s", seed, got.String(), want.String())
-		}
-		if !bytes.Contains(got.Bytes(), []byte("kipvs_service_bytes_total{")) {
-			t.Fatalf("seed %d: no traffic series:\n%s", seed, got.String())
-		}
+		return w.String()
+	}
+	built := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.plansBuilt
+	}
+	first := text()
+	text()
+	b.vss[1].Destinations = 5
+	if again := text(); again != first || built() != 1 {
+		t.Fatalf("unchanged virtual servers: %d plans built, want 1; text changed: %t", built(), again != first)
+	}
+	b.vs("ns", "c", "http", "ClusterIP", "TCP", "10.96.0.3:80")
+	if out := text(); built() != 2 || !strings.Contains(out, `service="c"`) {
+		t.Fatalf("a new virtual server: %d plans built, want 2; Service c in the text: %t", built(), strings.Contains(out, `service="c"`))
+	}
+	b.vss[0].Name = "a2"
+	if out := text(); built() != 3 || !strings.Contains(out, `service="a2"`) || strings.Contains(out, `service="a"`) {
+		t.Fatalf("a renamed Service port: %d plans built, want 3:\n%s", built(), out)
 	}
 }
 

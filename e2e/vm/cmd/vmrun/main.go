@@ -26,6 +26,7 @@ func main() {
 		label   = flag.String("label", "kernel", "word before the closing 'N passed, N failed' line")
 		quiet   = flag.Bool("quiet", false, "do not stream the VM console")
 		mem     = flag.Int("memory", 3072, "VM memory in MiB")
+		arts    = flag.String("artifacts", "", "host directory that receives what the script writes under "+vm.GuestArtifacts)
 		tests   multi
 		envs    multi
 	)
@@ -52,7 +53,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
 		os.Exit(1)
 	}
-	cfg := vm.Config{CacheDir: *cache, Timeout: *timeout, MemoryMB: *mem}
+	cfg := vm.Config{CacheDir: *cache, Timeout: *timeout, MemoryMB: *mem, Artifacts: *arts}
 	if !*quiet {
 		cfg.Console = os.Stdout
 	}
