@@ -108,8 +108,8 @@ type Collector struct {
 	errors              prometheus.Counter
 	dropped             prometheus.Counter
 	mu                  sync.Mutex
-	inflight            *call // the read in progress; concurrent scrapes share it
-	failing             bool  // the last scrape failed (for logging only)
+	inflight            *call       // the read in progress; concurrent scrapes share it
+	failing             bool        // the last scrape failed (for logging only)
 	plan                *scrapePlan // the last scrape's (see planFor)
 	plansBuilt          int         // how many plans were built (tests)
 }
