@@ -38,7 +38,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
+.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare bench-first-sync fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
 
 all: build
 
@@ -235,6 +235,17 @@ bench-compare: vm-prepare e2e-bins build
 		--out $(CACHE)/bench --name $(BENCH_NAME) --n "$(BENCH_N)" --e $(BENCH_E) --changes $(BENCH_CHANGES) --proxies $(BENCH_PROXIES) \
 		$(if $(BENCH_DOCS),--docs $(BENCH_DOCS)) --test $(E2EBIN)/bench.test \
 		--env KIPVS_BIN=$(BIN)/kipvs --env KIPVS_KUBE_PROXY_BIN=$(K8SBIN)/kube-proxy $(BENCH_ARGS)
+
+# kipvs's first sync of FIRSTSYNC_N ClusterIP Services x FIRSTSYNC_E endpoints in the VM, from a
+# source file holding bench-compare's objects (no apiserver: loading 50,000 Services into it takes
+# half an hour), next to what `ip -batch` and `ipvsadm -R` take for the same VIPs and IPVS table
+# in the same boot (e2e/bench/cmd/firstsync; CPU profiles in .cache/bench/firstsync/profiles).
+FIRSTSYNC_N ?= 50000
+FIRSTSYNC_E ?= 4
+FIRSTSYNC_ARGS ?=
+bench-first-sync: vm-prepare build
+	$(GO) run ./e2e/bench/cmd/firstsync --kipvs $(BIN)/kipvs --vm-cache $(VMCACHE) --n $(FIRSTSYNC_N) --e $(FIRSTSYNC_E) \
+		--out $(CACHE)/bench/firstsync $(FIRSTSYNC_ARGS)
 
 # kustomize renders deploy/ for the e2e tests (installed from the Go module proxy).
 $(BIN)/kustomize:
