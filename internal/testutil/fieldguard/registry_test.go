@@ -32,6 +32,7 @@ var guarded = map[string]string{
 	"internal/reconcile CleanupPlan.Empty":           "TestCleanupPlanEmptyGuard",
 	"internal/reconcile journal.empty":               "TestJournalEmptyGuard",
 	"internal/ipset sameMembers":                     "TestSameMembersGuard",
+	"internal/svcstats samePlanInput":                "TestSamePlanInputGuard",
 	"internal/netfilter Result.Changed":              "TestResultChangedGuard",
 	"internal/daemon healthChecksChanged":            "TestHealthChecksChangedGuard",
 	"internal/watch NodeRelevantChange":              "TestNodeRelevantChangeGuard@internal/daemon",
