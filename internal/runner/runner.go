@@ -21,7 +21,10 @@ type PeriodicFunc func(ctx context.Context) (finish func(ctx context.Context) er
 type Options struct {
 	// MinInterval is the least time between the starts of two syncs (--ipvs-min-sync-period).
 	MinInterval time.Duration
-	// MaxInterval is the most time between two full syncs (--ipvs-sync-period).
+	// MaxInterval is the most time from the end of one full sync to the start of the next
+	// (--ipvs-sync-period), counted from the end as kube-proxy's runner counts it: a full
+	// sync that takes longer than MaxInterval (a periodic one at 50,000 Services under
+	// qemu TCG) is not followed at once by the next.
 	MaxInterval time.Duration
 	// InitialBackoff and MaxBackoff bound the retry delay after a failed sync (defaults 1 s
 	// and MaxInterval).
@@ -103,6 +106,15 @@ func (r *Runner) Run(ctx context.Context) error {
 		timer      clock.Timer
 		timerArmed bool
 	)
+	disarm := func() {
+		if timerArmed && !timer.Stop() {
+			select {
+			case <-timer.C():
+			default:
+			}
+		}
+		timerArmed = false
+	}
 	for {
 		now := c.Now()
 		r.mu.Lock()
@@ -113,6 +125,9 @@ func (r *Runner) Run(ctx context.Context) error {
 			continue
 		}
 		next := l.next(now, pending)
+		// No timer stays armed while a sync runs: its end is read from the clock, and a
+		// test's fake clock must not be stepped before it is (it waits for a waiter).
+		disarm()
 		if !next.IsZero() && !next.After(now) {
 			l.sync(ctx, now)
 			if ctx.Err() != nil {
@@ -121,13 +136,6 @@ func (r *Runner) Run(ctx context.Context) error {
 			continue
 		}
 
-		if timerArmed && !timer.Stop() {
-			select {
-			case <-timer.C():
-			default:
-			}
-		}
-		timerArmed = false
 		var fire <-chan time.Time // nil, never ready: nothing to wait for but events
 		if !next.IsZero() {
 			timer = c.NewTimer(next.Sub(now))
@@ -144,6 +152,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-fire:
 			timerArmed = false
 		case res := <-l.periodic: // nil, and never ready, when none runs
+			disarm()
 			l.finishPeriodic(ctx, res)
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -156,17 +165,16 @@ func (r *Runner) Run(ctx context.Context) error {
 type loop struct {
 	r         *Runner
 	lastStart time.Time // zero: never ran, no min-interval wait
-	lastFull  time.Time
+	lastFull  time.Time // when the last full sync that succeeded ended
 	retryAt   time.Time // zero: no failure to retry
 	backoff   time.Duration
 	// objectRetry is Options.RetryAt as of the last sync: when an incremental sync is due
 	// for the SyncFunc's own retries (zero: none).
 	objectRetry time.Time
 	// periodic delivers the first part of a periodic full sync (Options.Periodic) while it
-	// runs, nil otherwise; periodicStart is when it started; periodicStale means another
-	// full sync succeeded since, so its result is dropped.
+	// runs, nil otherwise; periodicStale means another full sync succeeded since, so its
+	// result is dropped.
 	periodic      chan periodicResult
-	periodicStart time.Time
 	periodicStale bool
 }
 
@@ -217,7 +225,7 @@ func (l *loop) startPeriodic(ctx context.Context, now time.Time, fullAsked bool)
 		return false
 	}
 	ch := make(chan periodicResult, 1)
-	l.periodic, l.periodicStart, l.periodicStale = ch, now, false
+	l.periodic, l.periodicStale = ch, false
 	go func() {
 		finish, err := fn(ctx)
 		ch <- periodicResult{finish: finish, err: err}
@@ -236,7 +244,7 @@ func (l *loop) finishPeriodic(ctx context.Context, res periodicResult) {
 		err = res.finish(ctx)
 	}
 	if l.ended(ctx, err) {
-		l.lastFull = l.periodicStart
+		l.lastFull = l.r.opt.Clock.Now()
 	}
 	l.askRetry()
 }
@@ -255,7 +263,7 @@ func (l *loop) sync(ctx context.Context, now time.Time) {
 
 	l.lastStart = now
 	if l.ended(ctx, r.fn(ctx, full)) && full {
-		l.lastFull = l.lastStart
+		l.lastFull = r.opt.Clock.Now()
 		l.periodicStale = l.periodic != nil
 	}
 	l.askRetry()

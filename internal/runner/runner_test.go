@@ -230,7 +230,7 @@ func TestOnQueued(t *testing.T) {
 func periodicStub(context.Context) (func(context.Context) error, error) { return nil, nil }
 
 // With Options.Periodic, the periodic full sync reads while incremental syncs run; its
-// finish runs alone, and the next one is due MaxInterval after it started.
+// finish runs alone, and the next one is due MaxInterval after it ended.
 func TestPeriodicReadsBesideIncrementalSyncs(t *testing.T) {
 	h := newHarness(t, Options{MinInterval: time.Second, MaxInterval: 30 * time.Second, Periodic: periodicStub})
 	h.expect(0, true, nil) // the first full sync is a SyncFunc one
@@ -243,11 +243,35 @@ func TestPeriodicReadsBesideIncrementalSyncs(t *testing.T) {
 	h.expect(31*time.Second, false, nil)
 	read.reply <- nil
 	h.expectPart("finish", 31*time.Second, nil)
-	h.stepTo(59 * time.Second)
-	h.none()
 	h.stepTo(60 * time.Second) // 30 s after the previous one started
-	h.expectPart("read", 60*time.Second, nil)
-	h.expectPart("finish", 60*time.Second, nil)
+	h.none()
+	h.stepTo(61 * time.Second) // 30 s after it ended
+	h.expectPart("read", 61*time.Second, nil)
+	h.expectPart("finish", 61*time.Second, nil)
+}
+
+// MaxInterval counts from the end of a full sync, as kube-proxy's runner counts it: a full
+// sync longer than MaxInterval (a first or periodic one at 50,000 Services under qemu TCG)
+// is not followed by another at once, back to back, all the time.
+func TestPeriodicDueAfterTheLastFullSyncEnded(t *testing.T) {
+	h := newHarness(t, Options{MaxInterval: 30 * time.Second, Periodic: periodicStub})
+	first := h.next(call{at: 0, full: true})
+	h.clk.SetTime(h.start.Add(45 * time.Second)) // the first full sync takes 45 s
+	first.reply <- nil
+	h.stepTo(74 * time.Second)
+	h.none()
+	h.stepTo(75 * time.Second)
+	read := h.next(call{at: 75 * time.Second, part: "read"})
+	h.clk.SetTime(h.start.Add(110 * time.Second)) // the periodic read takes 35 s
+	read.reply <- nil
+	finish := h.next(call{at: 110 * time.Second, part: "finish"})
+	h.clk.SetTime(h.start.Add(112 * time.Second))
+	finish.reply <- nil
+	h.stepTo(141 * time.Second)
+	h.none()
+	h.stepTo(142 * time.Second) // 30 s after the finish ended
+	h.expectPart("read", 142*time.Second, nil)
+	h.expectPart("finish", 142*time.Second, nil)
 }
 
 // A failed read or finish is retried as a SyncFunc full sync with backoff; a full sync that
