@@ -4,11 +4,14 @@ package ipset
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 
 	"github.com/kipvs/kipvs/internal/inet"
@@ -96,6 +99,80 @@ func TestKernelErrors(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", c.desc, err, c.want)
 		default:
 			t.Logf("%s: %v", c.desc, err)
+		}
+	}
+}
+
+// A batched request (IPSET_ATTR_ADT) is taken by the kernel whole, for every type and with
+// comments, and lists exactly the members sent: members falls back to one request per member
+// when a batch fails, so only this test sees a batch the kernel refuses or misreads.
+func TestKernelBatchRequests(t *testing.T) {
+	ns := netnstest.New(t)
+	var r *Real
+	if err := netnsutil.Do(ns.Handle, func() (err error) { r, err = New(netns.None()); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cases := []struct {
+		set    Set
+		member func(i int) string
+	}{
+		{Set{Name: "B-IP", Type: HashIP}, func(i int) string { return fmt.Sprintf("10.1.%d.%d", i/256, i%256) }},
+		{Set{Name: "B-IP6", Type: HashIP, Family: inet.IPv6}, func(i int) string { return fmt.Sprintf("fd00::1:%x", i) }},
+		{Set{Name: "B-NET", Type: HashNet}, func(i int) string { return fmt.Sprintf("10.%d.%d.0/%d", i/256, i%256, 24-i%3) }},
+		{Set{Name: "B-IPPORT", Type: HashIPPort}, func(i int) string {
+			return fmt.Sprintf("10.1.%d.%d,%s:%d", i/256, i%256, []string{"tcp", "udp", "sctp"}[i%3], 80+i)
+		}},
+		{Set{Name: "B-COMMENT", Type: HashIPPort, Comment: true}, func(i int) string { return fmt.Sprintf("10.1.%d.%d,tcp:80", i/256, i%256) }},
+		{Set{Name: "B-IPPORTIP", Type: HashIPPortIP}, func(i int) string { return fmt.Sprintf("10.1.0.%d,udp:53,10.2.%d.%d", i%256, i/256, i%256) }},
+		{Set{Name: "B-IPPORTNET6", Type: HashIPPortNet, Family: inet.IPv6}, func(i int) string {
+			return fmt.Sprintf("2001:db8::%x,tcp:443,2001:db8:%x::/%d", i, i, 48+i%16)
+		}},
+		{Set{Name: "B-PORTS", Type: BitmapPort, PortFrom: 30000, PortTo: 31000}, func(i int) string { return fmt.Sprint(30000 + 3*i) }},
+	}
+	const n = 200
+	for _, c := range cases {
+		s := mustNorm(t, c.set)
+		if err := r.create(s); err != nil {
+			t.Fatal(err)
+		}
+		es := make([]Entry, n)
+		want := map[string]string{}
+		for i := range es {
+			e, err := ParseEntry(s.Type, c.member(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Comment {
+				e.Comment = fmt.Sprintf("default/svc-%d", i)
+			}
+			es[i] = e
+			want[e.String()] = e.Comment
+		}
+		es, err := prepare(s, es)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.batch(nl.IPSET_CMD_ADD, s, es); err != nil {
+			t.Errorf("%s: batched add: %v", s.Name, err)
+			continue
+		}
+		info, err := r.list(s.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, e := range info.Entries {
+			got[e.String()] = e.Comment
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s lists %d members after a batched add of %d, not the same: %v", s.Name, len(got), len(want), info.Entries[:min(5, len(info.Entries))])
+		}
+		if err := r.batch(nl.IPSET_CMD_DEL, s, es); err != nil {
+			t.Errorf("%s: batched delete: %v", s.Name, err)
+		}
+		if info, err := r.list(s.Name); err != nil || len(info.Entries) != 0 {
+			t.Errorf("%s after a batched delete of all: %v, %v", s.Name, info, err)
 		}
 	}
 }

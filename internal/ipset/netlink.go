@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"syscall"
@@ -20,11 +21,12 @@ import (
 // Real manages the ipsets of one network namespace through netlink.
 //
 // It holds two NETLINK_NETFILTER sockets opened in the namespace at New and reused for every
-// request: the vishvananda/netlink handle's (flush, swap, and add, del and test of hash set
-// members) and one of its own for the requests that library cannot make right: create with a
-// hash size and the kernel's newest type revision, the type query, destroy that reports a
-// missing set, bitmap:port members, header-only and name-only listings, and listings parsed in
-// full without logging. The library keeps its socket private, hence two.
+// request: the vishvananda/netlink handle's (flush, swap, and add, del and test of one hash
+// set member) and one of its own for the requests that library cannot make right: create with
+// a hash size and the kernel's newest type revision, the type query, destroy that reports a
+// missing set, bitmap:port members, adds and deletes of many members in one request,
+// header-only and name-only listings, and listings parsed in full without logging. The
+// library keeps its socket private, hence two.
 type Real struct {
 	handle *netlink.Handle
 	sock   *nl.SocketHandle
@@ -475,12 +477,88 @@ func (r *Real) Add(set string, entries ...Entry) error {
 }
 
 func (r *Real) add(hdr Set, entries []Entry) error {
-	for _, e := range entries {
-		if _, err := r.member(nl.IPSET_CMD_ADD, hdr, e); err != nil {
-			return err
+	return r.members(nl.IPSET_CMD_ADD, hdr, entries)
+}
+
+// batchMax is how many members one batched add or delete request carries (about 8 KiB of
+// hash:ip,port members; ipset(8) restore packs its requests the same way).
+const batchMax = 256
+
+// members adds or deletes checked members (-exist semantics) in requests of up to batchMax
+// members each (IPSET_ATTR_ADT: one request, many IPSET_ATTR_DATA), in order. The kernel
+// applies a request's members in order and stops at the first it refuses, saying only
+// that one failed; a request that failed is sent again one member at a time (harmless for
+// those already applied: -exist), so the error names its member and set as an unbatched
+// request's would, and the members before it are applied, the ones after it not.
+func (r *Real) members(cmd int, hdr Set, entries []Entry) error {
+	for chunk := range slices.Chunk(entries, batchMax) {
+		if len(chunk) > 1 && r.batch(cmd, hdr, chunk) == nil {
+			continue
+		}
+		for _, e := range chunk {
+			if _, err := r.member(cmd, hdr, e); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// batch sends one add or delete request of the members es (see members).
+func (r *Real) batch(cmd int, hdr Set, es []Entry) error {
+	req := r.request(cmd, unix.NLM_F_ACK)
+	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(hdr.Name)))
+	// The kernel takes IPSET_ATTR_ADT only with a line number (IPSET_ERR_PROTOCOL without),
+	// where it reports the failed member's IPSET_ATTR_LINENO; the members carry none.
+	req.AddData(&nl.Uint32Attribute{Type: nl.IPSET_ATTR_LINENO | nl.NLA_F_NET_BYTEORDER, Value: 0})
+	adt := nl.NewRtAttr(nl.IPSET_ATTR_ADT|unix.NLA_F_NESTED, nil)
+	for _, e := range es {
+		adt.AddChild(memberData(hdr.Type, e))
+	}
+	req.AddData(adt)
+	_, err := req.Execute(unix.NETLINK_NETFILTER, 0)
+	return err
+}
+
+// memberData is a checked member of a set of type t as one IPSET_ATTR_DATA: the attributes
+// ipset(8) sends for it (a bitmap:port member has no protocol).
+func memberData(t Type, e Entry) *nl.RtAttr {
+	data := nl.NewRtAttr(nl.IPSET_ATTR_DATA|unix.NLA_F_NESTED, nil)
+	if e.Comment != "" {
+		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_COMMENT, nl.ZeroTerminated(e.Comment)))
+	}
+	ip := func(typ int, a netip.Addr) {
+		kind := nl.IPSET_ATTR_IPADDR_IPV4
+		if a.Is6() {
+			kind = nl.IPSET_ATTR_IPADDR_IPV6
+		}
+		addr := nl.NewRtAttr(typ|unix.NLA_F_NESTED, nil)
+		addr.AddChild(nl.NewRtAttr(kind|unix.NLA_F_NET_BYTEORDER, a.AsSlice()))
+		data.AddChild(addr)
+	}
+	net := func(typ, cidr int, p netip.Prefix) {
+		ip(typ, p.Addr())
+		data.AddChild(nl.NewRtAttr(cidr, nl.Uint8Attr(uint8(p.Bits()))))
+	}
+	switch t {
+	case HashIP, HashIPPort, HashIPPortIP, HashIPPortNet:
+		ip(nl.IPSET_ATTR_IP, e.IP)
+	case HashNet:
+		net(nl.IPSET_ATTR_IP, nl.IPSET_ATTR_CIDR, e.Net)
+	}
+	switch t {
+	case HashIPPortIP:
+		ip(nl.IPSET_ATTR_IP2, e.IP2)
+	case HashIPPortNet:
+		net(nl.IPSET_ATTR_IP2, nl.IPSET_ATTR_CIDR2, e.Net)
+	}
+	if t.parts() > 1 { // ip,port[,...]: the port's protocol
+		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PROTO, nl.Uint8Attr(uint8(e.Protocol))))
+	}
+	if t.parts() > 1 || t == BitmapPort {
+		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT|unix.NLA_F_NET_BYTEORDER, be16(e.Port)))
+	}
+	return data
 }
 
 // Del implements Interface.
@@ -497,10 +575,8 @@ func (r *Real) Del(set string, entries ...Entry) error {
 		return err
 	}
 	entries, bad := sift(hdr, entries)
-	for _, e := range entries {
-		if _, err := r.member(nl.IPSET_CMD_DEL, hdr, e); err != nil {
-			return errors.Join(err, bad)
-		}
+	if err := r.members(nl.IPSET_CMD_DEL, hdr, entries); err != nil {
+		return errors.Join(err, bad)
 	}
 	return bad
 }

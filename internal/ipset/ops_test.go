@@ -94,6 +94,8 @@ const (
 	v6IPs     = "KUBE-6-IPVS-IPS"
 	v6CIDR    = "KUBE-6-LOAD-BALANCER-SOURCE-CID" // upstream's 31-byte truncation
 	missing   = "KIPVS-TEST-MISSING"
+	batch     = "KIPVS-TEST-BATCH"
+	batchFull = "KIPVS-TEST-BATCH-FULL"
 )
 
 func hashSet(name string, t ipset.Type, fam inet.Family) ipset.Set {
@@ -253,6 +255,37 @@ func opTable() []op {
 		add(full, ipset.HashIP, "10.0.0.3", ipset.ErrFull),
 		add(full, ipset.HashIP, "10.0.0.1", nil), // present: not "full"
 
+		// Batches: the kernel adapter sends up to 256 members a request; more than that, of
+		// every type, with comments, a delete with absent members, and a set that fills up
+		// in the middle of a request (the members before the one refused are in, and the
+		// error is the one refused's own).
+		batchOf(ipset.Set{Name: batch, Type: ipset.HashIP}, 600, func(i int) string { return fmt.Sprintf("10.1.%d.%d", i/256, i%256) }),
+		batchOf(ipset.Set{Name: batch, Type: ipset.HashIP, Family: inet.IPv6}, 300, func(i int) string { return fmt.Sprintf("fd00::1:%x", i) }),
+		batchOf(ipset.Set{Name: batch, Type: ipset.HashNet}, 300, func(i int) string { return fmt.Sprintf("10.%d.%d.0/24", i/256, i%256) }),
+		batchOf(ipset.Set{Name: batch, Type: H}, 300, func(i int) string {
+			return fmt.Sprintf("10.1.%d.%d,%s:%d", i/256, i%256, []string{"tcp", "udp", "sctp"}[i%3], 80+i)
+		}),
+		batchOf(ipset.Set{Name: batch, Type: H, Comment: true}, 300, func(i int) string { return fmt.Sprintf("10.1.%d.%d,tcp:80", i/256, i%256) }),
+		batchOf(ipset.Set{Name: batch, Type: ipset.HashIPPortIP}, 300, func(i int) string {
+			return fmt.Sprintf("10.1.%d.%d,tcp:80,10.2.%d.%d", i/256, i%256, i%256, i/256)
+		}),
+		batchOf(ipset.Set{Name: batch, Type: ipset.HashIPPortNet, Family: inet.IPv6}, 300, func(i int) string {
+			return fmt.Sprintf("2001:db8::%x,udp:53,2001:db8:%x::/%d", i, i, 48+i%16)
+		}),
+		batchOf(ipset.Set{Name: batch, Type: ipset.BitmapPort, PortFrom: 30000, PortTo: 31999}, 300, func(i int) string { return fmt.Sprint(30000 + 3*i) }),
+		create(ipset.Set{Name: batchFull, Type: ipset.HashIP, MaxElem: 300}, nil),
+		call("add 400 members in one call to a set of maxelem 300", ipset.ErrFull, func(i ipset.Interface) error {
+			err := i.Add(batchFull, generated(ipset.HashIP, 400, batchIPs)...)
+			if err != nil && !strings.Contains(err.Error(), "10.1.1.44") { // the 301st
+				return fmt.Errorf("the error does not name the member refused: %w (%w)", err, errWrongAnswer)
+			}
+			return err
+		}),
+		call("the first 300 are in", nil, func(i ipset.Interface) error {
+			return listsExactly(i, batchFull, generated(ipset.HashIP, 300, batchIPs))
+		}),
+		call("destroy the full batch set", nil, func(i ipset.Interface) error { return i.Destroy(batchFull) }),
+
 		// Swap, flush, destroy.
 		create(hashSet(swapA, ipset.HashIP, inet.IPv4), nil),
 		create(ipset.Set{Name: swapB, Type: ipset.HashIP, MaxElem: 100}, nil),
@@ -335,6 +368,69 @@ func listsAs(i ipset.Interface, set string, members ...string) error {
 	for _, m := range members {
 		if !have[m] {
 			return fmt.Errorf("list %s: no member printed as %q in %q: %w", set, m, info.Entries, errWrongAnswer)
+		}
+	}
+	return nil
+}
+
+// batchIPs is the i-th member of the maxelem batch.
+func batchIPs(i int) string { return fmt.Sprintf("10.1.%d.%d", i/256, i%256) }
+
+// generated is n members of a set of type t, the i-th printed by member(i).
+func generated(t ipset.Type, n int, member func(int) string) []ipset.Entry {
+	out := make([]ipset.Entry, n)
+	for i := range out {
+		out[i] = ent(t, member(i))
+	}
+	return out
+}
+
+// batchOf creates set s, adds n members (printed by member) in one call, checks that the
+// set lists exactly them, deletes them and n/2 absent ones in one call, checks that it is
+// empty, and destroys it: one step, so that the golden dump stays small.
+func batchOf(s ipset.Set, n int, member func(int) string) op {
+	return call(fmt.Sprintf("batch of %d in %s", n, s.String()), nil, func(i ipset.Interface) error {
+		es := generated(s.Type, n+n/2, member)
+		if s.Comment {
+			for j := range es {
+				es[j].Comment = fmt.Sprintf("default/svc-%d", j)
+			}
+		}
+		if err := i.Create(s); err != nil {
+			return err
+		}
+		if err := i.Add(s.Name, es[:n]...); err != nil {
+			return err
+		}
+		if err := listsExactly(i, s.Name, es[:n]); err != nil {
+			return err
+		}
+		if err := i.Del(s.Name, es...); err != nil {
+			return err
+		}
+		if err := listsExactly(i, s.Name, nil); err != nil {
+			return err
+		}
+		return i.Destroy(s.Name)
+	})
+}
+
+// listsExactly checks that set lists the members es and no other, comments included.
+func listsExactly(i ipset.Interface, set string, es []ipset.Entry) error {
+	info, err := i.List(set)
+	if err != nil {
+		return err
+	}
+	want := map[string]string{}
+	for _, e := range es {
+		want[e.String()] = e.Comment
+	}
+	if len(info.Entries) != len(want) {
+		return fmt.Errorf("list %s: %d members, want %d: %w", set, len(info.Entries), len(want), errWrongAnswer)
+	}
+	for _, e := range info.Entries {
+		if c, ok := want[e.String()]; !ok || c != e.Comment {
+			return fmt.Errorf("list %s: member %q (comment %q) not among the %d added: %w", set, e.String(), e.Comment, len(want), errWrongAnswer)
 		}
 	}
 	return nil
