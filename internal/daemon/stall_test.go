@@ -54,6 +54,22 @@ func (s *slowIPVS) Table() ([]ipvs.Entry, error) {
 	return t, err
 }
 
+// TableContext is Table, given up when ctx ends while the read is held (ipvs.Client's is
+// given up between two services' destination dumps).
+func (s *slowIPVS) TableContext(ctx context.Context) ([]ipvs.Entry, error) {
+	t, err := s.Fake.Table()
+	if s.slow.Load() {
+		s.reading <- struct{}{}
+		select {
+		case <-s.release:
+			s.clk.Step(slowTableRead)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return t, err
+}
+
 func stallService(name, ip string, endpoints ...string) (*v1.Service, *discoveryv1.EndpointSlice) {
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
@@ -185,6 +201,49 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 	}
 	if got := counter(t, reg, "kipvs_sync_errors_total"); got != 0 {
 		t.Errorf("sync errors = %v: a plan computed from the stale copy failed", got)
+	}
+}
+
+// A daemon told to stop while its periodic full sync reads the kernel stops without
+// waiting for the read's end (at 50,000 Services under qemu TCG the read takes a minute,
+// longer than a pod's default termination grace period of 30 s).
+func TestStopDuringPeriodicRead(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	node := newFakeNode()
+	slow := &slowIPVS{Fake: node.ipvs, clk: clk, reading: make(chan struct{}), release: make(chan struct{})}
+	src := newMemSource("node-a")
+	svcs, slices := stallObjects(false)
+	src.Set(svcs, slices, nil, false)
+	deps := node.deps(src, prometheus.NewRegistry())
+	deps.Clock = clk
+	deps.IPVS = slow
+	deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
+		return reconcile.Kernel{IPVS: slow, Filter: iptables.New(f, node.ipset, node.nf), Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
+	}
+	cfg := testConfig(t)
+	cfg.IPVS.SyncPeriod = 30 * time.Second
+	d := startDaemon(t, cfg, zaptest.NewLogger(t), deps)
+	slow.slow.Store(true)
+	for started := false; !started; {
+		clk.Step(time.Second)
+		select {
+		case <-slow.reading:
+			started = true
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// The read is held (never released): stop must not wait for it.
+	stopped := make(chan error, 1)
+	go func() { stopped <- d.stop() }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(slow.release) // let the test end
+		<-stopped
+		t.Fatal("the daemon did not stop while its periodic full sync read the kernel")
 	}
 }
 

@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -251,8 +252,13 @@ func (cl *Client) Destinations(k ServiceKey) ([]Destination, error) {
 
 // Table implements Interface: one service dump plus one destination dump per service,
 // under one lock. A service deleted by someone else between the two shows no destinations.
-func (cl *Client) Table() ([]Entry, error) {
-	t, err := cl.TableKernelOrder()
+func (cl *Client) Table() ([]Entry, error) { return cl.TableContext(context.Background()) }
+
+// TableContext is Table, given up once ctx ends (between two services' destination dumps:
+// 50,000 of them take a minute under qemu TCG, and a stopping daemon must not wait for
+// them); the error then wraps ctx's.
+func (cl *Client) TableContext(ctx context.Context) ([]Entry, error) {
+	t, err := cl.tableKernelOrder(ctx)
 	if err != nil {
 		return nil, err
 	}

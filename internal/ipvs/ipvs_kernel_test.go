@@ -4,6 +4,7 @@ package ipvs
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -322,6 +323,34 @@ func TestKernelBatch(t *testing.T) {
 	}
 	if out := run(t, ns, "ipvsadm", "-Sn"); strings.Count(out, "-a -t 10.0.0.1:80 ") != 0 || strings.Count(out, "-a -t 10.0.0.2:80 ") != n {
 		t.Errorf("ipvsadm -Sn after the batched delete: %d lines", strings.Count(out, "\n"))
+	}
+}
+
+// TableContext reads what Table reads, and gives up with ctx's error once ctx has ended.
+func TestKernelTableContext(t *testing.T) {
+	ns := netnstest.New(t)
+	c := newClient(t, ns)
+	for i := range 3 {
+		s := Service{ServiceKey: ServiceKey{Addr: netip.AddrFrom4([4]byte{10, 96, 0, byte(10 + i)}), Protocol: inet.TCP, Port: 80}, Scheduler: "rr"}
+		if err := c.AddService(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddDestination(s.ServiceKey, Destination{Addr: netip.MustParseAddr("10.244.0.5"), Port: 8080, Weight: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := c.Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.TableContext(t.Context())
+	if err != nil || formatDump(got) != formatDump(want) || len(got) != 3 {
+		t.Errorf("TableContext = %v, %v; Table = %v", got, err, want)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if got, err := c.TableContext(ctx); !errors.Is(err, context.Canceled) || got != nil {
+		t.Errorf("TableContext(ended) = %v, %v; want context.Canceled", got, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -15,6 +16,12 @@ import (
 // TableKernelOrder is Table without sorting: every service with its destinations, in the
 // order of the kernel's dumps.
 func (cl *Client) TableKernelOrder() ([]Entry, error) {
+	return cl.tableKernelOrder(context.Background())
+}
+
+// tableKernelOrder is TableKernelOrder, given up between two services' destination dumps
+// once ctx ends (with ctx's error).
+func (cl *Client) tableKernelOrder(ctx context.Context) ([]Entry, error) {
 	var t []Entry
 	err := cl.with(func(c *conn) error {
 		svcs, err := c.services()
@@ -23,6 +30,9 @@ func (cl *Client) TableKernelOrder() ([]Entry, error) {
 		}
 		t = make([]Entry, len(svcs))
 		for i, s := range svcs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			t[i].Service = s
 			if t[i].Destinations, err = c.destinations(s.ServiceKey); err != nil {
 				return fmt.Errorf("destinations of %s: %w", s.ServiceKey, err)

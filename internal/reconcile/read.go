@@ -123,7 +123,7 @@ func ReadKernel(ctx context.Context, reads ...*Read) error {
 		return nil
 	}
 	k := reads[0].rec.kernel
-	table, err := k.ipvsReader().Table()
+	table, err := readTable(ctx, k.ipvsReader())
 	if err != nil {
 		return fmt.Errorf("read the IPVS table: %w", err)
 	}
@@ -209,6 +209,21 @@ func (j *journal) overlayVirtualServers(obs, applied *state) {
 			delete(obs.vs, k)
 		}
 	}
+}
+
+// contextTable is an IPVS reader whose table read ctx can cut short (ipvs.Client's): the
+// read of a large node takes a minute under qemu TCG, and a stopping daemon does not wait
+// for it.
+type contextTable interface {
+	TableContext(ctx context.Context) ([]ipvs.Entry, error)
+}
+
+// readTable reads r's table, given up when ctx ends if r can be.
+func readTable(ctx context.Context, r ipvs.Interface) ([]ipvs.Entry, error) {
+	if ct, ok := r.(contextTable); ok {
+		return ct.TableContext(ctx)
+	}
+	return r.Table()
 }
 
 func (k Kernel) ipvsReader() ipvs.Interface {
