@@ -95,18 +95,38 @@ func (r *Reconciler) BeginPass(d *proxy.Desired, po *proxy.Options, rd *Read) *P
 		p.adopting = true
 		r.applied = newState()
 	}
-	p.vs, p.members, p.addrs = d.Keys()
+	// The keys of the reconciler's state only: the Read's are added by Prepare, without the
+	// lock (at 50,000 Services this copy is the longest hold of the lock in a pass).
+	p.vs, p.members, p.addrs = d.Keys(len(r.applied.vs)+len(r.owned)+len(rd.table),
+		len(r.applied.members)+len(rd.members), len(r.applied.addrs)+len(rd.addrs))
 	for k := range r.applied.vs {
 		p.vs = append(p.vs, k)
 	}
 	for k := range r.owned {
 		p.vs = append(p.vs, k)
 	}
-	for i := range rd.table {
-		p.vs = append(p.vs, fromIPVSKey(rd.table[i].Service.ServiceKey))
-	}
 	for m := range r.applied.members {
 		p.members = append(p.members, m)
+	}
+	for a := range r.applied.addrs {
+		p.addrs = append(p.addrs, a)
+	}
+	if po != nil {
+		p.nodeAddrs = slices.Clone(po.NodePortAddresses)
+	}
+	return p
+}
+
+// Prepare adds the Read's objects to the pass's, sorts them and indexes the Read. It
+// touches only the pass and the Read (no reconciler state), so it runs without the
+// caller's lock.
+func (p *Pass) Prepare() {
+	if p.whole {
+		return
+	}
+	rd := p.rd
+	for i := range rd.table {
+		p.vs = append(p.vs, fromIPVSKey(rd.table[i].Service.ServiceKey))
 	}
 	for m := range rd.members {
 		p.members = append(p.members, m)
@@ -116,27 +136,12 @@ func (r *Reconciler) BeginPass(d *proxy.Desired, po *proxy.Options, rd *Read) *P
 		p.vouch.members = map[proxy.Member]struct{}{}
 	}
 	for _, pfx := range rd.addrs {
-		if a := pfx.Addr().Unmap(); r.opts.Family.Matches(a) && !dummyif.KernelLinkLocal(pfx) {
+		if a := pfx.Addr().Unmap(); p.r.opts.Family.Matches(a) && !dummyif.KernelLinkLocal(pfx) {
 			p.vouch.addrs[a] = struct{}{}
 		}
 	}
-	for a := range r.applied.addrs {
-		p.addrs = append(p.addrs, a)
-	}
 	for a := range p.vouch.addrs {
 		p.addrs = append(p.addrs, a)
-	}
-	if po != nil {
-		p.nodeAddrs = slices.Clone(po.NodePortAddresses)
-	}
-	return p
-}
-
-// Prepare sorts the pass's objects and indexes the Read. It touches only the pass and the
-// Read (no reconciler state), so it runs without the caller's lock.
-func (p *Pass) Prepare() {
-	if p.whole {
-		return
 	}
 	slices.SortFunc(p.vs, proxy.VSKey.Compare)
 	p.vs = slices.Compact(p.vs)
