@@ -293,20 +293,33 @@ func TestChangeProgrammedBetweenPassSteps(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		steps    []int // objects compared by each step
+		copies   []int // keys copied by each step that copied some (Pass.Collect)
 		lastDone int
+		lastHeld int
+		compared bool
 		paused   = make(chan struct{}, 1)
 		resume   = make(chan struct{})
 	)
 	deps.passStepped = func(passes []*reconcile.Pass) {
-		done, total := 0, 0
+		done, total, held := 0, 0, 0
 		for _, p := range passes {
 			d, n := p.Progress()
-			done, total = done+d, total+n
+			done, total, held = done+d, total+n, held+p.Collected()
 		}
 		mu.Lock()
-		steps = append(steps, done-lastDone)
+		if done < lastDone { // a pass of its own: the next periodic full sync
+			lastDone, lastHeld = 0, 0
+		}
+		if held > lastHeld {
+			copies = append(copies, held-lastHeld)
+		}
+		lastHeld = held
+		if done > lastDone {
+			steps = append(steps, done-lastDone)
+		}
 		lastDone = done
-		first := len(steps) == 1
+		first := done > 0 && !compared
+		compared = compared || done > 0
 		mu.Unlock()
 		if first && total > 2*chunk {
 			paused <- struct{}{}
@@ -352,12 +365,23 @@ func TestChangeProgrammedBetweenPassSteps(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	total := 0
+	total, copied := 0, 0
 	for i, n := range steps {
 		total += n
 		if n > chunk {
 			t.Errorf("step %d compared %d objects under the lock; the bound is %d", i, n, chunk)
 		}
+	}
+	// The keys a pass compares are copied under the lock chunk at a time too, from its
+	// beginning (BeginPass copies none).
+	for i, n := range copies {
+		copied += n
+		if n > chunk {
+			t.Errorf("copy %d took %d keys under the lock; the bound is %d", i, n, chunk)
+		}
+	}
+	if copied < 240 {
+		t.Errorf("%d keys copied in steps (BeginPass copies none); want every object's of the node", copied)
 	}
 	// 60 virtual servers, 60 cluster IP and 60 VIP set members, 60 addresses.
 	if total < 240 || len(steps) < total/chunk {

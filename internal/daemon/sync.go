@@ -276,6 +276,7 @@ func (d *Daemon) runPasses(ctx context.Context, reads []*reconcile.Read) []*reco
 	passes := d.beginPasses(reads)
 	for over := passes == nil; !over; {
 		if ctx.Err() != nil {
+			closePasses(passes)
 			return nil
 		}
 		over = d.passStep(ctx, passes)
@@ -287,18 +288,17 @@ func (d *Daemon) runPasses(ctx context.Context, reads []*reconcile.Read) []*reco
 	return passes
 }
 
-// beginPasses begins a pass of every family over its read (under d.mu) and prepares them
-// (without it); nil when a family needs a full sync or its options changed.
+// beginPasses begins a pass of every family over its read (under d.mu); nil when a family
+// needs a full sync or its options changed. passStep collects and prepares them.
 func (d *Daemon) beginPasses(reads []*reconcile.Read) []*reconcile.Pass {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	host, err := d.deps.HostAddrs()
 	if err != nil {
-		d.mu.Unlock()
 		return nil
 	}
 	for _, f := range d.families {
 		if f.rec.NeedsFull() || !f.opts.Equal(d.options(f.ipFamily, d.deps.Source.Node(), host)) {
-			d.mu.Unlock()
 			return nil
 		}
 	}
@@ -306,23 +306,38 @@ func (d *Daemon) beginPasses(reads []*reconcile.Read) []*reconcile.Pass {
 	for i, f := range d.families {
 		passes[i] = f.rec.BeginPass(f.desired, &f.opts, reads[i])
 	}
-	d.mu.Unlock()
-	for _, p := range passes {
-		p.Prepare()
-	}
 	return passes
 }
 
-// passStep runs one step of the first pass not over, under d.mu, and reports whether every
-// pass is over.
+// passStep runs one step of the first pass not over and reports whether every pass is
+// over. A pass first copies the keys it compares, passChunk at a time under d.mu, and is
+// prepared without it once it has them (reconcile.Pass.Collect); then each step compares
+// passChunk objects under d.mu.
 func (d *Daemon) passStep(ctx context.Context, passes []*reconcile.Pass) bool {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	i := slices.IndexFunc(passes, func(p *reconcile.Pass) bool { return !p.Over() })
 	if i < 0 {
+		d.mu.Unlock()
 		return true
 	}
-	return passes[i].Step(ctx, cmp.Or(d.deps.passChunk, passChunk)) && i == len(passes)-1
+	p, chunk := passes[i], cmp.Or(d.deps.passChunk, passChunk)
+	if !p.Prepared() {
+		done := p.Collect(chunk)
+		d.mu.Unlock()
+		if done {
+			p.Prepare()
+		}
+		return false
+	}
+	defer d.mu.Unlock()
+	return p.Step(ctx, chunk) && i == len(passes)-1
+}
+
+// closePasses releases passes given up before they were over.
+func closePasses(passes []*reconcile.Pass) {
+	for _, p := range passes {
+		p.Close()
+	}
 }
 
 // observeConnections hands the connection counts of the table reads found to the traffic

@@ -3,6 +3,7 @@ package proxy
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"maps"
 	"net/netip"
 	"slices"
@@ -388,15 +389,22 @@ func (d *Desired) Service(name types.NamespacedName) *ServiceState { return d.se
 // NumServices is the number of Services contributing anything.
 func (d *Desired) NumServices() int { return len(d.services) }
 
-// Keys returns the keys of every desired virtual server, set member and address, unsorted,
-// with room for vsRoom, memberRoom and addrRoom more: a copy cheap enough to take under a
-// lock, to sort outside it (at 50,000 Services, growing the slices as keys were appended
-// was most of its time).
-func (d *Desired) Keys(vsRoom, memberRoom, addrRoom int) ([]VSKey, []Member, []netip.Addr) {
-	vs := slices.AppendSeq(make([]VSKey, 0, len(d.vs)+vsRoom), maps.Keys(d.vs))
-	ms := slices.AppendSeq(make([]Member, 0, len(d.members)+memberRoom), maps.Keys(d.members))
-	as := slices.AppendSeq(make([]netip.Addr, 0, len(d.addrs)+addrRoom), maps.Keys(d.addrs))
-	return vs, ms, as
+// VSKeys, MemberKeys and AddressKeys range over the keys of every desired virtual server,
+// set member and address, unsorted. A full sync in steps pulls them a chunk at a time under
+// the lock that serializes the changes to d (reconcile.Pass.Collect): a key added or
+// removed between two chunks may or may not be produced, as in a range loop over a map
+// changed in its body.
+func (d *Desired) VSKeys() iter.Seq[VSKey] { return maps.Keys(d.vs) }
+
+// MemberKeys: see VSKeys.
+func (d *Desired) MemberKeys() iter.Seq[Member] { return maps.Keys(d.members) }
+
+// AddressKeys: see VSKeys.
+func (d *Desired) AddressKeys() iter.Seq[netip.Addr] { return maps.Keys(d.addrs) }
+
+// KeyCounts is how many keys VSKeys, MemberKeys and AddressKeys range over.
+func (d *Desired) KeyCounts() (vs, members, addrs int) {
+	return len(d.vs), len(d.members), len(d.addrs)
 }
 
 // VirtualServers returns every desired virtual server, sorted by key.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
+	"math"
 	"net/netip"
 	"slices"
 
@@ -58,6 +61,14 @@ type Pass struct {
 	members []proxy.Member
 	addrs   []netip.Addr
 	next    int // index into the concatenation members, addrs, vs
+	// pulls copy the keys of the desired state and the model (Collect).
+	// The keys go into blocks of keyBlock (no copy of all the keys so far under the lock
+	// when a slice grows); Prepare joins them, without the lock.
+	pulls        []keyPull
+	prepared     bool
+	vsBlocks     [][]proxy.VSKey
+	memberBlocks [][]proxy.Member
+	addrBlocks   [][]netip.Addr
 	// delMembers and delAddrs are the deletes the member and address steps found (applied
 	// after the virtual servers: a virtual server is never without what makes it kipvs's);
 	// nextDel indexes their concatenation.
@@ -95,21 +106,12 @@ func (r *Reconciler) BeginPass(d *proxy.Desired, po *proxy.Options, rd *Read) *P
 		p.adopting = true
 		r.applied = newState()
 	}
-	// The keys of the reconciler's state only: the Read's are added by Prepare, without the
-	// lock (at 50,000 Services this copy is the longest hold of the lock in a pass).
-	p.vs, p.members, p.addrs = d.Keys(len(r.applied.vs)+len(r.owned)+len(rd.table),
-		len(r.applied.members)+len(rd.members), len(r.applied.addrs)+len(rd.addrs))
-	for k := range r.applied.vs {
-		p.vs = append(p.vs, k)
-	}
-	for k := range r.owned {
-		p.vs = append(p.vs, k)
-	}
-	for m := range r.applied.members {
-		p.members = append(p.members, m)
-	}
-	for a := range r.applied.addrs {
-		p.addrs = append(p.addrs, a)
+	// No key is copied here: Collect pulls them a chunk at a time (at 50,000 Services the
+	// copy in one piece was the longest hold of the lock in a pass).
+	p.pulls = []keyPull{
+		pullKeys(d.VSKeys(), &p.vsBlocks), pullKeys(maps.Keys(r.applied.vs), &p.vsBlocks), pullKeys(maps.Keys(r.owned), &p.vsBlocks),
+		pullKeys(d.MemberKeys(), &p.memberBlocks), pullKeys(maps.Keys(r.applied.members), &p.memberBlocks),
+		pullKeys(d.AddressKeys(), &p.addrBlocks), pullKeys(maps.Keys(r.applied.addrs), &p.addrBlocks),
 	}
 	if po != nil {
 		p.nodeAddrs = slices.Clone(po.NodePortAddresses)
@@ -117,14 +119,129 @@ func (r *Reconciler) BeginPass(d *proxy.Desired, po *proxy.Options, rd *Read) *P
 	return p
 }
 
-// Prepare adds the Read's objects to the pass's, sorts them and indexes the Read. It
-// touches only the pass and the Read (no reconciler state), so it runs without the
-// caller's lock.
+// Collect copies up to n more keys (n <= 0: all that are left) of the objects the pass
+// compares from the desired state and the model of what was applied, and reports whether
+// they are all in. Call it under the lock that serializes the reconciler's methods, as
+// often as it takes, then Prepare: the lock is held for n keys at a time, whatever the
+// number of Services. Syncs between two calls journal what they touch, and a step takes
+// those objects from the model; a key they add or remove may or may not be copied, which
+// changes nothing (TestPassMatchesFullSyncFrom runs syncs between the calls). A full sync
+// since BeginPass, or a failed read, ends the pass as Step does.
+func (p *Pass) Collect(n int) bool {
+	if len(p.pulls) == 0 {
+		return true
+	}
+	if p.r.journal != p.j || p.r.applied == nil {
+		p.stopPulls()
+		p.aborted, p.over = true, true
+		p.rd.release()
+		return true
+	}
+	if n <= 0 {
+		n = math.MaxInt
+	}
+	for n > 0 && len(p.pulls) > 0 {
+		got, done := p.pulls[0].pull(n)
+		n -= got
+		if done {
+			p.pulls[0].stop()
+			p.pulls = p.pulls[1:]
+		}
+	}
+	return len(p.pulls) == 0
+}
+
+// Collected is how many keys the pass holds before Prepare (with repeats: an object both
+// desired and applied is copied twice; Prepare makes them unique).
+func (p *Pass) Collected() int {
+	n := 0
+	for _, b := range p.vsBlocks {
+		n += len(b)
+	}
+	for _, b := range p.memberBlocks {
+		n += len(b)
+	}
+	for _, b := range p.addrBlocks {
+		n += len(b)
+	}
+	return n
+}
+
+// Prepared reports whether Prepare has run.
+func (p *Pass) Prepared() bool { return p.prepared }
+
+// Close releases what a pass that is given up before Collect reported the end holds.
+// Closing a pass twice, or one that was collected, is fine.
+func (p *Pass) Close() { p.stopPulls() }
+
+func (p *Pass) stopPulls() {
+	for _, k := range p.pulls {
+		k.stop()
+	}
+	p.pulls = nil
+}
+
+// A keyPull copies the keys of one map into a slice, a chunk at a time.
+type keyPull struct {
+	// pull appends up to n keys and reports how many, and whether the map has no more.
+	pull func(n int) (int, bool)
+	stop func()
+}
+
+// keyBlock is how many keys one block of a pass's copy holds.
+const keyBlock = 4096
+
+func pullKeys[K any](seq iter.Seq[K], into *[][]K) keyPull {
+	next, stop := iter.Pull(seq)
+	return keyPull{stop: stop, pull: func(n int) (int, bool) {
+		for i := range n {
+			k, ok := next()
+			if !ok {
+				return i, true
+			}
+			if b := *into; len(b) == 0 || len(b[len(b)-1]) == keyBlock {
+				*into = append(b, make([]K, 0, keyBlock))
+			}
+			last := &(*into)[len(*into)-1]
+			*last = append(*last, k)
+		}
+		return n, false
+	}}
+}
+
+// joinBlocks is the keys of blocks in one slice, with room for extra more.
+func joinBlocks[K any](blocks [][]K, extra int) []K {
+	n := extra
+	for _, b := range blocks {
+		n += len(b)
+	}
+	out := make([]K, 0, n)
+	for _, b := range blocks {
+		out = append(out, b...)
+	}
+	return out
+}
+
+// Prepare adds the Read's objects to the pass's, sorts them and indexes the Read. Once
+// Collect has reported the end, it touches only the pass and the Read (no reconciler
+// state), so it runs without the caller's lock; before, it collects the rest first, which
+// needs the lock.
 func (p *Pass) Prepare() {
-	if p.whole {
+	if p.prepared {
+		return
+	}
+	p.prepared = true
+	if len(p.pulls) > 0 {
+		p.Collect(0)
+	}
+	if p.whole || p.over {
 		return
 	}
 	rd := p.rd
+	p.vs = joinBlocks(p.vsBlocks, len(rd.table))
+	p.members = joinBlocks(p.memberBlocks, len(rd.members))
+	p.addrs = joinBlocks(p.addrBlocks, len(rd.addrs))
+	p.vsBlocks, p.memberBlocks, p.addrBlocks = nil, nil, nil
 	for i := range rd.table {
 		p.vs = append(p.vs, fromIPVSKey(rd.table[i].Service.ServiceKey))
 	}
@@ -158,6 +275,9 @@ func (p *Pass) Prepare() {
 // Step compares and repairs up to n more objects of one kind (after the last of them: the
 // rules) and reports whether the pass is over.
 func (p *Pass) Step(ctx context.Context, n int) bool {
+	if !p.prepared {
+		p.Prepare() // under the lock: collects what is left
+	}
 	if p.over {
 		return true
 	}

@@ -136,9 +136,26 @@ func passNode(t *testing.T, seed uint64, foreign bool) (a, b *env, rngA, rngB *r
 	return a, b, rngA, rngB, services
 }
 
+// runPass runs a pass over rd as the daemon does: its keys copied chunk at a time (never
+// more at once: the lock is held for that), then prepared, then compared chunk objects at a
+// time, with between run between two of those holds of the lock.
 func (e *env) runPass(rd *Read, chunk int, between func()) (Result, error) {
 	p := e.rec.BeginPass(e.desired, e.opts, rd)
 	p.keepPlan = true
+	for held := 0; ; {
+		done := p.Collect(chunk)
+		if n := p.Collected(); n-held > chunk {
+			e.t.Fatalf("one Collect(%d) copied %d keys", chunk, n-held)
+		} else {
+			held = n
+		}
+		if done {
+			break
+		}
+		if between != nil {
+			between()
+		}
+	}
 	p.Prepare()
 	for !p.Step(e.ctx, chunk) {
 		if between != nil {
