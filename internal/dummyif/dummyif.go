@@ -35,6 +35,10 @@ type Interface interface {
 	// EnsureAddress is AddAddress that treats an address already there as success; it
 	// reports whether it added the address.
 	EnsureAddress(addr netip.Addr) (added bool, err error)
+	// EnsureAddresses is EnsureAddress for each of addrs, in as few requests as it can (a
+	// first sync binds a VIP per Service): errs[i] is addrs[i]'s outcome, the error
+	// EnsureAddress would have returned.
+	EnsureAddresses(addrs []netip.Addr) (errs []error)
 	// RemoveAddress is DeleteAddress that treats a missing address, or a missing link, as
 	// success; it reports whether it deleted the address.
 	RemoveAddress(addr netip.Addr) (removed bool, err error)
@@ -119,6 +123,15 @@ func ensureAddress(i Interface, addr netip.Addr) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// ensureAddresses is EnsureAddresses one address at a time.
+func ensureAddresses(i Interface, addrs []netip.Addr) []error {
+	errs := make([]error, len(addrs))
+	for j, a := range addrs {
+		_, errs[j] = i.EnsureAddress(a)
+	}
+	return errs
 }
 
 func removeAddress(i Interface, addr netip.Addr) (bool, error) {

@@ -5,6 +5,7 @@ package dummyif
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -373,5 +374,89 @@ func TestLinkRecreatedKernel(t *testing.T) {
 	ipBatch(t, ns, "link del "+testLink)
 	if err := d.AddAddress(netip.MustParseAddr("10.96.0.4")); !kerr.IsNotFound(err) {
 		t.Fatalf("AddAddress after the link was deleted = %v, want ErrNotFound", err)
+	}
+}
+
+// EnsureAddresses binds more addresses than one message holds, IPv4 and IPv6, those
+// already there included, and gives each address the outcome EnsureAddress gives it alone:
+// an invalid address and one the kernel refuses (IPv6 disabled on the link) fail alone,
+// the others of their message are bound.
+func TestEnsureAddressesKernel(t *testing.T) {
+	ns := netnstest.New(t)
+	d, err := New(testLink, ns.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.EnsureLink(); err != nil {
+		t.Fatal(err)
+	}
+	ipBatch(t, ns, "address add 10.97.0.5/32 dev "+testLink)
+	var addrs []netip.Addr
+	want := map[string]bool{}
+	for i := range 2*addrBatch + 44 {
+		a := netip.AddrFrom4([4]byte{10, 97, byte(i / 250), byte(1 + i%250)})
+		addrs = append(addrs, a)
+		want[a.String()+"/32"] = true
+	}
+	for i := range 10 {
+		a := netip.MustParseAddr(fmt.Sprintf("fd00:97::%x", i+1))
+		addrs = append(addrs, a)
+		want[a.String()+"/128"] = true
+	}
+	addrs[addrBatch+7] = netip.MustParseAddr("224.0.0.9") // invalid, in the second message
+	delete(want, "10.97.0.136/32")
+	want["10.97.0.5/32"] = true
+	check := func(when string, errs []error) {
+		t.Helper()
+		for i, err := range errs {
+			if i == addrBatch+7 {
+				if !kerr.IsInvalid(err) {
+					t.Errorf("%s: %s: %v, want invalid", when, addrs[i], err)
+				}
+			} else if err != nil {
+				t.Errorf("%s: %s: %v", when, addrs[i], err)
+			}
+		}
+		got := map[string]bool{}
+		for _, a := range ipShow(t, ns, testLink).Addrs {
+			if a.Scope != "link" {
+				got[fmt.Sprintf("%s/%d", a.Local, a.PrefixLen)] = true
+			}
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: %d addresses on the link, want %d", when, len(got), len(want))
+		}
+	}
+	// The batch itself, without the one-by-one fallback that would hide its failure: every
+	// add of a message is acked, those already there included.
+	first := []int{0, 1, 2, 3, 4}
+	if left := d.addBatch(addrs, first); len(left) > 0 {
+		t.Fatalf("one message of %d adds: %v not acked as bound", len(first), left)
+	}
+	check("first", d.EnsureAddresses(addrs))
+	check("again", d.EnsureAddresses(addrs))
+	all := make([]int, 0, addrBatch)
+	for i := range addrBatch {
+		all = append(all, i)
+	}
+	if left := d.addBatch(addrs, all); len(left) > 0 {
+		t.Errorf("one message of %d adds already there: %v not acked as bound", addrBatch, left)
+	}
+
+	ns.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+testLink+".disable_ipv6=1")
+	some := []netip.Addr{netip.MustParseAddr("10.98.0.1"), netip.MustParseAddr("fd00:98::1"), netip.MustParseAddr("10.98.0.2")}
+	if left := d.addBatch(some, []int{0, 1, 2}); !slices.Equal(left, []int{1}) {
+		t.Errorf("with IPv6 disabled on the link, the batch left %v; want [1] (the IPv6 address) only", left)
+	}
+	errs := d.EnsureAddresses(some)
+	_, alone := d.EnsureAddress(some[1])
+	if errs[0] != nil || errs[2] != nil || errs[1] == nil || errs[1].Error() != alone.Error() {
+		t.Errorf("with IPv6 disabled on the link: %v; want only fd00:98::1's error, as alone: %v", errs, alone)
+	}
+	for _, a := range []string{"10.98.0.1", "10.98.0.2"} {
+		if out := ns.MustRun(t, "ip", "-o", "address", "show", "dev", testLink, "to", a+"/32"); !strings.Contains(out, a) {
+			t.Errorf("%s not bound beside the refused IPv6 address", a)
+		}
 	}
 }

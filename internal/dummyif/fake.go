@@ -202,6 +202,9 @@ func (f *Fake) changeAddress(addr netip.Addr, add bool) error {
 // EnsureAddress implements Interface.
 func (f *Fake) EnsureAddress(addr netip.Addr) (bool, error) { return ensureAddress(f, addr) }
 
+// EnsureAddresses implements Interface (one address at a time: each can fail alone).
+func (f *Fake) EnsureAddresses(addrs []netip.Addr) []error { return ensureAddresses(f, addrs) }
+
 // RemoveAddress implements Interface.
 func (f *Fake) RemoveAddress(addr netip.Addr) (bool, error) { return removeAddress(f, addr) }
 

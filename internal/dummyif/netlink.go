@@ -1,12 +1,14 @@
 package dummyif
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"sync"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -31,6 +33,10 @@ type Dummy struct {
 	name string
 	mu   sync.Mutex
 	rtnl *netlink.Handle
+	// batch is a socket of its own for EnsureAddresses (many requests to a message); seq
+	// numbers them.
+	batch *nl.NetlinkSocket
+	seq   uint32
 	// known is the link as last looked up, a dummy called name; nil when not looked up
 	// yet, or found missing or of another type since.
 	known netlink.Link
@@ -51,7 +57,16 @@ func New(name string, ns netns.NsHandle) (*Dummy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dummyif %s: open rtnetlink socket in %s: %w", name, ns, err)
 	}
-	return &Dummy{name: name, rtnl: h}, nil
+	batch, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("dummyif %s: open rtnetlink socket in %s: %w", name, ns, err)
+	}
+	// Room for a batch's acks (each takes about a kilobyte of the receive buffer); an ack
+	// that does not fit is lost and its address sent again alone. Short acks for errors.
+	_ = batch.SetReceiveBufferSize(1<<20, true)
+	_ = unix.SetsockoptInt(batch.GetFd(), unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
+	return &Dummy{name: name, rtnl: h, batch: batch}, nil
 }
 
 // Close releases the socket.
@@ -61,6 +76,10 @@ func (d *Dummy) Close() error {
 	if d.rtnl != nil {
 		d.rtnl.Close()
 		d.rtnl = nil
+	}
+	if d.batch != nil {
+		d.batch.Close()
+		d.batch = nil
 	}
 	return nil
 }
@@ -265,6 +284,138 @@ func (d *Dummy) changeAddress(addr netip.Addr, verb, prep string, change func(*n
 
 // EnsureAddress implements Interface.
 func (d *Dummy) EnsureAddress(addr netip.Addr) (bool, error) { return ensureAddress(d, addr) }
+
+// addrBatch is how many address requests EnsureAddresses sends in one message.
+const addrBatch = 128
+
+// EnsureAddresses implements Interface. The adds go addrBatch to a message, each its own
+// RTM_NEWADDR with its own ack (the kernel handles the requests of a message one after the
+// other, whatever the outcome of the others): at 50,000 VIPs, 391 round trips instead of
+// 50,000. An add the kernel refused, or whose ack was not read, is sent again alone through
+// EnsureAddress, for its own error (and a link looked up again).
+func (d *Dummy) EnsureAddresses(addrs []netip.Addr) []error {
+	errs := make([]error, len(addrs))
+	todo := make([]int, 0, len(addrs))
+	for i, a := range addrs {
+		if _, err := hostPrefix(a); err != nil {
+			_, errs[i] = d.EnsureAddress(a) // its error as EnsureAddress words it
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	var alone []int
+	for len(todo) > 0 {
+		n := min(len(todo), addrBatch)
+		alone = append(alone, d.addBatch(addrs, todo[:n])...)
+		todo = todo[n:]
+	}
+	for _, i := range alone {
+		_, errs[i] = d.EnsureAddress(addrs[i])
+	}
+	return errs
+}
+
+// addBatch sends the adds of the addresses addrs[idx...] (valid host addresses) in one
+// message and returns the indexes of those not known to be bound: refused, or no ack read.
+func (d *Dummy) addBatch(addrs []netip.Addr, idx []int) []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rtnl == nil || d.batch == nil {
+		return idx
+	}
+	l := d.known
+	if l == nil {
+		var err error
+		if l, err = d.dummy(); err != nil {
+			return idx
+		}
+	}
+	fd := d.batch.GetFd()
+	rb := make([]byte, 1<<16)
+	drain(fd, rb) // acks a batch before did not wait for
+	seq := d.seq
+	d.seq += uint32(len(idx))
+	buf := make([]byte, 0, len(idx)*newAddrLen(true))
+	for j, i := range idx {
+		p, _ := hostPrefix(addrs[i])
+		buf = appendNewAddr(buf, seq+uint32(j), uint32(l.Attrs().Index), p)
+	}
+	if err := unix.Sendto(fd, buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return idx
+	}
+	// The kernel handles the requests within the send: every ack is queued, or was lost
+	// (ENOBUFS), once it returns, so reading never waits.
+	ok := make([]bool, len(idx))
+	for acked := 0; acked < len(idx); {
+		n, _, err := unix.Recvfrom(fd, rb, unix.MSG_DONTWAIT)
+		if err != nil {
+			break
+		}
+		msgs, err := syscall.ParseNetlinkMessage(rb[:n])
+		if err != nil {
+			break
+		}
+		for _, m := range msgs {
+			j := m.Header.Seq - seq
+			if m.Header.Type != unix.NLMSG_ERROR || j >= uint32(len(idx)) || len(m.Data) < 4 {
+				continue
+			}
+			acked++
+			errno := -int32(binary.NativeEndian.Uint32(m.Data[:4]))
+			ok[j] = errno == 0 || syscall.Errno(errno) == unix.EEXIST
+		}
+	}
+	var left []int
+	for j, i := range idx {
+		if !ok[j] {
+			left = append(left, i)
+		}
+	}
+	return left
+}
+
+// drain reads whatever is queued on the socket fd, without waiting.
+func drain(fd int, rb []byte) {
+	for {
+		if _, _, err := unix.Recvfrom(fd, rb, unix.MSG_DONTWAIT); err != nil && !errors.Is(err, unix.ENOBUFS) {
+			return
+		}
+	}
+}
+
+// newAddrLen is the length of an RTM_NEWADDR request for a host address (appendNewAddr).
+func newAddrLen(v6 bool) int {
+	n := 4
+	if v6 {
+		n = 16
+	}
+	return unix.SizeofNlMsghdr + unix.SizeofIfAddrmsg + 2*unix.SizeofRtAttr + 2*n
+}
+
+// appendNewAddr appends to b the request that adds host prefix p to link index, as
+// AddAddress sends it: IFA_LOCAL and IFA_ADDRESS, scope global, no DAD for IPv6; created,
+// an error if it exists, acked.
+func appendNewAddr(b []byte, seq, index uint32, p netip.Prefix) []byte {
+	a := p.Addr().AsSlice()
+	family, flags := uint8(unix.AF_INET), uint8(0)
+	if p.Addr().Is6() {
+		family, flags = unix.AF_INET6, unix.IFA_F_NODAD
+	}
+	ne := binary.NativeEndian
+	b = ne.AppendUint32(b, uint32(newAddrLen(p.Addr().Is6())))
+	b = ne.AppendUint16(b, unix.RTM_NEWADDR)
+	b = ne.AppendUint16(b, unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
+	b = ne.AppendUint32(b, seq)
+	b = ne.AppendUint32(b, 0)
+	b = append(b, family, uint8(p.Bits()), flags, unix.RT_SCOPE_UNIVERSE)
+	b = ne.AppendUint32(b, index)
+	for _, typ := range []uint16{unix.IFA_LOCAL, unix.IFA_ADDRESS} {
+		b = ne.AppendUint16(b, uint16(unix.SizeofRtAttr+len(a)))
+		b = ne.AppendUint16(b, typ)
+		b = append(b, a...)
+	}
+	return b
+}
 
 // RemoveAddress implements Interface.
 func (d *Dummy) RemoveAddress(addr netip.Addr) (bool, error) { return removeAddress(d, addr) }

@@ -61,6 +61,22 @@ func ensure(s string) step {
 	}}
 }
 
+// ensureAll binds every address of ss with one EnsureAddresses.
+func ensureAll(ss ...string) step {
+	return step{"ensure all " + strings.Join(ss, ","), func(h *harness, _ *testing.T) (string, error) {
+		as := make([]netip.Addr, len(ss))
+		for i, s := range ss {
+			as[i] = addr(s)
+		}
+		errs := h.impl.EnsureAddresses(as)
+		out := make([]string, len(errs))
+		for i, err := range errs {
+			out[i] = outcome(err)
+		}
+		return "[" + strings.Join(out, " ") + "]", nil
+	}}
+}
+
 func remove(s string) step {
 	return step{"remove " + s, func(h *harness, _ *testing.T) (string, error) {
 		removed, err := h.impl.RemoveAddress(addr(s))
@@ -124,6 +140,7 @@ func opTable() []step {
 		list(),
 		deleteLink(),
 		remove("10.96.0.1"),
+		ensureAll("10.96.0.1", "fd00::1"),
 		ensureLink(),
 		ensureLink(),
 		dump(),
@@ -134,6 +151,8 @@ func opTable() []step {
 		ensure("10.96.0.2"),
 		ensure("10.96.0.2"),
 		ensure("fd00::2"),
+		ensureAll("10.96.0.2", "10.96.0.30", "", "fd00::30", "224.0.0.1", "fd00::2", "10.96.0.31", "10.96.0.30"),
+		list(),
 		add(""),
 		add("224.0.0.1"),
 		add("ff02::1"),
@@ -163,7 +182,9 @@ func opTable() []step {
 		dump(),
 		foreign(),
 		add("10.96.0.9"), // the link an address change knew is gone: looked up again
+		ensureAll("10.96.0.9"),
 		ensureLink(),
+		ensureAll("10.96.0.10", "10.96.0.11"),
 		add("10.96.0.8"),
 		del("10.96.0.7"),
 		remove("10.96.0.7"),

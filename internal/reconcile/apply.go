@@ -30,8 +30,8 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
 	failedSets := memberFailures(p.AddMembers, res.FailedSets(dataplane.StepAdd), failed)
 	done.AddMembers = withoutSets(p.AddMembers, failedSets)
 	failedAddrs := map[netip.Addr]bool{}
-	for _, a := range p.AddAddrs {
-		if _, err := r.kernel.Dummy.EnsureAddress(a); err != nil {
+	for i, err := range r.kernel.Dummy.EnsureAddresses(p.AddAddrs) {
+		if a := p.AddAddrs[i]; err != nil {
 			failedAddrs[a] = true
 			failed.add(addrObject(a), fmt.Errorf("bind %s on %s: %w", a, r.kernel.Dummy.Name(), err))
 		} else {
