@@ -438,10 +438,9 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 	d.countNotProgrammed(f)
 	// Every step under d.mu (this sync holds it): the model is complete only at the end
 	// (a first sync), and each step's plan is applied and dropped before the next is made.
+	// The VIPs are bound beside the steps after theirs (Pass.Run).
 	p := f.rec.BeginPass(f.desired, &f.opts, rd)
-	p.Prepare()
-	for !p.Step(ctx, passChunk) {
-	}
+	p.Run(ctx, passChunk)
 	res, err := p.Result()
 	if err != nil {
 		return err

@@ -21,6 +21,13 @@ import (
 // applied model with every change that succeeded, and without those of a failed object
 // (whose kernel state stays unknown until its retry reads or re-applies it: see resolve).
 func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
+	return r.applyBound(ctx, p, base, nil)
+}
+
+// applyBound is apply for a plan whose AddAddrs were bound before it is applied, with the
+// outcomes bound (one each, nil when bound; a nil slice: apply binds them itself): a Pass
+// run whole binds its VIPs beside its other steps (see Pass.Run).
+func (r *Reconciler) applyBound(ctx context.Context, p *Plan, base *state, bound []error) failures {
 	failed := failures{}
 	done := &Plan{}
 	// What makes a virtual server kipvs's (its set members, its VIP) goes in before the
@@ -30,7 +37,10 @@ func (r *Reconciler) apply(ctx context.Context, p *Plan, base *state) failures {
 	failedSets := memberFailures(p.AddMembers, res.FailedSets(dataplane.StepAdd), failed)
 	done.AddMembers = withoutSets(p.AddMembers, failedSets)
 	failedAddrs := map[netip.Addr]bool{}
-	for i, err := range r.kernel.Dummy.EnsureAddresses(p.AddAddrs) {
+	if bound == nil {
+		bound = r.kernel.Dummy.EnsureAddresses(p.AddAddrs)
+	}
+	for i, err := range bound {
 		if a := p.AddAddrs[i]; err != nil {
 			failedAddrs[a] = true
 			failed.add(addrObject(a), fmt.Errorf("bind %s on %s: %w", a, r.kernel.Dummy.Name(), err))

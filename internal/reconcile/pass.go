@@ -90,6 +90,11 @@ type Pass struct {
 	err      error // a failure that is not an *ApplyError (the whole pass's)
 	over     bool
 	aborted  bool
+	// binds, while Run runs the pass: the address steps' binds, in a goroutine. awaiting
+	// (tests) is called with an address step's binds before a step takes their outcome,
+	// bound or not.
+	binds    *binder
+	awaiting func(adds []netip.Addr)
 }
 
 // BeginPass starts a full sync over rd (filled by ReadKernel) for desired state d, in steps.
@@ -322,8 +327,12 @@ func (p *Pass) Step(ctx context.Context, n int) bool {
 		p.next = end
 	case i < na+len(p.vs):
 		end := min(i+n, na+len(p.vs))
-		p.stepVS(ctx, p.vs[i-na:end-na])
+		keys := p.vs[i-na : end-na]
+		p.awaitBinds(ctx, keys[len(keys)-1].Address, false)
+		p.stepVS(ctx, keys)
 		p.next = end
+	case p.binds != nil && len(p.binds.pending) > 0:
+		p.awaitBinds(ctx, netip.Addr{}, true) // those no virtual server waited for
 	case p.nextDel < nd:
 		if p.nextDel == 0 {
 			slices.SortFunc(p.delMembers, proxy.Member.Compare)
@@ -406,11 +415,17 @@ func (p *Pass) setup(ctx context.Context) {
 // which applies its whole plan after comparing everything (a member a step adds does not
 // make a virtual server of the copy kipvs's in this pass).
 func (p *Pass) apply(ctx context.Context, plan *Plan, base *state) failures {
+	return p.applyBound(ctx, plan, base, nil)
+}
+
+// applyBound is apply for a plan whose addresses were bound already (see
+// Reconciler.applyBound).
+func (p *Pass) applyBound(ctx context.Context, plan *Plan, base *state, bound []error) failures {
 	r := p.r
 	j := r.journal
 	r.journal = nil
 	defer func() { r.journal = j }()
-	return r.apply(ctx, plan, base)
+	return r.applyBound(ctx, plan, base, bound)
 }
 
 // stepVS compares the virtual servers keys with the Read and repairs them.
@@ -642,6 +657,10 @@ func (p *Pass) stepAddrs(ctx context.Context, as []netip.Addr) {
 	adds := make(map[netip.Addr]struct{}, len(plan.AddAddrs))
 	for _, a := range plan.AddAddrs {
 		adds[a] = struct{}{}
+	}
+	if p.binds != nil && len(plan.AddAddrs) > 0 {
+		p.binds.submit(plan, adds, as[0]) // settled before a virtual server needs them
+		return
 	}
 	p.settle(plan, p.apply(ctx, plan, applied), func(k ObjectKey) bool {
 		_, ok := adds[k.Addr]

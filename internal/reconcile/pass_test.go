@@ -138,8 +138,9 @@ func passNode(t *testing.T, seed uint64, foreign bool) (a, b *env, rngA, rngB *r
 
 // runPass runs a pass over rd as the daemon does: its keys copied chunk at a time (never
 // more at once: the lock is held for that), then prepared, then compared chunk objects at a
-// time, with between run between two of those holds of the lock.
-func (e *env) runPass(rd *Read, chunk int, between func()) (Result, error) {
+// time, with between run between two of those holds of the lock; or (between nil, whole)
+// as the daemon runs a full sync under one hold of the lock, with Run (binds beside).
+func (e *env) runPass(rd *Read, chunk int, between func(), whole bool) (Result, error) {
 	p := e.rec.BeginPass(e.desired, e.opts, rd)
 	p.keepPlan = true
 	for held := 0; ; {
@@ -156,10 +157,14 @@ func (e *env) runPass(rd *Read, chunk int, between func()) (Result, error) {
 			between()
 		}
 	}
-	p.Prepare()
-	for !p.Step(e.ctx, chunk) {
-		if between != nil {
-			between()
+	if whole {
+		p.Run(e.ctx, chunk)
+	} else {
+		p.Prepare()
+		for !p.Step(e.ctx, chunk) {
+			if between != nil {
+				between()
+			}
 		}
 	}
 	if p.Aborted() {
@@ -205,9 +210,10 @@ func TestPassMatchesFullSyncFrom(t *testing.T) {
 			passChange(rngB, b, services)
 		}
 		chunk := 1 + int(seed%4)
-		resA, errA := a.runPass(rdA, chunk, nil)
+		whole := (seed/5)%2 == 1
+		resA, errA := a.runPass(rdA, chunk, nil, whole)
 		resB, errB := b.rec.FullSyncFrom(b.ctx, b.desired, b.opts, rdB)
-		where := fmt.Sprintf("seed %d (chunk %d, %d changes during the read)", seed, chunk, changes)
+		where := fmt.Sprintf("seed %d (chunk %d, %d changes during the read, Run %v)", seed, chunk, changes, whole)
 		if errA != nil || errB != nil {
 			t.Fatalf("%s: pass err %v, FullSyncFrom err %v", where, errA, errB)
 		}
@@ -253,7 +259,7 @@ func TestPassWithSyncsBetweenSteps(t *testing.T) {
 			if rngA.IntN(2) == 0 {
 				passChange(rngA, a, services)
 			}
-		})
+		}, false)
 		where := fmt.Sprintf("seed %d (chunk %d)", seed, chunk)
 		if err != nil {
 			t.Fatalf("%s: %v", where, err)

@@ -1,0 +1,114 @@
+package reconcile
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/kipvs/kipvs/internal/dummyif"
+)
+
+// Run runs the pass to its end with n objects a step, all of it under the caller's hold of
+// the lock that serializes the reconciler's methods (no sync between its steps: a first
+// full sync, or one the runner asked for). The address steps only compare: their binds go
+// to a goroutine of their own and overlap with the steps after them. A step of virtual
+// servers first waits for the binds of the addresses up to its last one (both go in
+// address order) and records their outcome, so a virtual server is still created only with
+// its VIP bound, and a VIP whose bind failed still keeps its virtual server out (see
+// claimedOps). The kernel binds a device's addresses in time quadratic in their number
+// (the longest part of a first sync at 50,000 Services), and the virtual servers, the
+// members and the binds take different kernel locks, so on a node with more than one CPU
+// they go on at the same time. Every bind is settled before the deletes; Run returns once
+// the binding goroutine has.
+func (p *Pass) Run(ctx context.Context, n int) {
+	p.Prepare()
+	if !p.whole && !p.over {
+		b := startBinder(ctx, p.r.kernel.Dummy, len(p.addrs)/max(n, 1)+1)
+		p.binds = b
+		defer func() {
+			b.stop()
+			p.binds = nil
+		}()
+	}
+	for !p.Step(ctx, n) {
+	}
+}
+
+// A binder binds the VIPs of a Pass's address steps in order, in a goroutine (Pass.Run).
+type binder struct {
+	in     chan *bindChunk
+	cancel context.CancelFunc
+	done   chan struct{}
+	// pending are the chunks submitted and not yet settled, in address order.
+	pending []*bindChunk
+}
+
+// A bindChunk is an address step's plan (AddAddrs only) and, once bound is closed, the
+// outcome of each bind.
+type bindChunk struct {
+	plan  *Plan
+	adds  map[netip.Addr]struct{}
+	first netip.Addr // the first address the step compared: no add of it is lower
+	errs  []error
+	bound chan struct{}
+}
+
+// startBinder starts the goroutine binding on dummy the chunks submitted (at most room
+// waiting: no submit blocks). Once ctx is done, or stop called, it binds nothing more: each
+// add fails with the context's error.
+func startBinder(ctx context.Context, dummy dummyif.Interface, room int) *binder {
+	ctx, cancel := context.WithCancel(ctx)
+	b := &binder{in: make(chan *bindChunk, room), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		for c := range b.in {
+			if err := ctx.Err(); err != nil {
+				c.errs = make([]error, len(c.plan.AddAddrs))
+				for i := range c.errs {
+					c.errs[i] = err
+				}
+			} else {
+				c.errs = dummy.EnsureAddresses(c.plan.AddAddrs)
+			}
+			close(c.bound)
+		}
+	}()
+	return b
+}
+
+// submit queues an address step's binds.
+func (b *binder) submit(plan *Plan, adds map[netip.Addr]struct{}, first netip.Addr) {
+	c := &bindChunk{plan: plan, adds: adds, first: first, bound: make(chan struct{})}
+	b.pending = append(b.pending, c)
+	b.in <- c
+}
+
+// stop ends the goroutine and waits for it. The chunks not settled are dropped: a pass
+// stops before settling them only when it failed, which leaves no model (a full sync
+// follows and reads the kernel).
+func (b *binder) stop() {
+	b.cancel()
+	close(b.in)
+	<-b.done
+	b.pending = nil
+}
+
+// awaitBinds waits for the binds of every address up to upTo (all: every one submitted)
+// and records their outcome as the address steps would have.
+func (p *Pass) awaitBinds(ctx context.Context, upTo netip.Addr, all bool) {
+	b := p.binds
+	if b == nil {
+		return
+	}
+	for len(b.pending) > 0 && (all || b.pending[0].first.Compare(upTo) <= 0) {
+		c := b.pending[0]
+		b.pending = b.pending[1:]
+		if p.awaiting != nil {
+			p.awaiting(c.plan.AddAddrs)
+		}
+		<-c.bound
+		p.settle(c.plan, p.applyBound(ctx, c.plan, p.r.applied, c.errs), func(k ObjectKey) bool {
+			_, ok := c.adds[k.Addr]
+			return k.Kind == KindAddress && ok
+		})
+	}
+}

@@ -1,0 +1,158 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/ipvs"
+)
+
+var errRefused = errors.New("refused by the test")
+
+// gatedDummy refuses the binds of refuse. It holds the binds of a request that has hold in
+// it back until release is closed (late: it was not within 10 s), and those of one that
+// has wait in it until proceed is closed.
+type gatedDummy struct {
+	*dummyif.Fake
+	refuse     netip.Addr
+	hold, wait netip.Addr
+	release    chan struct{}
+	proceed    chan struct{}
+	late       bool
+}
+
+func (g *gatedDummy) EnsureAddresses(as []netip.Addr) []error {
+	if g.release != nil && slices.Contains(as, g.hold) {
+		select {
+		case <-g.release:
+		case <-time.After(10 * time.Second):
+			g.late = true
+		}
+	}
+	if g.proceed != nil && slices.Contains(as, g.wait) {
+		<-g.proceed
+	}
+	errs := make([]error, len(as))
+	for i, a := range as {
+		if a == g.refuse {
+			errs[i] = errRefused
+		} else {
+			_, errs[i] = g.Fake.EnsureAddress(a)
+		}
+	}
+	return errs
+}
+
+// vipFirst checks that every virtual server but refused's is created with its VIP bound
+// already, and closes created at the first one.
+type vipFirst struct {
+	*ipvs.Fake
+	dummy   *dummyif.Fake
+	refused netip.Addr // no bind to wait for
+	created chan struct{}
+	once    sync.Once
+	errs    []string
+}
+
+func (v *vipFirst) Apply(ops []ipvs.Op) error {
+	bound, err := v.dummy.Addresses()
+	if err != nil {
+		return err
+	}
+	for _, op := range ops {
+		if op.Kind != ipvs.OpAddService {
+			continue
+		}
+		if a := op.Service.Addr; a != v.refused && !slices.Contains(bound, netip.PrefixFrom(a, 32)) {
+			v.errs = append(v.errs, fmt.Sprintf("virtual server %s created before its VIP was bound", op.Service.ServiceKey))
+		}
+		v.once.Do(func() { close(v.created) })
+	}
+	return v.Fake.Apply(ops)
+}
+
+// A pass run whole (a first full sync) binds the VIPs beside its later steps: a virtual
+// server is created while the binds of higher VIPs are still going on, never before its own
+// VIP is bound. It ends where the same pass in plain steps ends, with the same failures: a
+// VIP whose bind failed is reported, and bound by the next sync. (Its virtual server is
+// created all the same: its KUBE-CLUSTER-IP member makes it kipvs's, see claimedOps.)
+func TestRunBindsBesideVirtualServers(t *testing.T) {
+	const services, chunk = 40, 4
+	refuse := netip.MustParseAddr("10.96.0.17")
+	run := func(whole bool) (*env, *gatedDummy, *vipFirst, error) {
+		e := newEnv(t)
+		for i := range services {
+			name := fmt.Sprintf("svc-%d", i)
+			e.set(svc(name, fmt.Sprintf("10.96.0.%d", 10+i)), eps(name, v1.ProtocolTCP, 8080, fmt.Sprintf("10.244.0.%d", i+1), fmt.Sprintf("10.244.1.%d", i+1)))
+		}
+		g := &gatedDummy{Fake: e.dummy, refuse: refuse}
+		v := &vipFirst{Fake: e.ipvs, dummy: e.dummy, refused: refuse, created: make(chan struct{})}
+		// The highest VIP's bind waits for a virtual server: binds in line with the steps
+		// would wait for it in vain. Those of the address step with 10.96.0.30 wait for a
+		// step to wait for them: 10.96.0.30's virtual server is created only after.
+		g.hold, g.release = netip.MustParseAddr(fmt.Sprintf("10.96.0.%d", 10+services-1)), v.created
+		g.wait, g.proceed = netip.MustParseAddr("10.96.0.30"), make(chan struct{})
+		e.rec.kernel.Dummy, e.rec.kernel.IPVS = g, v
+		rd := e.rec.BeginRead()
+		if err := ReadKernel(e.ctx, rd); err != nil {
+			t.Fatal(err)
+		}
+		p := e.rec.BeginPass(e.desired, e.opts, rd)
+		p.awaiting = func(adds []netip.Addr) {
+			if slices.Contains(adds, g.wait) {
+				close(g.proceed)
+			}
+		}
+		if whole {
+			p.Run(e.ctx, chunk)
+			if p.binds != nil {
+				t.Error("the binder is still set after Run")
+			}
+		} else {
+			g.release, g.proceed = nil, nil // in line: nothing to wait for
+			p.Prepare()
+			for !p.Step(e.ctx, chunk) {
+			}
+		}
+		_, err := p.Result()
+		return e, g, v, err
+	}
+	ref, _, refCheck, refErr := run(false)
+	e, g, check, err := run(true)
+	if g.late {
+		t.Error("the last VIP's bind was not sent before a virtual server was created: the binds did not overlap the virtual servers' steps")
+	}
+	for _, msg := range append(refCheck.errs, check.errs...) {
+		t.Error(msg)
+	}
+	if got, want := e.dump(), ref.dump(); got != want {
+		t.Errorf("Run ends elsewhere than the steps:\n--- Run ---\n%s--- steps ---\n%s", got, want)
+	}
+	if err == nil || fmt.Sprint(err) != fmt.Sprint(refErr) || !errors.Is(err, errRefused) {
+		t.Errorf("Run's error %v, the steps' %v: want the refused bind's", err, refErr)
+	}
+	ae, _ := AsApplyError(err)
+	want := []ObjectKey{addrObject(refuse)}
+	if ae == nil || !slices.Equal(ae.Failed, want) {
+		t.Errorf("failed objects %v, want %v", ae, want)
+	}
+	if tab, _ := e.ipvs.Table(); len(tab) != services {
+		t.Errorf("%d virtual servers, want %d", len(tab), services)
+	}
+	// Once the bind goes through, the next sync binds the VIP.
+	g.refuse = netip.Addr{}
+	if res := e.full(); !slices.Equal(res.Plan.AddAddrs, []netip.Addr{refuse}) {
+		t.Errorf("the next full sync bound %v, want %v", res.Plan.AddAddrs, refuse)
+	}
+	if bound, _ := e.dummy.Addresses(); !slices.Contains(bound, netip.PrefixFrom(refuse, 32)) {
+		t.Errorf("%s is still not bound after the next full sync", refuse)
+	}
+}
