@@ -41,7 +41,8 @@ import (
 // a Read of its own, or a read fails) stops: that sync compares everything.
 //
 // Use: BeginPass and every Step under the lock that serializes the reconciler's methods;
-// Prepare without it (a periodic pass); Result once Step reported the end.
+// Prepare without it (a periodic pass); Result once Step reported the end. A pass under
+// one hold of the lock runs with Run, which binds the VIPs beside the later steps.
 type Pass struct {
 	r  *Reconciler
 	rd *Read
