@@ -1,7 +1,9 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"net/netip"
 
 	"github.com/kipvs/kipvs/internal/dummyif"
@@ -35,9 +37,9 @@ func (p *Pass) Run(ctx context.Context, n int) {
 
 // A binder binds the VIPs of a Pass's address steps in order, in a goroutine (Pass.Run).
 type binder struct {
-	in     chan *bindChunk
-	cancel context.CancelFunc
-	done   chan struct{}
+	in   chan *bindChunk
+	quit chan struct{} // closed by stop
+	done chan struct{}
 	// pending are the chunks submitted and not yet settled, in address order.
 	pending []*bindChunk
 }
@@ -52,16 +54,24 @@ type bindChunk struct {
 	bound chan struct{}
 }
 
+// errBindStopped is the outcome of the binds a stopped binder did not send.
+var errBindStopped = errors.New("not bound: the sync stopped")
+
 // startBinder starts the goroutine binding on dummy the chunks submitted (at most room
 // waiting: no submit blocks). Once ctx is done, or stop called, it binds nothing more: each
-// add fails with the context's error.
+// add fails with ctx's error (errBindStopped).
 func startBinder(ctx context.Context, dummy dummyif.Interface, room int) *binder {
-	ctx, cancel := context.WithCancel(ctx)
-	b := &binder{in: make(chan *bindChunk, room), cancel: cancel, done: make(chan struct{})}
+	b := &binder{in: make(chan *bindChunk, room), quit: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
 		for c := range b.in {
-			if err := ctx.Err(); err != nil {
+			err := ctx.Err()
+			select {
+			case <-b.quit:
+				err = cmp.Or(err, errBindStopped)
+			default:
+			}
+			if err != nil {
 				c.errs = make([]error, len(c.plan.AddAddrs))
 				for i := range c.errs {
 					c.errs[i] = err
@@ -86,7 +96,7 @@ func (b *binder) submit(plan *Plan, adds map[netip.Addr]struct{}, first netip.Ad
 // stops before settling them only when it failed, which leaves no model (a full sync
 // follows and reads the kernel).
 func (b *binder) stop() {
-	b.cancel()
+	close(b.quit)
 	close(b.in)
 	<-b.done
 	b.pending = nil

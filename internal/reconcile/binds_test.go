@@ -1,11 +1,13 @@
 package reconcile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,5 +156,69 @@ func TestRunBindsBesideVirtualServers(t *testing.T) {
 	}
 	if bound, _ := e.dummy.Addresses(); !slices.Contains(bound, netip.PrefixFrom(refuse, 32)) {
 		t.Errorf("%s is still not bound after the next full sync", refuse)
+	}
+}
+
+// countingDummy counts the bind requests, and holds those of an address step with hold in
+// it until ctx is done.
+type countingDummy struct {
+	*dummyif.Fake
+	ctx   context.Context
+	hold  netip.Addr
+	calls atomic.Int32
+}
+
+func (c *countingDummy) EnsureAddresses(as []netip.Addr) []error {
+	if len(as) > 0 {
+		c.calls.Add(1)
+	}
+	if slices.Contains(as, c.hold) {
+		<-c.ctx.Done()
+	}
+	return c.Fake.EnsureAddresses(as)
+}
+
+// cancelAtCreate cancels at the first virtual server created.
+type cancelAtCreate struct {
+	*ipvs.Fake
+	cancel context.CancelFunc
+}
+
+func (c *cancelAtCreate) Apply(ops []ipvs.Op) error {
+	c.cancel()
+	return c.Fake.Apply(ops)
+}
+
+// A pass run whole that is cancelled while VIPs are still to be bound stops: the binds
+// not yet sent are not sent, Run returns only once the binding goroutine has, and the
+// reconciler needs a full sync (its model is incomplete).
+func TestRunCancelledWhileBinding(t *testing.T) {
+	const services, chunk = 40, 4
+	e := newEnv(t)
+	for i := range services {
+		name := fmt.Sprintf("svc-%d", i)
+		e.set(svc(name, fmt.Sprintf("10.96.0.%d", 10+i)), eps(name, v1.ProtocolTCP, 8080, fmt.Sprintf("10.244.0.%d", i+1)))
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	d := &countingDummy{Fake: e.dummy, ctx: ctx, hold: netip.MustParseAddr("10.96.0.20")}
+	e.rec.kernel.Dummy, e.rec.kernel.IPVS = d, &cancelAtCreate{Fake: e.ipvs, cancel: cancel}
+	rd := e.rec.BeginRead()
+	if err := ReadKernel(e.ctx, rd); err != nil {
+		t.Fatal(err)
+	}
+	p := e.rec.BeginPass(e.desired, e.opts, rd)
+	p.Run(ctx, chunk)
+	calls := d.calls.Load()
+	if _, err := p.Result(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run's error %v, want %v", err, context.Canceled)
+	}
+	if !e.rec.NeedsFull() {
+		t.Error("the reconciler does not need a full sync after a cancelled pass")
+	}
+
+	// The held step's request and those before it; none after.
+	if bound, _ := e.dummy.Addresses(); calls > 4 || slices.Contains(bound, netip.PrefixFrom(netip.MustParseAddr("10.96.0.49"), 32)) {
+		t.Errorf("%d bind requests after the cancel, %d addresses bound: the binds went on", calls, len(bound))
 	}
 }
