@@ -216,9 +216,8 @@ func TestRunCancelledWhileBinding(t *testing.T) {
 	if !e.rec.NeedsFull() {
 		t.Error("the reconciler does not need a full sync after a cancelled pass")
 	}
-
 	// The held step's request and those before it; none after.
 	if bound, _ := e.dummy.Addresses(); calls > 4 || slices.Contains(bound, netip.PrefixFrom(netip.MustParseAddr("10.96.0.49"), 32)) {
-		t.Errorf("%d bind requests after the cancel, %d addresses bound: the binds went on", calls, len(bound))
+		t.Errorf("%d bind requests, %d addresses bound: the binds went on after the cancel", calls, len(bound))
 	}
 }
