@@ -34,8 +34,8 @@ import (
 // yet) runs every step under one hold of the lock: nothing may sync against a model that
 // is not complete.
 //
-// Steps go in this order: the dummy link and the sets the Read found missing; set members
-// and addresses, compared, with the adds applied; virtual servers; the member and
+// Steps go in this order: the dummy link and the sets the Read found missing; addresses
+// and set members, compared, with the adds applied; virtual servers; the member and
 // address deletes found; the rules. So, as in one plan (see Plan), what makes a virtual
 // server kipvs's is there before it is created and goes only after it is deleted. A pass that a full sync overtakes (it begins
 // a Read of its own, or a read fails) stops: that sync compares everything.
@@ -313,22 +313,24 @@ func (p *Pass) Step(ctx context.Context, n int) bool {
 		return true
 	}
 	n = max(n, 1)
-	nm, na := len(p.members), len(p.members)+len(p.addrs)
+	// Addresses first: under Run their binds, the longest part of a first sync, start at
+	// once, beside the member steps.
+	na, nm := len(p.addrs), len(p.addrs)+len(p.members)
 	nd := len(p.delMembers) + len(p.delAddrs)
 	switch i := p.next; {
 	case !p.started:
 		p.setup(ctx)
-	case i < nm:
-		end := min(i+n, nm)
-		p.stepMembers(ctx, p.members[i:end])
-		p.next = end
 	case i < na:
 		end := min(i+n, na)
-		p.stepAddrs(ctx, p.addrs[i-nm:end-nm])
+		p.stepAddrs(ctx, p.addrs[i:end])
 		p.next = end
-	case i < na+len(p.vs):
-		end := min(i+n, na+len(p.vs))
-		keys := p.vs[i-na : end-na]
+	case i < nm:
+		end := min(i+n, nm)
+		p.stepMembers(ctx, p.members[i-na:end-na])
+		p.next = end
+	case i < nm+len(p.vs):
+		end := min(i+n, nm+len(p.vs))
+		keys := p.vs[i-nm : end-nm]
 		p.awaitBinds(ctx, keys[len(keys)-1].Address, false)
 		p.stepVS(ctx, keys)
 		p.next = end
