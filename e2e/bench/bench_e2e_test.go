@@ -473,71 +473,59 @@ func sameSet(a, b map[netip.AddrPort]bool) bool {
 // waitFirstSync polls IPVS until every Service's virtual server has exactly its real servers
 // and returns when the last one was seen complete (an upper bound of the moment the table
 // became complete), the last time one was seen missing or incomplete (a lower bound), and
-// the proxy's CPU times at the upper bound. While more than directReadBelow virtual servers
-// are left, a poll is one service dump plus a destination read of each virtual server
-// present and not yet seen complete (the table only grows during a first sync); then, a
-// destination read of each one left, which also tells a missing one: a poll that dumps
-// 50,000 virtual servers and reads thousands of them takes tens of seconds under TCG, so the
-// last ones are seen come in within a short poll, and the bounds stay seconds apart.
-// checkTable then reads the whole table once.
+// the proxy's CPU times at the upper bound. A poll reads the real servers of the virtual
+// servers not yet seen complete (the table only grows during a first sync), one request
+// each, in a fixed order, and ends once missLimit of them were missing or incomplete: the
+// rest of a poll's requests are for virtual servers that came in since an earlier poll, and
+// each is read complete once. No poll dumps the table: the kernel walks the table from its
+// start for each part of a service dump (quadratic in the number of virtual servers), under
+// the IPVS mutex the proxy's own requests wait for, and at 50,000 Services those dumps took
+// much of the VM's CPUs while the proxy filled the table. The next poll starts after
+// PollInterval or after as long as this one took, whichever is longer: the polls take at
+// most half of one CPU. checkTable then reads the whole table once.
 func (r *runner) waitFirstSync(start time.Time) (hi, lo time.Time, cpu CPUTimes) {
 	t := r.t
-	done := make([]bool, len(r.svcs))
 	wants := make([]map[netip.AddrPort]bool, len(r.svcs))
+	pending := make([]int, len(r.svcs)) // the virtual servers not seen complete, in order
 	for i, s := range r.svcs {
 		wants[i] = s.want()
+		pending[i] = i
 	}
-	left := len(r.svcs)
 	lo = start
 	for {
 		r.alive()
 		t0 := time.Now()
-		var present map[ipvs.ServiceKey]bool
-		if left > directReadBelow {
-			svcs, err := r.ipvs.Services()
-			if err != nil {
-				t.Fatalf("read IPVS services: %v", err)
-			}
-			present = make(map[ipvs.ServiceKey]bool, len(svcs))
-			for _, s := range svcs {
-				present[s.ServiceKey] = true
-			}
-		}
-		for i, s := range r.svcs {
-			if done[i] {
-				continue
-			}
-			if present != nil && !present[s.key] {
-				lo = later(lo, t0) // missing at some moment of the dump, which began at t0
-				continue
+		misses := 0
+		pending = slices.DeleteFunc(pending, func(i int) bool {
+			if misses >= missLimit {
+				return false
 			}
 			before := time.Now()
-			dests, err := r.ipvs.Destinations(s.key)
+			dests, err := r.ipvs.Destinations(r.svcs[i].key)
 			if err == nil && sameSet(activeSet(dests), wants[i]) {
-				done[i] = true
-				left--
 				hi = time.Now()
-			} else {
-				lo = later(lo, before)
+				return true
 			}
-		}
+			lo = later(lo, before) // missing (err) or incomplete when read
+			misses++
+			return false
+		})
 		r.noteReported(start)
-		if left == 0 {
+		if len(pending) == 0 {
 			return hi, lo, r.cpu()
 		}
 		if time.Since(start) > r.cfg.FirstSyncLimit {
-			t.Fatalf("%s: first sync not complete after %s: %d of %d virtual servers still missing or incomplete", r.proc.Name, r.cfg.FirstSyncLimit, left, len(r.svcs))
+			t.Fatalf("%s: first sync not complete after %s: %d of %d virtual servers still missing or incomplete", r.proc.Name, r.cfg.FirstSyncLimit, len(pending), len(r.svcs))
 		}
 		select {
-		case <-time.After(r.cfg.PollInterval): // polling an external process
+		case <-time.After(max(r.cfg.PollInterval, time.Since(t0))): // polling an external process
 		case <-r.exited:
 		}
 	}
 }
 
-// directReadBelow is how many virtual servers waitFirstSync reads one by one, with no
-// service dump.
-const directReadBelow = 2000
+// missLimit is how many virtual servers missing or incomplete end a first-sync poll.
+const missLimit = 64
 
 func later(a, b time.Time) time.Time {
 	if b.After(a) {

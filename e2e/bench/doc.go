@@ -7,7 +7,8 @@
 // build tag e2e), which runs each proxy in turn on a clean node and measures:
 //
 //   - the first complete sync: from the process start until IPVS holds all N virtual servers,
-//     each with exactly its E real servers (read over netlink, at most every PollInterval);
+//     each with exactly its E real servers (read over netlink one virtual server at a time,
+//     no table dump, polls at most every PollInterval and at most half the time);
 //   - change latency: K endpoint changes, spaced, each replacing one endpoint of a random
 //     Service and carrying the endpoints.kubernetes.io/last-change-trigger-time annotation;
 //     from the API write's return to the new real server in IPVS (that one virtual server
