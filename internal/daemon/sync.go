@@ -401,6 +401,7 @@ func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, pa
 }
 
 func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, host []netip.Addr, rd *reconcile.Read) error {
+	start := d.deps.Clock.Now()
 	f.opts = d.options(f.ipFamily, snap.Node, host)
 	f.desired = proxy.NewDesired(f.ipFamily)
 	f.desired.SetMemberLimit(f.opts.MaxSetMembers)
@@ -439,6 +440,7 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 	// Every step under d.mu (this sync holds it): the model is complete only at the end
 	// (a first sync), and each step's plan is applied and dropped before the next is made.
 	// The VIPs are bound beside the steps after theirs (Pass.Run).
+	prepared := d.deps.Clock.Now()
 	p := f.rec.BeginPass(f.desired, &f.opts, rd)
 	p.Run(ctx, passChunk)
 	res, err := p.Result()
@@ -446,8 +448,10 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 		return err
 	}
 	if res.Changes > 0 {
+		// Where a first sync's time goes: building the desired state, then the kernel.
 		d.log.Info("full sync applied changes", zap.String("family", f.ipFamily.String()), zap.Int("changes", res.Changes),
-			zap.Int("services", f.desired.NumServices()))
+			zap.Int("services", f.desired.NumServices()), zap.Duration("build", prepared.Sub(start)),
+			zap.Duration("apply", d.deps.Clock.Since(prepared)))
 	}
 	return nil
 }
