@@ -239,6 +239,10 @@ func (r *runner) run(proxy string) {
 	}
 	r.rec.PeakRSSFirstSyncBytes = r.peakRSS()
 	r.heapProfile(ProfileHeapFirstSync)
+	if proxy != "kube-proxy" {
+		r.rec.FirstSyncLog = FirstSyncLogLines(r.proc.Log())
+		t.Logf("%s's first sync:\n%s", proxy, strings.Join(r.rec.FirstSyncLog, "\n"))
+	}
 	t.Logf("%s: first complete sync %.2fs after start (at most; at least %.2fs less), %.2f CPU seconds; first sync reported %.2fs after start", proxy,
 		r.rec.FirstSyncSeconds, r.rec.FirstSyncResolutionSeconds, r.rec.FirstSyncCPUSeconds, r.rec.FirstSyncReportedSeconds)
 	r.checkTable()

@@ -103,6 +103,10 @@ type Record struct {
 	// reported and after the changes: where the peak was reached.
 	PeakRSSFirstSyncBytes int64 `json:"peak_rss_first_sync_bytes,omitempty"`
 	PeakRSSChangesBytes   int64 `json:"peak_rss_changes_bytes,omitempty"`
+	// FirstSyncLog is kipvs's log of its start and first sync (FirstSyncLogLines): when its
+	// watch caches synced, and how long the sync took to build its desired state, to apply
+	// it and to bind its VIPs.
+	FirstSyncLog []string `json:"first_sync_log,omitempty"`
 	// SyncCount and SyncAvgSeconds are from kubeproxy_sync_proxy_rules_duration_seconds
 	// (IPv4) at the end of the run.
 	SyncCount      float64 `json:"sync_count"`
@@ -229,4 +233,29 @@ func ParseResults(output string) ([]Record, error) {
 		out = append(out, rec)
 	}
 	return out, sc.Err()
+}
+
+// firstSyncMarks are what the lines of FirstSyncLog say.
+var firstSyncMarks = []string{"starting kipvs", "waiting for the Service source", "watch caches synced", "full sync applied changes"}
+
+// FirstSyncLogLines picks from kipvs's log the lines of its start and those of its first
+// full sync of each family (at most two lines of full syncs that say how long they took
+// to build their desired state: the first and requested ones; the periodic ones do not).
+func FirstSyncLogLines(log string) []string {
+	var out []string
+	full := 0
+	for line := range strings.Lines(log) {
+		i := slices.IndexFunc(firstSyncMarks, func(m string) bool { return strings.Contains(line, m) })
+		switch {
+		case i < 0:
+			continue
+		case i == len(firstSyncMarks)-1:
+			if full == 2 || !strings.Contains(line, "build") {
+				continue
+			}
+			full++
+		}
+		out = append(out, strings.TrimRight(line, "\n"))
+	}
+	return out
 }

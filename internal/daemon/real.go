@@ -29,6 +29,7 @@ import (
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
+	"github.com/kipvs/kipvs/internal/rtsched"
 	"github.com/kipvs/kipvs/internal/svcstats"
 	"github.com/kipvs/kipvs/internal/sysctl"
 	"github.com/kipvs/kipvs/internal/watch"
@@ -133,7 +134,7 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 				return reconcile.Kernel{}, err
 			}
 			k := reconcile.Kernel{IPVS: v, Filter: iptables.New(f, sets, h), Dummy: dummy,
-				ReadIPVS: readIPVS, ReadFilter: iptables.New(f, readSets, h)}
+				ReadIPVS: readIPVS, ReadFilter: iptables.New(f, readSets, h), FavorBinder: rtsched.Favor}
 			if ct != nil {
 				k.Conntrack = ct
 			}

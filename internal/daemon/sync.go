@@ -449,9 +449,13 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 	}
 	if res.Changes > 0 {
 		// Where a first sync's time goes: building the desired state, then the kernel.
+		// The binds of the VIPs (binding: the kernel's time in them; bound: when the last
+		// ended, from the apply's start) go beside the steps, which waited for them.
+		t := p.RunTimes()
 		d.log.Info("full sync applied changes", zap.String("family", f.ipFamily.String()), zap.Int("changes", res.Changes),
 			zap.Int("services", f.desired.NumServices()), zap.Duration("build", prepared.Sub(start)),
-			zap.Duration("apply", d.deps.Clock.Since(prepared)))
+			zap.Duration("apply", d.deps.Clock.Since(prepared)), zap.Duration("binding", t.Binding),
+			zap.Duration("bound", t.Bound), zap.Duration("waited", t.Waited))
 	}
 	return nil
 }

@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/kipvs/kipvs/internal/dummyif"
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 )
 
 // Run runs the pass to its end with n objects a step, all of it under the caller's hold of
@@ -22,18 +25,51 @@ import (
 // they go on at the same time. Every bind is settled before the deletes; Run returns once
 // the binding goroutine has.
 func (p *Pass) Run(ctx context.Context, n int) {
+	clk := p.r.opts.Clock
+	start := clk.Now()
 	p.Prepare()
 	if !p.whole && !p.over {
-		b := startBinder(ctx, p.r.kernel.Dummy, len(p.addrs)/max(n, 1)+1)
+		b := startBinder(ctx, p.r.kernel.Dummy, clk, len(p.addrs)/max(n, 1)+1, p.r.favorBinder)
 		p.binds = b
 		defer func() {
 			b.stop()
+			p.times.Binding = b.busy
+			if !b.last.IsZero() {
+				p.times.Bound = b.last.Sub(start)
+			}
 			p.binds = nil
 		}()
 	}
 	for !p.Step(ctx, n) {
 	}
 }
+
+// favorBinder calls Kernel.FavorBinder, if set, (on the binding goroutine) and returns its
+// restore; its first failure is logged.
+func (r *Reconciler) favorBinder() (restore func()) {
+	if r.kernel.FavorBinder == nil {
+		return func() {}
+	}
+	restore, err := r.kernel.FavorBinder()
+	if err != nil && !r.unfavored {
+		r.unfavored = true
+		r.opts.Logger.Info("binding VIPs on the ordinary scheduler (slower at tens of thousands of Services)", zap.Error(err))
+	}
+	if restore == nil {
+		return func() {}
+	}
+	return restore
+}
+
+// RunTimes says where a Pass.Run's time went, for the log of a first sync.
+type RunTimes struct {
+	// Binding is the binding goroutine's time in the kernel's binds, Waited the steps' time
+	// waiting for them, and Bound the time from Run's start to the end of the last bind.
+	Binding, Waited, Bound time.Duration
+}
+
+// RunTimes is where Run's time went (zero before Run returned, or without binds).
+func (p *Pass) RunTimes() RunTimes { return p.times }
 
 // A binder binds the VIPs of a Pass's address steps in order, in a goroutine (Pass.Run).
 type binder struct {
@@ -42,6 +78,10 @@ type binder struct {
 	done chan struct{}
 	// pending are the chunks submitted and not yet settled, in address order.
 	pending []*bindChunk
+	// busy is the goroutine's time in the binds, last when the last one ended (read once
+	// done is closed).
+	busy time.Duration
+	last time.Time
 }
 
 // A bindChunk is an address step's plan (AddAddrs only) and, once bound is closed, the
@@ -60,10 +100,12 @@ var errBindStopped = errors.New("not bound: the sync stopped")
 // startBinder starts the goroutine binding on dummy the chunks submitted (at most room
 // waiting: no submit blocks). Once ctx is done, or stop called, it binds nothing more: each
 // add fails with ctx's error (errBindStopped).
-func startBinder(ctx context.Context, dummy dummyif.Interface, room int) *binder {
+// favor is called first on the goroutine, and what it returns last (Reconciler.favorBinder).
+func startBinder(ctx context.Context, dummy dummyif.Interface, clk clock.PassiveClock, room int, favor func() func()) *binder {
 	b := &binder{in: make(chan *bindChunk, room), quit: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
+		defer favor()()
 		for c := range b.in {
 			err := ctx.Err()
 			select {
@@ -77,7 +119,10 @@ func startBinder(ctx context.Context, dummy dummyif.Interface, room int) *binder
 					c.errs[i] = err
 				}
 			} else {
+				t := clk.Now()
 				c.errs = dummy.EnsureAddresses(c.plan.AddAddrs)
+				b.last = clk.Now()
+				b.busy += b.last.Sub(t)
 			}
 			close(c.bound)
 		}
@@ -115,7 +160,9 @@ func (p *Pass) awaitBinds(ctx context.Context, upTo netip.Addr, all bool) {
 		if p.awaiting != nil {
 			p.awaiting(c.plan.AddAddrs)
 		}
+		t := p.r.opts.Clock.Now()
 		<-c.bound
+		p.times.Waited += p.r.opts.Clock.Since(t)
 		p.settle(c.plan, p.applyBound(ctx, c.plan, p.r.applied, c.errs), func(k ObjectKey) bool {
 			_, ok := c.adds[k.Addr]
 			return k.Kind == KindAddress && ok

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/internal/dummyif"
@@ -219,5 +221,75 @@ func TestRunCancelledWhileBinding(t *testing.T) {
 	// The held step's request and those before it; none after.
 	if bound, _ := e.dummy.Addresses(); calls > 4 || slices.Contains(bound, netip.PrefixFrom(netip.MustParseAddr("10.96.0.49"), 32)) {
 		t.Errorf("%d bind requests, %d addresses bound: the binds went on after the cancel", calls, len(bound))
+	}
+}
+
+// favorDummy counts the bind requests sent while the binding goroutine was not favored.
+type favorDummy struct {
+	*dummyif.Fake
+	favored, restored *atomic.Int32
+	unfavored         atomic.Int32
+}
+
+func (f *favorDummy) EnsureAddresses(as []netip.Addr) []error {
+	if len(as) > 0 && (f.favored.Load() != 1 || f.restored.Load() != 0) {
+		f.unfavored.Add(1)
+	}
+	return f.Fake.EnsureAddresses(as)
+}
+
+// A pass run whole calls Kernel.FavorBinder on its binding goroutine before the first bind
+// and its restore after the last; a FavorBinder that fails is logged once, however many
+// passes run, and the VIPs are bound all the same.
+func TestRunFavorsTheBinder(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	e := newEnv(t, func(o *Options) { o.Logger = zap.New(core) })
+	for i := range 12 {
+		name := fmt.Sprintf("svc-%d", i)
+		e.set(svc(name, fmt.Sprintf("10.96.0.%d", 10+i)), eps(name, v1.ProtocolTCP, 8080, fmt.Sprintf("10.244.0.%d", i+1)))
+	}
+	var favored, restored atomic.Int32
+	var fail error
+	d := &favorDummy{Fake: e.dummy, favored: &favored, restored: &restored}
+	e.rec.kernel.Dummy = d
+	e.rec.kernel.FavorBinder = func() (func(), error) {
+		favored.Add(1)
+		return func() { restored.Add(1) }, fail
+	}
+	run := func() {
+		t.Helper()
+		favored.Store(0)
+		restored.Store(0)
+		rd := e.rec.BeginRead()
+		if err := ReadKernel(e.ctx, rd); err != nil {
+			t.Fatal(err)
+		}
+		p := e.rec.BeginPass(e.desired, e.opts, rd)
+		p.Run(e.ctx, 4)
+		if _, err := p.Result(); err != nil {
+			t.Fatal(err)
+		}
+		if favored.Load() != 1 || restored.Load() != 1 {
+			t.Errorf("FavorBinder called %d times and its restore %d, want once each", favored.Load(), restored.Load())
+		}
+	}
+	run()
+	if n := d.unfavored.Load(); n > 0 {
+		t.Errorf("%d bind requests sent before FavorBinder or after its restore", n)
+	}
+	if bound, _ := e.dummy.Addresses(); len(bound) != 12 {
+		t.Errorf("%d VIPs bound, want 12", len(bound))
+	}
+	// Failing: the next passes (a VIP to bind each) log it once.
+	fail = errors.New("not permitted by the test")
+	for i := range 2 {
+		e.dummy.RemoveAddress(netip.MustParseAddr(fmt.Sprintf("10.96.0.%d", 10+i)))
+		run()
+	}
+	if n := logs.FilterMessageSnippet("ordinary scheduler").Len(); n != 1 {
+		t.Errorf("the failure to favor the binder was logged %d times, want once", n)
+	}
+	if bound, _ := e.dummy.Addresses(); len(bound) != 12 {
+		t.Errorf("%d VIPs bound after the failures to favor the binder, want 12", len(bound))
 	}
 }

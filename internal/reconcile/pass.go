@@ -96,6 +96,7 @@ type Pass struct {
 	// bound or not.
 	binds    *binder
 	awaiting func(adds []netip.Addr)
+	times    RunTimes
 }
 
 // BeginPass starts a full sync over rd (filled by ReadKernel) for desired state d, in steps.

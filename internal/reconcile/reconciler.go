@@ -33,6 +33,11 @@ type Kernel struct {
 	// read never hold a socket an incremental sync is waiting for. nil: IPVS and Filter.
 	ReadIPVS   ipvs.Interface
 	ReadFilter dataplane.Filter
+	// FavorBinder, if set, is called on the goroutine that binds a Pass.Run's VIPs before
+	// its first bind, and restore before the goroutine returns (rtsched.Favor: the kernel
+	// then checks its addresses' lifetimes once per message of binds instead of once per
+	// VIP). Its error is logged once, and the binds go on.
+	FavorBinder func() (restore func(), err error)
 }
 
 // Options configure a Reconciler.
@@ -75,6 +80,8 @@ type Reconciler struct {
 	adopted bool
 	// journal records the objects applies touch while a Read is outstanding (see Read).
 	journal *journal
+	// unfavored: FavorBinder failed once (logged).
+	unfavored bool
 }
 
 // New returns a Reconciler over k.

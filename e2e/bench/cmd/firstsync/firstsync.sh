@@ -54,4 +54,5 @@ echo "FIRSTSYNC $total s from kipvs's start to its first IPv4 sync (source file 
 sleep 35
 kill $pid
 wait $pid || true
-grep -E 'loaded source file|full sync applied' /tmp/kipvs.log | cut -c1-200
+grep -E 'loaded source file|full sync applied' /tmp/kipvs.log | cut -c1-400
+cp /tmp/kipvs.log /run/vm/artifacts/kipvs.log
