@@ -486,7 +486,7 @@ func sameSet(a, b map[netip.AddrPort]bool) bool {
 // the IPVS mutex the proxy's own requests wait for, and at 50,000 Services those dumps took
 // much of the VM's CPUs while the proxy filled the table. The next poll starts after
 // PollInterval or after as long as this one took, whichever is longer: the polls take at
-// most half of one CPU. checkTable then reads the whole table once.
+// most half of one CPU. The proxy's metrics are scraped once per reportScrapeInterval. checkTable then reads the whole table once.
 func (r *runner) waitFirstSync(start time.Time) (hi, lo time.Time, cpu CPUTimes) {
 	t := r.t
 	wants := make([]map[netip.AddrPort]bool, len(r.svcs))
@@ -496,6 +496,7 @@ func (r *runner) waitFirstSync(start time.Time) (hi, lo time.Time, cpu CPUTimes)
 		pending[i] = i
 	}
 	lo = start
+	var scraped time.Time
 	for {
 		r.alive()
 		t0 := time.Now()
@@ -514,7 +515,10 @@ func (r *runner) waitFirstSync(start time.Time) (hi, lo time.Time, cpu CPUTimes)
 			misses++
 			return false
 		})
-		r.noteReported(start)
+		if time.Since(scraped) >= reportScrapeInterval {
+			r.noteReported(start)
+			scraped = time.Now()
+		}
 		if len(pending) == 0 {
 			return hi, lo, r.cpu()
 		}
@@ -530,6 +534,14 @@ func (r *runner) waitFirstSync(start time.Time) (hi, lo time.Time, cpu CPUTimes)
 
 // missLimit is how many virtual servers missing or incomplete end a first-sync poll.
 const missLimit = 64
+
+// reportScrapeInterval is how often waitFirstSync scrapes the proxy's metrics for its
+// reported first sync, as Prometheus would: a kipvs scrape reads the IPVS service table,
+// and at 50,000 Services a scrape after every poll (until 16496a8) kept a CPU of the VM
+// and the IPVS mutex busy against the proxy's own first sync. The timestamp scraped is
+// when the sync ended, so reading it up to this late changes nothing unless another sync
+// ended meanwhile (the next full sync is syncPeriod, 30 s, after the first).
+const reportScrapeInterval = 15 * time.Second
 
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
