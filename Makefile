@@ -221,6 +221,8 @@ image-echo: ociimage
 # profiler's own memory and CPU count in the profiled proxy's figures. About 35 minutes at the
 # defaults; e.g.
 # make bench-compare BENCH_N=10000 BENCH_PROXIES=kipvs BENCH_NAME=kipvs-10k.
+# BENCH_ARGS=--keep-state starts etcd on the objects an earlier run loaded (.cache/bench/state)
+# rather than loading them again (50,000 Services x 4 take about 45 minutes to load).
 BENCH_N       ?= 500 1000 2000
 BENCH_E       ?= 10
 BENCH_CHANGES ?= 50

@@ -219,6 +219,10 @@ func (r *runner) run(proxy string) {
 	defer cl.Close()
 	r.ipvs = cl
 
+	threads, err := NewThreads("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	if proxy == "kube-proxy" {
 		r.proc = harness.StartKubeProxy(t, r.env, "--config", file)
@@ -226,7 +230,8 @@ func (r *runner) run(proxy string) {
 		r.proc = harness.StartKipvs(t, r.env, "run", "--config", file)
 	}
 	r.exited = r.watchExit()
-	hi, lo, cpu := r.waitFirstSync(start)
+	hi, lo, cpu := r.waitFirstSync(start, threads)
+	r.rec.FirstSyncThreads = threads.Top(firstSyncThreads)
 	r.rec.FirstSyncSeconds = hi.Sub(start).Seconds()
 	r.rec.FirstSyncResolutionSeconds = hi.Sub(lo).Seconds()
 	r.rec.FirstSyncCPUSeconds = TicksToSeconds(cpu.Total(), r.hz)
@@ -243,6 +248,11 @@ func (r *runner) run(proxy string) {
 		r.rec.FirstSyncLog = FirstSyncLogLines(r.proc.Log())
 		t.Logf("%s's first sync:\n%s", proxy, strings.Join(r.rec.FirstSyncLog, "\n"))
 	}
+	var top []string
+	for _, c := range r.rec.FirstSyncThreads {
+		top = append(top, c.String())
+	}
+	t.Logf("the VM's busiest threads from %s's start to its first complete sync:\n%s", proxy, strings.Join(top, "\n"))
 	t.Logf("%s: first complete sync %.2fs after start (at most; at least %.2fs less), %.2f CPU seconds; first sync reported %.2fs after start", proxy,
 		r.rec.FirstSyncSeconds, r.rec.FirstSyncResolutionSeconds, r.rec.FirstSyncCPUSeconds, r.rec.FirstSyncReportedSeconds)
 	r.checkTable()
@@ -486,8 +496,10 @@ func sameSet(a, b map[netip.AddrPort]bool) bool {
 // the IPVS mutex the proxy's own requests wait for, and at 50,000 Services those dumps took
 // much of the VM's CPUs while the proxy filled the table. The next poll starts after
 // PollInterval or after as long as this one took, whichever is longer: the polls take at
-// most half of one CPU. The proxy's metrics are scraped once per reportScrapeInterval. checkTable then reads the whole table once.
-func (r *runner) waitFirstSync(start time.Time) (hi, lo time.Time, cpu CPUTimes) {
+// most half of one CPU. The proxy's metrics are scraped once per reportScrapeInterval, and
+// threads sampled once per threadSampleInterval and at the end. checkTable then reads the
+// whole table once.
+func (r *runner) waitFirstSync(start time.Time, threads *Threads) (hi, lo time.Time, cpu CPUTimes) {
 	t := r.t
 	wants := make([]map[netip.AddrPort]bool, len(r.svcs))
 	pending := make([]int, len(r.svcs)) // the virtual servers not seen complete, in order
@@ -496,7 +508,13 @@ func (r *runner) waitFirstSync(start time.Time) (hi, lo time.Time, cpu CPUTimes)
 		pending[i] = i
 	}
 	lo = start
-	var scraped time.Time
+	var scraped, sampled time.Time
+	sample := func() {
+		if err := threads.Sample(); err != nil {
+			t.Fatal(err)
+		}
+		sampled = time.Now()
+	}
 	for {
 		r.alive()
 		t0 := time.Now()
@@ -520,7 +538,12 @@ func (r *runner) waitFirstSync(start time.Time) (hi, lo time.Time, cpu CPUTimes)
 			scraped = time.Now()
 		}
 		if len(pending) == 0 {
-			return hi, lo, r.cpu()
+			cpu = r.cpu()
+			sample()
+			return hi, lo, cpu
+		}
+		if time.Since(sampled) >= threadSampleInterval {
+			sample()
 		}
 		if time.Since(start) > r.cfg.FirstSyncLimit {
 			t.Fatalf("%s: first sync not complete after %s: %d of %d virtual servers still missing or incomplete", r.proc.Name, r.cfg.FirstSyncLimit, len(pending), len(r.svcs))
@@ -542,6 +565,13 @@ const missLimit = 64
 // when the sync ended, so reading it up to this late changes nothing unless another sync
 // ended meanwhile (the next full sync is syncPeriod, 30 s, after the first).
 const reportScrapeInterval = 15 * time.Second
+
+// threadSampleInterval is how often waitFirstSync samples the VM's threads: a thread that
+// ends inside the first sync (kipvs's binding thread does) loses at most this much.
+const threadSampleInterval = 2 * time.Second
+
+// firstSyncThreads is how many threads Record.FirstSyncThreads keeps.
+const firstSyncThreads = 12
 
 func later(a, b time.Time) time.Time {
 	if b.After(a) {

@@ -107,6 +107,10 @@ type Record struct {
 	// watch caches synced, and how long the sync took to build its desired state, to apply
 	// it and to bind its VIPs.
 	FirstSyncLog []string `json:"first_sync_log,omitempty"`
+	// FirstSyncThreads are the threads of the VM (the proxy's, the bench's, the kernel's)
+	// that ran longest from the proxy's start to its first complete sync, with how long
+	// each waited for a CPU: where the VM's two CPUs went while the proxy filled the table.
+	FirstSyncThreads []ThreadCPU `json:"first_sync_threads,omitempty"`
 	// SyncCount and SyncAvgSeconds are from kubeproxy_sync_proxy_rules_duration_seconds
 	// (IPv4) at the end of the run.
 	SyncCount      float64 `json:"sync_count"`

@@ -40,6 +40,7 @@ type options struct {
 	timeout                           time.Duration
 	workers                           int
 	quiet                             bool
+	keepState                         bool
 	test                              string
 	envs                              []string
 }
@@ -73,6 +74,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 90*time.Minute, "limit for one VM boot")
 	flag.IntVar(&o.workers, "load-workers", 32, "API requests in flight while loading the objects")
 	flag.BoolVar(&o.quiet, "quiet", false, "do not stream the VM console")
+	flag.BoolVar(&o.keepState, "keep-state", false, "start etcd on the state directory an earlier run left (its objects are not loaded again: 50,000 Services take about 45 minutes) instead of an empty one")
 	flag.StringVar(&o.test, "test", "", "the bench test binary (go test -c -tags e2e ./e2e/bench)")
 	flag.Var(&envs, "env", "NAME=VALUE passed into the VM (KIPVS_BIN, KIPVS_KUBE_PROXY_BIN; repeatable)")
 	flag.Parse()
@@ -117,7 +119,15 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	_ = os.RemoveAll(state)
+	loaded := 0
+	if o.keepState {
+		if loaded, err = keptLoad(state, o.cfg.E, o.ns[0]); err != nil {
+			return err
+		}
+		fmt.Printf("benchcompare: keeping %s (%d Services x %d endpoints loaded)\n", state, loaded, o.cfg.E)
+	} else {
+		_ = os.RemoveAll(state)
+	}
 	if err := vm.Prepare(ctx, o.vmCache); err != nil {
 		return err
 	}
@@ -156,14 +166,18 @@ func run(o options) error {
 	}
 
 	var failures []string
-	loaded := 0
 	for _, n := range o.ns {
 		start := time.Now()
 		if err := bench.Load(ctx, cs, loaded, n, o.cfg.E, o.workers); err != nil {
 			return fmt.Errorf("load %d Services: %w", n, err)
 		}
-		fmt.Printf("benchcompare: loaded Services %d..%d (x %d endpoints) in %.1fs\n", loaded, n-1, o.cfg.E, time.Since(start).Seconds())
+		if loaded < n {
+			fmt.Printf("benchcompare: loaded Services %d..%d (x %d endpoints) in %.1fs\n", loaded, n-1, o.cfg.E, time.Since(start).Seconds())
+		}
 		loaded = n
+		if err := os.WriteFile(filepath.Join(state, loadedFile), fmt.Appendf(nil, "%d %d\n", n, o.cfg.E), 0o644); err != nil {
+			return err
+		}
 		cfg := o.cfg
 		cfg.N = n
 		recs, err := boot(ctx, o, cfg, c.APIPort, guestKC)
@@ -192,6 +206,31 @@ func run(o options) error {
 		return fmt.Errorf("%d failure(s) (cluster logs in %s):\n%s", len(failures), filepath.Join(state, "cluster"), strings.Join(failures, "\n"))
 	}
 	return nil
+}
+
+// loadedFile, in the state directory, says how many Services of how many endpoints etcd
+// holds ("N E"), once they are all loaded.
+const loadedFile = "loaded"
+
+// keptLoad reads what the kept state directory holds: the number of Services loaded, at
+// most first (the first boot's N) and of e endpoints each, or an error saying why the
+// state cannot be kept.
+func keptLoad(state string, e, first int) (int, error) {
+	b, err := os.ReadFile(filepath.Join(state, loadedFile))
+	if err != nil {
+		return 0, fmt.Errorf("--keep-state: no completed load in %s (run once without it): %w", state, err)
+	}
+	var n, ke int
+	if _, err := fmt.Sscanf(string(b), "%d %d", &n, &ke); err != nil {
+		return 0, fmt.Errorf("--keep-state: %s: %w", filepath.Join(state, loadedFile), err)
+	}
+	switch {
+	case ke != e:
+		return 0, fmt.Errorf("--keep-state: the state holds Services of %d endpoints, not --e %d", ke, e)
+	case n > first:
+		return 0, fmt.Errorf("--keep-state: the state holds %d Services, more than the first --n %d", n, first)
+	}
+	return n, nil
 }
 
 // boot runs the bench test binary in one VM boot for cfg and returns its records; a proxy

@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// writeThread writes /proc/PID/comm and /proc/PID/task/TID/{stat,schedstat} under root.
+func writeThread(t *testing.T, root string, pid, tid int, process, comm string, policy int, run, wait, slices string) {
+	t.Helper()
+	p := filepath.Join(root, itoa(pid))
+	d := filepath.Join(p, "task", itoa(tid))
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Fields 3..52 after the name; field 41 (policy) is index 38 after it.
+	f := make([]string, 50)
+	for i := range f {
+		f[i] = "0"
+	}
+	f[0] = "R"
+	f[38] = itoa(policy)
+	stat := itoa(tid) + " (" + comm + ") " + strings.Join(f, " ") + "\n"
+	for name, body := range map[string]string{
+		filepath.Join(p, "comm"):      process + "\n",
+		filepath.Join(d, "stat"):      stat,
+		filepath.Join(d, "schedstat"): run + " " + wait + " " + slices + "\n",
+	} {
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestThreadsTop(t *testing.T) {
+	root := t.TempDir()
+	writeThread(t, root, 2, 30, "kthreadd", "kworker/0:1", 0, "1000000000", "0", "10")
+	writeThread(t, root, 7, 7, "bench.test", "bench.test", 0, "5000000000", "0", "3")
+	th, err := NewThreads(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The proxy starts: a FIFO thread (a name with a space and parentheses) that ends
+	// before the window does, and one that lives on.
+	writeThread(t, root, 9, 9, "kipvs", "kipvs", 0, "2000000000", "500000000", "40")
+	writeThread(t, root, 9, 11, "kipvs", "a (b) c", 1, "3000000000", "0", "7")
+	writeThread(t, root, 2, 30, "kthreadd", "kworker/0:1", 0, "1500000000", "250000000", "20")
+	if err := th.Sample(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "9", "task", "11")); err != nil {
+		t.Fatal(err)
+	}
+	writeThread(t, root, 9, 9, "kipvs", "kipvs", 0, "2500000000", "600000000", "50")
+	if err := th.Sample(); err != nil {
+		t.Fatal(err)
+	}
+	got := th.Top(3)
+	want := []ThreadCPU{
+		{PID: 9, TID: 11, Process: "kipvs", Thread: "a (b) c", Policy: 1, RunSeconds: 3, Slices: 7, Ended: true},
+		{PID: 9, TID: 9, Process: "kipvs", Thread: "kipvs", RunSeconds: 2.5, WaitSeconds: 0.6, Slices: 50},
+		{PID: 2, TID: 30, Process: "kthreadd", Thread: "kworker/0:1", RunSeconds: 0.5, WaitSeconds: 0.25, Slices: 10},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Top(3) = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("Top(3)[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if s := got[0].String(); s != "kipvs/a (b) c[11] FIFO: ran 3.0s, waited 0.0s to run, 7 slices, ended" {
+		t.Errorf("String() = %q", s)
+	}
+}
