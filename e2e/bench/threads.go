@@ -3,6 +3,7 @@ package bench
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,12 +29,17 @@ type ThreadCPU struct {
 	// Ended says the thread had exited by the window's end: its figures stop at the last
 	// sample.
 	Ended bool `json:"ended,omitempty"`
+	// States counts the samples after the first by what the thread was doing: "R"
+	// (running or runnable), "S WCHAN" (sleeping, where: /proc/PID/task/TID/wchan), "D
+	// FRAMES" (uninterruptible, the first kernel stack frames: a kernel mutex).
+	States map[string]int `json:"states,omitempty"`
 }
 
 // threadSample is one thread's cumulative figures at a sample.
 type threadSample struct {
 	pid            int
 	process, comm  string
+	state          string // field 3: R, S, D...
 	policy         int
 	runNS, waitNS  uint64
 	slices         uint64
@@ -48,17 +54,19 @@ type Threads struct {
 	proc    string // /proc
 	base    map[int]threadSample
 	last    map[int]threadSample
+	states  map[int]map[string]int
 	samples int
 }
 
 // NewThreads takes the window's first sample from proc (/proc).
 func NewThreads(proc string) (*Threads, error) {
-	t := &Threads{proc: proc, last: map[int]threadSample{}}
+	t := &Threads{proc: proc, last: map[int]threadSample{}, states: map[int]map[string]int{}}
 	if err := t.Sample(); err != nil {
 		return nil, err
 	}
 	t.base = t.last
 	t.last = map[int]threadSample{}
+	t.states = map[int]map[string]int{}
 	for tid, s := range t.base {
 		t.last[tid] = s
 	}
@@ -102,9 +110,45 @@ func (t *Threads) Sample() error {
 			}
 			s.pid, s.process, s.lastSeenSample = pid, strings.TrimSpace(string(process)), t.samples
 			t.last[tid] = s
+			if st := threadState(dir, s.state); st != "" {
+				if t.states[tid] == nil {
+					t.states[tid] = map[string]int{}
+				}
+				t.states[tid][st]++
+			}
 		}
 	}
 	return nil
+}
+
+// threadState names what a thread in state (its stat's field 3) is doing, for
+// ThreadCPU.States: "R", "S" and its wait channel, "D" and its first kernel stack frames;
+// "" for other states.
+func threadState(dir, state string) string {
+	switch state {
+	case "R":
+		return "R"
+	case "S":
+		w, _ := os.ReadFile(filepath.Join(dir, "wchan"))
+		return strings.TrimSpace("S " + string(w))
+	case "D":
+		b, _ := os.ReadFile(filepath.Join(dir, "stack"))
+		var frames []string
+		for line := range strings.Lines(string(b)) {
+			// "[<0>] __mutex_lock.constprop.0+0x13c/0x4b0"
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			name, _, _ := strings.Cut(f[len(f)-1], "+")
+			frames = append(frames, name)
+			if len(frames) == 4 {
+				break
+			}
+		}
+		return strings.TrimSpace("D " + strings.Join(frames, "<"))
+	}
+	return ""
 }
 
 // parseThread reads the command name and the policy (field 41) of a /proc stat line and
@@ -117,6 +161,9 @@ func parseThread(stat, sched string) (threadSample, error) {
 	}
 	s.comm = stat[i+1 : j]
 	f := strings.Fields(stat[j+1:]) // f[0] is field 3
+	if len(f) > 0 {
+		s.state = f[0]
+	}
 	if len(f) < 39 {
 		return s, fmt.Errorf("bench: /proc stat %q: %d fields after the name, want >= 39", stat, len(f))
 	}
@@ -151,7 +198,7 @@ func (t *Threads) Top(n int) []ThreadCPU {
 		out = append(out, ThreadCPU{
 			PID: s.pid, TID: tid, Process: s.process, Thread: s.comm, Policy: s.policy,
 			RunSeconds: float64(s.runNS-b.runNS) / 1e9, WaitSeconds: float64(s.waitNS-b.waitNS) / 1e9,
-			Slices: s.slices - b.slices, Ended: s.lastSeenSample < t.samples,
+			Slices: s.slices - b.slices, Ended: s.lastSeenSample < t.samples, States: t.states[tid],
 		})
 	}
 	slices.SortFunc(out, func(a, b ThreadCPU) int {
@@ -176,6 +223,13 @@ func (c ThreadCPU) String() string {
 	end := ""
 	if c.Ended {
 		end = ", ended"
+	}
+	var states []string
+	for _, k := range slices.Sorted(maps.Keys(c.States)) {
+		states = append(states, fmt.Sprintf("%s x%d", k, c.States[k]))
+	}
+	if len(states) > 0 {
+		end += "; sampled " + strings.Join(states, ", ")
 	}
 	return fmt.Sprintf("%s/%s[%d] %s: ran %.1fs, waited %.1fs to run, %d slices%s", c.Process, c.Thread, c.TID, pol, c.RunSeconds, c.WaitSeconds, c.Slices, end)
 }

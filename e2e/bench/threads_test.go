@@ -3,6 +3,7 @@ package bench
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +23,14 @@ func writeThread(t *testing.T, root string, pid, tid int, process, comm string, 
 		f[i] = "0"
 	}
 	f[0] = "R"
+	switch comm {
+	case "kworker/0:1":
+		f[0] = "S"
+		writeFile(t, filepath.Join(d, "wchan"), "worker_thread")
+	case "a (b) c":
+		f[0] = "D"
+		writeFile(t, filepath.Join(d, "stack"), "[<0>] __mutex_lock.constprop.0+0x13c/0x4b0\n[<0>] rtnetlink_rcv_msg+0x13a/0x390\n[<0>] netlink_rcv_skb+0x51/0x100\n[<0>] netlink_unicast+0x241/0x360\n[<0>] netlink_sendmsg+0x250/0x4c0\n")
+	}
 	f[38] = itoa(policy)
 	stat := itoa(tid) + " (" + comm + ") " + strings.Join(f, " ") + "\n"
 	for name, body := range map[string]string{
@@ -32,6 +41,13 @@ func writeThread(t *testing.T, root string, pid, tid int, process, comm string, 
 		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func writeFile(t *testing.T, name, body string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -62,19 +78,21 @@ func TestThreadsTop(t *testing.T) {
 	}
 	got := th.Top(3)
 	want := []ThreadCPU{
-		{PID: 9, TID: 11, Process: "kipvs", Thread: "a (b) c", Policy: 1, RunSeconds: 3, Slices: 7, Ended: true},
-		{PID: 9, TID: 9, Process: "kipvs", Thread: "kipvs", RunSeconds: 2.5, WaitSeconds: 0.6, Slices: 50},
-		{PID: 2, TID: 30, Process: "kthreadd", Thread: "kworker/0:1", RunSeconds: 0.5, WaitSeconds: 0.25, Slices: 10},
+		{PID: 9, TID: 11, Process: "kipvs", Thread: "a (b) c", Policy: 1, RunSeconds: 3, Slices: 7, Ended: true,
+			States: map[string]int{"D __mutex_lock.constprop.0<rtnetlink_rcv_msg<netlink_rcv_skb<netlink_unicast": 1}},
+		{PID: 9, TID: 9, Process: "kipvs", Thread: "kipvs", RunSeconds: 2.5, WaitSeconds: 0.6, Slices: 50, States: map[string]int{"R": 2}},
+		{PID: 2, TID: 30, Process: "kthreadd", Thread: "kworker/0:1", RunSeconds: 0.5, WaitSeconds: 0.25, Slices: 10,
+			States: map[string]int{"S worker_thread": 2}},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Top(3) = %v, want %v", got, want)
 	}
 	for i := range want {
-		if got[i] != want[i] {
+		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("Top(3)[%d] = %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if s := got[0].String(); s != "kipvs/a (b) c[11] FIFO: ran 3.0s, waited 0.0s to run, 7 slices, ended" {
+	if s := got[0].String(); s != "kipvs/a (b) c[11] FIFO: ran 3.0s, waited 0.0s to run, 7 slices, ended; sampled D __mutex_lock.constprop.0<rtnetlink_rcv_msg<netlink_rcv_skb<netlink_unicast x1" {
 		t.Errorf("String() = %q", s)
 	}
 }
