@@ -232,6 +232,7 @@ func (r *runner) run(proxy string) {
 	r.exited = r.watchExit()
 	hi, lo, cpu := r.waitFirstSync(start, threads)
 	r.rec.FirstSyncThreads = threads.Top(firstSyncThreads)
+	r.rec.FirstSyncCPUs = threads.CPUs(r.hz)
 	r.rec.FirstSyncSeconds = hi.Sub(start).Seconds()
 	r.rec.FirstSyncResolutionSeconds = hi.Sub(lo).Seconds()
 	r.rec.FirstSyncCPUSeconds = TicksToSeconds(cpu.Total(), r.hz)
@@ -252,7 +253,10 @@ func (r *runner) run(proxy string) {
 	for _, c := range r.rec.FirstSyncThreads {
 		top = append(top, c.String())
 	}
-	t.Logf("the VM's busiest threads from %s's start to its first complete sync:\n%s", proxy, strings.Join(top, "\n"))
+	for _, c := range r.rec.FirstSyncCPUs {
+		top = append(top, c.String())
+	}
+	t.Logf("the VM's busiest threads and its CPUs from %s's start to its first complete sync:\n%s", proxy, strings.Join(top, "\n"))
 	t.Logf("%s: first complete sync %.2fs after start (at most; at least %.2fs less), %.2f CPU seconds; first sync reported %.2fs after start", proxy,
 		r.rec.FirstSyncSeconds, r.rec.FirstSyncResolutionSeconds, r.rec.FirstSyncCPUSeconds, r.rec.FirstSyncReportedSeconds)
 	r.checkTable()

@@ -111,6 +111,8 @@ type Record struct {
 	// that ran longest from the proxy's start to its first complete sync, with how long
 	// each waited for a CPU: where the VM's two CPUs went while the proxy filled the table.
 	FirstSyncThreads []ThreadCPU `json:"first_sync_threads,omitempty"`
+	// FirstSyncCPUs is where each CPU's time went over the same window.
+	FirstSyncCPUs []CPUSplit `json:"first_sync_cpus,omitempty"`
 	// SyncCount and SyncAvgSeconds are from kubeproxy_sync_proxy_rules_duration_seconds
 	// (IPv4) at the end of the run.
 	SyncCount      float64 `json:"sync_count"`

@@ -29,8 +29,8 @@ type ThreadCPU struct {
 	// Ended says the thread had exited by the window's end: its figures stop at the last
 	// sample.
 	Ended bool `json:"ended,omitempty"`
-	// States counts the samples after the first by what the thread was doing: "R"
-	// (running or runnable), "S WCHAN" (sleeping, where: /proc/PID/task/TID/wchan), "D
+	// States counts the samples after the first by what the thread was doing: "R cpuN"
+	// (running or runnable, on CPU N), "S WCHAN" (sleeping, where: /proc/PID/task/TID/wchan), "D
 	// FRAMES" (uninterruptible, the first kernel stack frames: a kernel mutex).
 	States map[string]int `json:"states,omitempty"`
 }
@@ -40,6 +40,7 @@ type threadSample struct {
 	pid            int
 	process, comm  string
 	state          string // field 3: R, S, D...
+	cpu            string // field 39: the CPU it last ran on
 	policy         int
 	runNS, waitNS  uint64
 	slices         uint64
@@ -56,6 +57,63 @@ type Threads struct {
 	last    map[int]threadSample
 	states  map[int]map[string]int
 	samples int
+	// cpuBase and cpuLast are /proc/stat's per-CPU lines at the first and the last sample.
+	cpuBase, cpuLast map[string][]uint64
+}
+
+// CPUSplit is where one CPU's time went over a window, in seconds (/proc/stat): a thread's
+// run time does not include the interrupts and softirqs it was interrupted by.
+type CPUSplit struct {
+	CPU     string  `json:"cpu"`
+	User    float64 `json:"user"` // nice included
+	System  float64 `json:"system"`
+	IRQ     float64 `json:"irq"`
+	SoftIRQ float64 `json:"softirq"`
+	Idle    float64 `json:"idle"` // iowait included
+	Steal   float64 `json:"steal"`
+}
+
+// parseProcStat reads /proc/stat's "cpuN" lines (not the "cpu" total): ten counters each.
+func parseProcStat(b string) map[string][]uint64 {
+	out := map[string][]uint64{}
+	for line := range strings.Lines(b) {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		v := make([]uint64, 10)
+		for i := range min(len(f)-1, 10) {
+			v[i], _ = strconv.ParseUint(f[i+1], 10, 64)
+		}
+		out[f[0]] = v
+	}
+	return out
+}
+
+// CPUs is each CPU's split over the window, in CPU order; hz is the clock tick rate.
+func (t *Threads) CPUs(hz uint64) []CPUSplit {
+	var out []CPUSplit
+	for _, cpu := range slices.Sorted(maps.Keys(t.cpuLast)) {
+		a, b := t.cpuBase[cpu], t.cpuLast[cpu]
+		if a == nil {
+			a = make([]uint64, 10)
+		}
+		d := func(i ...int) float64 {
+			var n uint64
+			for _, j := range i {
+				n += b[j] - min(a[j], b[j])
+			}
+			return TicksToSeconds(n, hz)
+		}
+		// user nice system idle iowait irq softirq steal guest guest_nice
+		out = append(out, CPUSplit{CPU: cpu, User: d(0, 1), System: d(2), Idle: d(3, 4), IRQ: d(5), SoftIRQ: d(6), Steal: d(7)})
+	}
+	return out
+}
+
+// String is one line: the CPU and its seconds by kind.
+func (c CPUSplit) String() string {
+	return fmt.Sprintf("%s: user %.1fs, system %.1fs, irq %.1fs, softirq %.1fs, idle %.1fs, steal %.1fs", c.CPU, c.User, c.System, c.IRQ, c.SoftIRQ, c.Idle, c.Steal)
 }
 
 // NewThreads takes the window's first sample from proc (/proc).
@@ -67,6 +125,7 @@ func NewThreads(proc string) (*Threads, error) {
 	t.base = t.last
 	t.last = map[int]threadSample{}
 	t.states = map[int]map[string]int{}
+	t.cpuBase = t.cpuLast
 	for tid, s := range t.base {
 		t.last[tid] = s
 	}
@@ -76,6 +135,11 @@ func NewThreads(proc string) (*Threads, error) {
 // Sample reads every thread's figures. Threads that exit while they are read are skipped.
 func (t *Threads) Sample() error {
 	t.samples++
+	stat, err := os.ReadFile(filepath.Join(t.proc, "stat"))
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	t.cpuLast = parseProcStat(string(stat))
 	pids, err := os.ReadDir(t.proc)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -110,7 +174,7 @@ func (t *Threads) Sample() error {
 			}
 			s.pid, s.process, s.lastSeenSample = pid, strings.TrimSpace(string(process)), t.samples
 			t.last[tid] = s
-			if st := threadState(dir, s.state); st != "" {
+			if st := threadState(dir, s.state, s.cpu); st != "" {
 				if t.states[tid] == nil {
 					t.states[tid] = map[string]int{}
 				}
@@ -122,12 +186,12 @@ func (t *Threads) Sample() error {
 }
 
 // threadState names what a thread in state (its stat's field 3) is doing, for
-// ThreadCPU.States: "R", "S" and its wait channel, "D" and its first kernel stack frames;
-// "" for other states.
-func threadState(dir, state string) string {
+// ThreadCPU.States: "R" and the CPU it is on, "S" and its wait channel, "D" and its first
+// kernel stack frames; "" for other states.
+func threadState(dir, state, cpu string) string {
 	switch state {
 	case "R":
-		return "R"
+		return "R cpu" + cpu
 	case "S":
 		w, _ := os.ReadFile(filepath.Join(dir, "wchan"))
 		return strings.TrimSpace("S " + string(w))
@@ -172,6 +236,7 @@ func parseThread(stat, sched string) (threadSample, error) {
 		return s, fmt.Errorf("bench: /proc stat policy: %w", err)
 	}
 	s.policy = pol
+	s.cpu = f[36]
 	g := strings.Fields(sched)
 	if len(g) != 3 {
 		return s, fmt.Errorf("bench: schedstat %q: want 3 fields", sched)

@@ -57,6 +57,7 @@ func TestThreadsTop(t *testing.T) {
 	root := t.TempDir()
 	writeThread(t, root, 2, 30, "kthreadd", "kworker/0:1", 0, "1000000000", "0", "10")
 	writeThread(t, root, 7, 7, "bench.test", "bench.test", 0, "5000000000", "0", "3")
+	writeFile(t, filepath.Join(root, "stat"), "cpu  10 0 10 100 0 0 0 0 0 0\ncpu0 5 0 5 50 0 0 0 0 0 0\ncpu1 5 0 5 50 0 0 0 0 0 0\nintr 1\n")
 	th, err := NewThreads(root)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +74,7 @@ func TestThreadsTop(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeThread(t, root, 9, 9, "kipvs", "kipvs", 0, "2500000000", "600000000", "50")
+	writeFile(t, filepath.Join(root, "stat"), "cpu  10 0 10 100 0 0 0 0 0 0\ncpu0 105 2 25 60 3 4 300 1 0 0\ncpu1 5 0 5 150 0 0 0 0 0 0\nintr 1\n")
 	if err := th.Sample(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestThreadsTop(t *testing.T) {
 	want := []ThreadCPU{
 		{PID: 9, TID: 11, Process: "kipvs", Thread: "a (b) c", Policy: 1, RunSeconds: 3, Slices: 7, Ended: true,
 			States: map[string]int{"D __mutex_lock.constprop.0<rtnetlink_rcv_msg<netlink_rcv_skb<netlink_unicast": 1}},
-		{PID: 9, TID: 9, Process: "kipvs", Thread: "kipvs", RunSeconds: 2.5, WaitSeconds: 0.6, Slices: 50, States: map[string]int{"R": 2}},
+		{PID: 9, TID: 9, Process: "kipvs", Thread: "kipvs", RunSeconds: 2.5, WaitSeconds: 0.6, Slices: 50, States: map[string]int{"R cpu0": 2}},
 		{PID: 2, TID: 30, Process: "kthreadd", Thread: "kworker/0:1", RunSeconds: 0.5, WaitSeconds: 0.25, Slices: 10,
 			States: map[string]int{"S worker_thread": 2}},
 	}
@@ -91,6 +93,11 @@ func TestThreadsTop(t *testing.T) {
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("Top(3)[%d] = %+v, want %+v", i, got[i], want[i])
 		}
+	}
+	cpus := th.CPUs(100)
+	wantCPUs := []CPUSplit{{CPU: "cpu0", User: 1.02, System: 0.2, Idle: 0.13, IRQ: 0.04, SoftIRQ: 3, Steal: 0.01}, {CPU: "cpu1", Idle: 1}}
+	if !reflect.DeepEqual(cpus, wantCPUs) {
+		t.Errorf("CPUs(100) = %+v, want %+v", cpus, wantCPUs)
 	}
 	if s := got[0].String(); s != "kipvs/a (b) c[11] FIFO: ran 3.0s, waited 0.0s to run, 7 slices, ended; sampled D __mutex_lock.constprop.0<rtnetlink_rcv_msg<netlink_rcv_skb<netlink_unicast x1" {
 		t.Errorf("String() = %q", s)
