@@ -94,6 +94,9 @@ type bindChunk struct {
 	bound chan struct{}
 }
 
+// errBindMissing is the outcome of a bind EnsureAddresses returned none for.
+var errBindMissing = errors.New("not bound: no outcome from the adapter")
+
 // errBindStopped is the outcome of the binds a stopped binder did not send.
 var errBindStopped = errors.New("not bound: the sync stopped")
 
@@ -106,28 +109,80 @@ func startBinder(ctx context.Context, dummy dummyif.Interface, clk clock.Passive
 	go func() {
 		defer close(b.done)
 		defer favor()()
+		var group []*bindChunk
+		first := true
 		for c := range b.in {
-			err := ctx.Err()
-			select {
-			case <-b.quit:
-				err = cmp.Or(err, errBindStopped)
-			default:
+			group = append(group[:0], c)
+			if !first { // the first chunk goes alone: the steps after it wait for it
+				group = b.gather(group)
 			}
-			if err != nil {
-				c.errs = make([]error, len(c.plan.AddAddrs))
-				for i := range c.errs {
-					c.errs[i] = err
-				}
-			} else {
-				t := clk.Now()
-				c.errs = dummy.EnsureAddresses(c.plan.AddAddrs)
-				b.last = clk.Now()
-				b.busy += b.last.Sub(t)
-			}
-			close(c.bound)
+			first = false
+			b.bind(ctx, dummy, clk, group)
 		}
 	}()
 	return b
+}
+
+// bindGroup is how many binds the binding goroutine sends together at most (the chunks
+// queued when it is ready, whole; dummyif sends them in messages of up to 1,024), but for
+// the first chunk, bound alone so that the steps after it start early. Each of
+// its calls into the kernel ends with the goroutine asking Go's scheduler for a processor
+// again: under load (a first sync's virtual-server steps and garbage collection beside it
+// on a node of two CPUs) that wait, not the kernel's binds, was most of the binding time.
+const bindGroup = 1024
+
+// gather adds to group the chunks already queued, while the group holds fewer than
+// bindGroup binds.
+func (b *binder) gather(group []*bindChunk) []*bindChunk {
+	n := len(group[0].plan.AddAddrs)
+	for n < bindGroup {
+		select {
+		case c, ok := <-b.in:
+			if !ok {
+				return group
+			}
+			group = append(group, c)
+			n += len(c.plan.AddAddrs)
+		default:
+			return group
+		}
+	}
+	return group
+}
+
+// bind binds the VIPs of group's chunks in one call and settles each chunk; once ctx is
+// done or the binder stopped, it binds nothing and each add fails.
+func (b *binder) bind(ctx context.Context, dummy dummyif.Interface, clk clock.PassiveClock, group []*bindChunk) {
+	var addrs []netip.Addr
+	for _, c := range group {
+		addrs = append(addrs, c.plan.AddAddrs...)
+	}
+	err := ctx.Err()
+	select {
+	case <-b.quit:
+		err = cmp.Or(err, errBindStopped)
+	default:
+	}
+	var errs []error
+	if err != nil {
+		errs = make([]error, len(addrs))
+		for i := range errs {
+			errs[i] = err
+		}
+	} else {
+		t := clk.Now()
+		errs = dummy.EnsureAddresses(addrs)
+		b.last = clk.Now()
+		b.busy += b.last.Sub(t)
+		for len(errs) < len(addrs) { // not per Interface's contract: no outcome is no bind
+			errs = append(errs, errBindMissing)
+		}
+	}
+	for _, c := range group {
+		n := len(c.plan.AddAddrs)
+		c.errs, errs = errs[:n:n], errs[n:]
+		close(c.bound)
+	}
 }
 
 // submit queues an address step's binds.

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipvs"
@@ -22,15 +23,50 @@ import (
 var errRefused = errors.New("refused by the test")
 
 // gatedDummy refuses the binds of refuse. It holds the binds of a request that has hold in
-// it back until release is closed (late: it was not within 10 s), and those of one that
-// has wait in it until proceed is closed.
+// it back until release is closed (late: it was not within 10 s), and, when stepWaits, those
+// of one that has wait in it until a step waits for them: until awaited was last called
+// with binds of the same request (unwaited: not within 10 s).
 type gatedDummy struct {
 	*dummyif.Fake
 	refuse     netip.Addr
 	hold, wait netip.Addr
 	release    chan struct{}
-	proceed    chan struct{}
 	late       bool
+	stepWaits  bool
+	unwaited   bool
+	mu         sync.Mutex
+	lastAwait  []netip.Addr   // the binds a step last waited for
+	awaitCalls chan struct{} // a token per awaited call
+}
+
+// awaited records that a step waits for adds.
+func (g *gatedDummy) awaited(adds []netip.Addr) {
+	g.mu.Lock()
+	g.lastAwait = adds
+	g.mu.Unlock()
+	select {
+	case g.awaitCalls <- struct{}{}:
+	default:
+	}
+}
+
+// waitForStep returns once the last step to wait waits for some of as.
+func (g *gatedDummy) waitForStep(as []netip.Addr) {
+	timeout := time.After(10 * time.Second)
+	for {
+		g.mu.Lock()
+		ok := len(g.lastAwait) > 0 && slices.Contains(as, g.lastAwait[0])
+		g.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-g.awaitCalls:
+		case <-timeout:
+			g.unwaited = true
+			return
+		}
+	}
 }
 
 func (g *gatedDummy) EnsureAddresses(as []netip.Addr) []error {
@@ -41,8 +77,8 @@ func (g *gatedDummy) EnsureAddresses(as []netip.Addr) []error {
 			g.late = true
 		}
 	}
-	if g.proceed != nil && slices.Contains(as, g.wait) {
-		<-g.proceed
+	if g.stepWaits && slices.Contains(as, g.wait) {
+		g.waitForStep(as)
 	}
 	errs := make([]error, len(as))
 	for i, a := range as {
@@ -103,25 +139,21 @@ func TestRunBindsBesideVirtualServers(t *testing.T) {
 		// would wait for it in vain. Those of the address step with 10.96.0.30 wait for a
 		// step to wait for them: 10.96.0.30's virtual server is created only after.
 		g.hold, g.release = netip.MustParseAddr(fmt.Sprintf("10.96.0.%d", 10+services-1)), v.created
-		g.wait, g.proceed = netip.MustParseAddr("10.96.0.30"), make(chan struct{})
+		g.wait, g.stepWaits, g.awaitCalls = netip.MustParseAddr("10.96.0.30"), true, make(chan struct{}, 1)
 		e.rec.kernel.Dummy, e.rec.kernel.IPVS = g, v
 		rd := e.rec.BeginRead()
 		if err := ReadKernel(e.ctx, rd); err != nil {
 			t.Fatal(err)
 		}
 		p := e.rec.BeginPass(e.desired, e.opts, rd)
-		p.awaiting = func(adds []netip.Addr) {
-			if slices.Contains(adds, g.wait) {
-				close(g.proceed)
-			}
-		}
+		p.awaiting = g.awaited
 		if whole {
 			p.Run(e.ctx, chunk)
 			if p.binds != nil {
 				t.Error("the binder is still set after Run")
 			}
 		} else {
-			g.release, g.proceed = nil, nil // in line: nothing to wait for
+			g.release, g.stepWaits = nil, false // in line: nothing to wait for
 			p.Prepare()
 			for !p.Step(e.ctx, chunk) {
 			}
@@ -133,6 +165,9 @@ func TestRunBindsBesideVirtualServers(t *testing.T) {
 	e, g, check, err := run(true)
 	if g.late {
 		t.Error("the last VIP's bind was not sent before a virtual server was created: the binds did not overlap the virtual servers' steps")
+	}
+	if g.unwaited {
+		t.Errorf("no step waited for the binds with %s", g.wait)
 	}
 	for _, msg := range append(refCheck.errs, check.errs...) {
 		t.Error(msg)
@@ -292,4 +327,93 @@ func TestRunFavorsTheBinder(t *testing.T) {
 	if bound, _ := e.dummy.Addresses(); len(bound) != 12 {
 		t.Errorf("%d VIPs bound after the failures to favor the binder, want 12", len(bound))
 	}
+}
+
+// callsDummy records each EnsureAddresses call; the first waits for gate, having closed
+// started.
+type callsDummy struct {
+	*dummyif.Fake
+	refuse  netip.Addr
+	started chan struct{}
+	gate    chan struct{}
+	mu      sync.Mutex
+	calls   [][]netip.Addr
+}
+
+func (d *callsDummy) EnsureAddresses(as []netip.Addr) []error {
+	d.mu.Lock()
+	d.calls = append(d.calls, slices.Clone(as))
+	first := len(d.calls) == 1
+	d.mu.Unlock()
+	if first {
+		close(d.started)
+		<-d.gate
+	}
+	errs := make([]error, len(as))
+	for i, a := range as {
+		if a == d.refuse {
+			errs[i] = errRefused
+		}
+	}
+	return errs
+}
+
+// The binding goroutine binds the chunks queued while it was in the kernel in one call, up
+// to bindGroup binds, and gives each chunk its own outcomes.
+func TestBinderGathersQueuedChunks(t *testing.T) {
+	next := 0
+	chunk := func(n int) []netip.Addr {
+		as := make([]netip.Addr, n)
+		for i := range as {
+			next++
+			as[i] = netip.AddrFrom4([4]byte{10, 96, byte(next >> 8), byte(next)})
+		}
+		return as
+	}
+	sizes := []int{1, 3, 2, 1, bindGroup - 5, bindGroup / 2, 7}
+	var chunks [][]netip.Addr
+	for _, n := range sizes {
+		chunks = append(chunks, chunk(n))
+	}
+	d := &callsDummy{Fake: dummyif.NewFake("kube-ipvs0"), refuse: chunks[2][1], started: make(chan struct{}), gate: make(chan struct{})}
+	b := startBinder(context.Background(), d, clock.RealClock{}, len(chunks), func() func() { return func() {} })
+	b.submit(&Plan{AddAddrs: chunks[0]}, nil, chunks[0][0])
+	<-d.started // the binder is in its first call: the rest queue up
+	for _, c := range chunks[1:] {
+		b.submit(&Plan{AddAddrs: c}, nil, c[0])
+	}
+	pending := slices.Clone(b.pending)
+	close(d.gate)
+	for _, c := range pending {
+		<-c.bound
+	}
+	b.stop()
+	// 1 | 3+2+1+(bindGroup-5) = bindGroup+1: full | bindGroup/2+7
+	want := [][]netip.Addr{chunks[0], slices.Concat(chunks[1:5]...), slices.Concat(chunks[5:]...)}
+	if len(d.calls) != len(want) {
+		t.Fatalf("%d calls of %v binds, want %d", len(d.calls), lens(d.calls), len(want))
+	}
+	for i := range want {
+		if !slices.Equal(d.calls[i], want[i]) {
+			t.Errorf("call %d: %d binds, want %d", i, len(d.calls[i]), len(want[i]))
+		}
+	}
+	for i, c := range pending {
+		if len(c.errs) != len(chunks[i]) {
+			t.Fatalf("chunk %d: %d outcomes for %d binds", i, len(c.errs), len(chunks[i]))
+		}
+		for j, err := range c.errs {
+			if refused := i == 2 && j == 1; refused != errors.Is(err, errRefused) {
+				t.Errorf("chunk %d bind %d (%s): %v", i, j, chunks[i][j], err)
+			}
+		}
+	}
+}
+
+func lens(calls [][]netip.Addr) []int {
+	var n []int
+	for _, c := range calls {
+		n = append(n, len(c))
+	}
+	return n
 }
