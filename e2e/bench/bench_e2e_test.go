@@ -501,7 +501,7 @@ func sameSet(a, b map[netip.AddrPort]bool) bool {
 // much of the VM's CPUs while the proxy filled the table. The next poll starts after
 // PollInterval or after as long as this one took, whichever is longer: the polls take at
 // most half of one CPU. The proxy's metrics are scraped once per reportScrapeInterval, and
-// threads sampled once per threadSampleInterval and at the end. checkTable then reads the
+// the VM's threads sampled once per threadSampleInterval (sampleThreads) and at the end. checkTable then reads the
 // whole table once.
 func (r *runner) waitFirstSync(start time.Time, threads *Threads) (hi, lo time.Time, cpu CPUTimes) {
 	t := r.t
@@ -512,13 +512,13 @@ func (r *runner) waitFirstSync(start time.Time, threads *Threads) (hi, lo time.T
 		pending[i] = i
 	}
 	lo = start
-	var scraped, sampled time.Time
-	sample := func() {
-		if err := threads.Sample(); err != nil {
-			t.Fatal(err)
+	var scraped time.Time
+	stopSampling := sampleThreads(threads)
+	defer func() {
+		if err := stopSampling(); err != nil {
+			t.Error(err)
 		}
-		sampled = time.Now()
-	}
+	}()
 	for {
 		r.alive()
 		t0 := time.Now()
@@ -542,12 +542,7 @@ func (r *runner) waitFirstSync(start time.Time, threads *Threads) (hi, lo time.T
 			scraped = time.Now()
 		}
 		if len(pending) == 0 {
-			cpu = r.cpu()
-			sample()
-			return hi, lo, cpu
-		}
-		if time.Since(sampled) >= threadSampleInterval {
-			sample()
+			return hi, lo, r.cpu()
 		}
 		if time.Since(start) > r.cfg.FirstSyncLimit {
 			t.Fatalf("%s: first sync not complete after %s: %d of %d virtual servers still missing or incomplete", r.proc.Name, r.cfg.FirstSyncLimit, len(pending), len(r.svcs))
@@ -573,6 +568,33 @@ const reportScrapeInterval = 15 * time.Second
 // threadSampleInterval is how often waitFirstSync samples the VM's threads: a thread that
 // ends inside the first sync (kipvs's binding thread does) loses at most this much.
 const threadSampleInterval = 2 * time.Second
+
+// sampleThreads samples threads every threadSampleInterval in a goroutine, until the
+// function it returns is called: that takes a last sample and returns the first error.
+func sampleThreads(threads *Threads) (stop func() error) {
+	quit, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(threadSampleInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				done <- threads.Sample()
+				return
+			case <-tick.C:
+				if err := threads.Sample(); err != nil {
+					<-quit
+					done <- err
+					return
+				}
+			}
+		}
+	}()
+	return func() error {
+		close(quit)
+		return <-done
+	}
+}
 
 // firstSyncThreads is how many threads Record.FirstSyncThreads keeps.
 const firstSyncThreads = 12
