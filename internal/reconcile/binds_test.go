@@ -35,7 +35,7 @@ type gatedDummy struct {
 	stepWaits  bool
 	unwaited   bool
 	mu         sync.Mutex
-	lastAwait  []netip.Addr   // the binds a step last waited for
+	lastAwait  []netip.Addr  // the binds a step last waited for
 	awaitCalls chan struct{} // a token per awaited call
 }
 
