@@ -404,8 +404,8 @@ func TestEnsureAddressesKernel(t *testing.T) {
 		addrs = append(addrs, a)
 		want[a.String()+"/128"] = true
 	}
+	delete(want, addrs[addrBatch+7].String()+"/32")
 	addrs[addrBatch+7] = netip.MustParseAddr("224.0.0.9") // invalid, in the second message
-	delete(want, "10.97.0.136/32")
 	want["10.97.0.5/32"] = true
 	check := func(when string, errs []error) {
 		t.Helper()

@@ -125,10 +125,11 @@ func startBinder(ctx context.Context, dummy dummyif.Interface, clk clock.Passive
 
 // bindGroup is how many binds the binding goroutine sends together at most (the chunks
 // queued when it is ready, whole; dummyif sends them in messages of up to 1,024), but for
-// the first chunk, bound alone so that the steps after it start early. Each of
-// its calls into the kernel ends with the goroutine asking Go's scheduler for a processor
-// again: under load (a first sync's virtual-server steps and garbage collection beside it
-// on a node of two CPUs) that wait, not the kernel's binds, was most of the binding time.
+// the first chunk, bound alone so that the steps after it start early. Each of its calls
+// into the kernel ends with the goroutine asking Go's scheduler for a processor again, a
+// wait when the node's CPUs are busy (a first sync's other steps and garbage collection
+// beside it): fewer, longer calls wait fewer times. (At 50,000 VIPs in the VM the binds
+// themselves are most of the binding time: docs/performance.md.)
 const bindGroup = 1024
 
 // gather adds to group the chunks already queued, while the group holds fewer than
