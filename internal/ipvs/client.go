@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -122,16 +121,16 @@ func (cl *Client) Timeouts() (Timeouts, error) {
 
 // SetTimeouts implements Interface. Zero fields are not sent, which leaves them unchanged.
 func (cl *Client) SetTimeouts(t Timeouts) error {
-	var attrs []*nl.RtAttr
+	var attrs []byte
 	for _, a := range []struct {
-		typ int
+		typ uint16
 		v   uint32
 	}{{cmdAttrTimeoutTCP, t.TCP}, {cmdAttrTimeoutTCPFin, t.TCPFin}, {cmdAttrTimeoutUDP, t.UDP}} {
 		if a.v != 0 {
 			if a.v > maxTimeout {
 				return invalid("ipvs: set timeouts: %d s is too long (max %d)", a.v, maxTimeout)
 			}
-			attrs = append(attrs, nl.NewRtAttr(a.typ, nl.Uint32Attr(a.v)))
+			attrs = appendU32Attr(attrs, a.typ, a.v)
 		}
 	}
 	if len(attrs) == 0 {
@@ -170,7 +169,7 @@ func (c *conn) services() ([]Service, error) {
 // answers an empty dump for a missing service.
 func (c *conn) destinations(k ServiceKey) ([]Destination, error) {
 	c.dests = c.dests[:0]
-	attrs := []*nl.RtAttr{serviceAttr(Service{ServiceKey: k}, false)}
+	attrs := appendService(nil, Service{ServiceKey: k}, false)
 	err := c.execute(cmdGetDest, unix.NLM_F_DUMP, attrs, func(b []byte) error {
 		d, err := decodeDestination(b, k.Family)
 		if err == nil {
@@ -188,7 +187,7 @@ func (c *conn) destinations(k ServiceKey) ([]Destination, error) {
 // service gets one service (ESRCH if missing).
 func (c *conn) service(k ServiceKey) (Service, error) {
 	var svc Service
-	attrs := []*nl.RtAttr{serviceAttr(Service{ServiceKey: k}, false)}
+	attrs := appendService(nil, Service{ServiceKey: k}, false)
 	err := c.execute(cmdGetService, 0, attrs, func(b []byte) error {
 		var err error
 		svc, err = decodeService(b)
@@ -281,7 +280,7 @@ func (cl *Client) do(o Op) error {
 	if err != nil {
 		return fmt.Errorf("ipvs: %s: %w", o, err)
 	}
-	cmd, attrs := opRequest(n)
+	cmd, attrs := opCommand(n), appendOpAttrs(nil, n)
 	err = cl.with(func(c *conn) error { return c.execute(cmd, 0, attrs, nil) })
 	return kerr.Errno("ipvs: "+n.String(), err)
 }
@@ -334,9 +333,10 @@ func (cl *Client) Apply(ops []Op) error {
 					i++
 					continue
 				}
-				cmd, attrs := opRequest(n)
 				off := len(buf)
-				buf = c.appendMsg(buf, cmd, 0, seq0+uint32(len(chunk)), attrs)
+				var start int
+				buf, start = c.beginMsg(buf, opCommand(n), 0, seq0+uint32(len(chunk)))
+				buf = endMsg(appendOpAttrs(buf, n), start)
 				if len(buf) > c.maxBytes && len(chunk) > 0 {
 					buf = buf[:off] // ops[i] starts the next chunk
 					break

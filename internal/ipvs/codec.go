@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
 
 	"github.com/kipvs/kipvs/internal/inet"
 )
@@ -18,87 +18,153 @@ import (
 // (both in a u32 attribute); addresses are 4 or 16 bytes on the way in and always 16
 // (union nf_inet_addr) on the way out.
 
-func addrBytes(a netip.Addr) []byte {
+// appendAttr appends one attribute: its header (length without the padding, type), its
+// value, and the padding to 4 bytes.
+func appendAttr(b []byte, typ uint16, v []byte) []byte {
+	b = native.AppendUint16(b, uint16(unix.SizeofRtAttr+len(v)))
+	b = native.AppendUint16(b, typ)
+	b = append(b, v...)
+	return appendPad(b, len(v))
+}
+
+// appendPad appends the zero bytes that align a value of n bytes to 4.
+func appendPad(b []byte, n int) []byte {
+	for ; n%unix.RTA_ALIGNTO != 0; n++ {
+		b = append(b, 0)
+	}
+	return b
+}
+
+func appendU16Attr(b []byte, typ, v uint16) []byte {
+	return appendAttr(b, typ, native.AppendUint16(make([]byte, 0, 2), v))
+}
+
+func appendU32Attr(b []byte, typ uint16, v uint32) []byte {
+	return appendAttr(b, typ, native.AppendUint32(make([]byte, 0, 4), v))
+}
+
+func appendBE16Attr(b []byte, typ, v uint16) []byte {
+	return appendAttr(b, typ, binary.BigEndian.AppendUint16(make([]byte, 0, 2), v))
+}
+
+// appendStringAttr appends a NUL-terminated string attribute.
+func appendStringAttr(b []byte, typ uint16, v string) []byte {
+	b = native.AppendUint16(b, uint16(unix.SizeofRtAttr+len(v)+1))
+	b = native.AppendUint16(b, typ)
+	b = append(append(b, v...), 0)
+	return appendPad(b, len(v)+1)
+}
+
+// appendAddrAttr appends an address as 4 or 16 bytes.
+func appendAddrAttr(b []byte, typ uint16, a netip.Addr) []byte {
 	if a.Is4() {
-		b := a.As4()
-		return b[:]
+		v := a.As4()
+		return appendAttr(b, typ, v[:])
 	}
-	b := a.As16()
-	return b[:]
+	v := a.As16()
+	return appendAttr(b, typ, v[:])
 }
 
-func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
+// beginNested appends the header of a nested attribute of type typ and returns where it
+// starts, for endNested.
+func beginNested(b []byte, typ uint16) ([]byte, int) {
+	start := len(b)
+	b = native.AppendUint16(b, 0)
+	return native.AppendUint16(b, typ|nlaFNested), start
+}
 
-// serviceAttr encodes service s (already normalized); full adds the settings that
-// IPVS_CMD_NEW_SERVICE and IPVS_CMD_SET_SERVICE require.
-func serviceAttr(s Service, full bool) *nl.RtAttr {
-	a := nl.NewRtAttr(cmdAttrService|nlaFNested, nil)
-	a.AddRtAttr(svcAttrAF, nl.Uint16Attr(afOf(s.Family)))
+// endNested sets the length of the nested attribute that starts at start.
+func endNested(b []byte, start int) []byte {
+	native.PutUint16(b[start:], uint16(len(b)-start))
+	return b
+}
+
+// appendService appends service s (already normalized) as IPVS_CMD_ATTR_SERVICE; full adds
+// the settings that IPVS_CMD_NEW_SERVICE and IPVS_CMD_SET_SERVICE require.
+func appendService(b []byte, s Service, full bool) []byte {
+	b, start := beginNested(b, cmdAttrService)
+	b = appendU16Attr(b, svcAttrAF, afOf(s.Family))
 	if s.FWMark != 0 {
-		a.AddRtAttr(svcAttrFWMark, nl.Uint32Attr(s.FWMark))
+		b = appendU32Attr(b, svcAttrFWMark, s.FWMark)
 	} else {
-		a.AddRtAttr(svcAttrProtocol, nl.Uint16Attr(uint16(s.Protocol)))
-		a.AddRtAttr(svcAttrAddr, addrBytes(s.Addr))
-		a.AddRtAttr(svcAttrPort, be16(s.Port))
+		b = appendU16Attr(b, svcAttrProtocol, uint16(s.Protocol))
+		b = appendAddrAttr(b, svcAttrAddr, s.Addr)
+		b = appendBE16Attr(b, svcAttrPort, s.Port)
 	}
-	if !full {
-		return a
+	if full {
+		b = appendStringAttr(b, svcAttrSchedName, s.Scheduler)
+		if s.PEName != "" {
+			b = appendStringAttr(b, svcAttrPEName, s.PEName)
+		}
+		// struct ip_vs_flags {flags, mask}: the full mask replaces every flag.
+		var flags [8]byte
+		native.PutUint32(flags[:4], uint32(s.Flags))
+		native.PutUint32(flags[4:], ^uint32(0))
+		b = appendAttr(b, svcAttrFlags, flags[:])
+		b = appendU32Attr(b, svcAttrTimeout, s.Timeout)
+		if s.Family == inet.IPv6 {
+			b = appendU32Attr(b, svcAttrNetmask, s.Netmask)
+		} else {
+			b = appendAttr(b, svcAttrNetmask, binary.BigEndian.AppendUint32(make([]byte, 0, 4), s.Netmask))
+		}
 	}
-	a.AddRtAttr(svcAttrSchedName, nl.ZeroTerminated(s.Scheduler))
-	if s.PEName != "" {
-		a.AddRtAttr(svcAttrPEName, nl.ZeroTerminated(s.PEName))
-	}
-	// struct ip_vs_flags {flags, mask}: the full mask replaces every flag.
-	flags := native.AppendUint32(native.AppendUint32(nil, uint32(s.Flags)), ^uint32(0))
-	a.AddRtAttr(svcAttrFlags, flags)
-	a.AddRtAttr(svcAttrTimeout, nl.Uint32Attr(s.Timeout))
-	if s.Family == inet.IPv6 {
-		a.AddRtAttr(svcAttrNetmask, nl.Uint32Attr(s.Netmask))
-	} else {
-		a.AddRtAttr(svcAttrNetmask, binary.BigEndian.AppendUint32(nil, s.Netmask))
-	}
-	return a
+	return endNested(b, start)
 }
 
-// destAttr encodes destination d (already normalized); full adds the settings that
-// IPVS_CMD_NEW_DEST and IPVS_CMD_SET_DEST require.
-func destAttr(d Destination, full bool) *nl.RtAttr {
-	a := nl.NewRtAttr(cmdAttrDest|nlaFNested, nil)
-	a.AddRtAttr(destAttrAddr, addrBytes(d.Addr))
-	a.AddRtAttr(destAttrPort, be16(d.Port))
-	a.AddRtAttr(destAttrAddrFamily, nl.Uint16Attr(afOf(inet.FamilyOf(d.Addr))))
-	if !full {
-		return a
+// appendDestination appends destination d (already normalized) as IPVS_CMD_ATTR_DEST; full
+// adds the settings that IPVS_CMD_NEW_DEST and IPVS_CMD_SET_DEST require.
+func appendDestination(b []byte, d Destination, full bool) []byte {
+	b, start := beginNested(b, cmdAttrDest)
+	b = appendAddrAttr(b, destAttrAddr, d.Addr)
+	b = appendBE16Attr(b, destAttrPort, d.Port)
+	b = appendU16Attr(b, destAttrAddrFamily, afOf(inet.FamilyOf(d.Addr)))
+	if full {
+		b = appendU32Attr(b, destAttrFwdMethod, uint32(d.Forward))
+		b = appendU32Attr(b, destAttrWeight, uint32(int32(d.Weight)))
+		b = appendU32Attr(b, destAttrUThresh, d.UpperThreshold)
+		b = appendU32Attr(b, destAttrLThresh, d.LowerThreshold)
+		if d.Forward == Tunnel {
+			b = appendAttr(b, destAttrTunType, []byte{uint8(d.TunnelType)})
+			b = appendBE16Attr(b, destAttrTunPort, d.TunnelPort)
+			b = appendU16Attr(b, destAttrTunFlags, uint16(d.TunnelFlags))
+		}
 	}
-	a.AddRtAttr(destAttrFwdMethod, nl.Uint32Attr(uint32(d.Forward)))
-	a.AddRtAttr(destAttrWeight, nl.Uint32Attr(uint32(int32(d.Weight))))
-	a.AddRtAttr(destAttrUThresh, nl.Uint32Attr(d.UpperThreshold))
-	a.AddRtAttr(destAttrLThresh, nl.Uint32Attr(d.LowerThreshold))
-	if d.Forward == Tunnel {
-		a.AddRtAttr(destAttrTunType, nl.Uint8Attr(uint8(d.TunnelType)))
-		a.AddRtAttr(destAttrTunPort, be16(d.TunnelPort))
-		a.AddRtAttr(destAttrTunFlags, nl.Uint16Attr(uint16(d.TunnelFlags)))
-	}
-	return a
+	return endNested(b, start)
 }
 
-// opRequest returns the command and attributes of a normalized op.
-func opRequest(o Op) (uint8, []*nl.RtAttr) {
+// opCommand is the command of a normalized op.
+func opCommand(o Op) uint8 {
 	switch o.Kind {
 	case OpAddService:
-		return cmdNewService, []*nl.RtAttr{serviceAttr(o.Service, true)}
+		return cmdNewService
 	case OpUpdateService:
-		return cmdSetService, []*nl.RtAttr{serviceAttr(o.Service, true)}
+		return cmdSetService
 	case OpDeleteService:
-		return cmdDelService, []*nl.RtAttr{serviceAttr(o.Service, false)}
+		return cmdDelService
 	case OpAddDestination:
-		return cmdNewDest, []*nl.RtAttr{serviceAttr(o.Service, false), destAttr(o.Destination, true)}
+		return cmdNewDest
 	case OpUpdateDestination:
-		return cmdSetDest, []*nl.RtAttr{serviceAttr(o.Service, false), destAttr(o.Destination, true)}
+		return cmdSetDest
 	case OpDeleteDestination:
-		return cmdDelDest, []*nl.RtAttr{serviceAttr(o.Service, false), destAttr(o.Destination, false)}
+		return cmdDelDest
 	}
-	panic(fmt.Sprintf("ipvs: opRequest: unknown op kind %d", o.Kind))
+	panic(fmt.Sprintf("ipvs: opCommand: unknown op kind %d", o.Kind))
+}
+
+// appendOpAttrs appends the attributes of a normalized op: its service, and its
+// destination for a destination op.
+func appendOpAttrs(b []byte, o Op) []byte {
+	switch o.Kind {
+	case OpAddService, OpUpdateService:
+		return appendService(b, o.Service, true)
+	case OpDeleteService:
+		return appendService(b, o.Service, false)
+	case OpAddDestination, OpUpdateDestination:
+		return appendDestination(appendService(b, o.Service, false), o.Destination, true)
+	case OpDeleteDestination:
+		return appendDestination(appendService(b, o.Service, false), o.Destination, false)
+	}
+	panic(fmt.Sprintf("ipvs: appendOpAttrs: unknown op kind %d", o.Kind))
 }
 
 // nested returns the value of the first attribute of type typ in b.

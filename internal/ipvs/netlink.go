@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -179,7 +178,7 @@ func (c *conn) close() error { return c.file.Close() }
 
 func (c *conn) resolveFamily() error {
 	c.family = genlIDCtrl
-	attrs := []*nl.RtAttr{nl.NewRtAttr(genlCtrlAttrName, nl.ZeroTerminated(ipvsGenlName))}
+	attrs := appendStringAttr(nil, genlCtrlAttrName, ipvsGenlName)
 	var id uint16
 	err := c.execute(genlCtrlCmdGetFamily, 0, attrs, func(b []byte) error {
 		return walkAttrs(b, func(typ uint16, v []byte) error {
@@ -201,20 +200,28 @@ func (c *conn) resolveFamily() error {
 
 var native = binary.NativeEndian
 
-// appendMsg appends one netlink message (header, genl header, attributes) to b.
-func (c *conn) appendMsg(b []byte, cmd uint8, flags uint16, seq uint32, attrs []*nl.RtAttr) []byte {
+// appendMsg appends one netlink message (header, genl header, attributes: encoded already)
+// to b.
+func (c *conn) appendMsg(b []byte, cmd uint8, flags uint16, seq uint32, attrs []byte) []byte {
+	b, start := c.beginMsg(b, cmd, flags, seq)
+	return endMsg(append(b, attrs...), start)
+}
+
+// beginMsg appends the netlink and genl headers of a message, its length left for endMsg,
+// and returns where it starts.
+func (c *conn) beginMsg(b []byte, cmd uint8, flags uint16, seq uint32) ([]byte, int) {
 	start := len(b)
-	b = append(b, make([]byte, unix.NLMSG_HDRLEN)...)
-	b = append(b, cmd, ipvsGenlVersion, 0, 0)
-	for _, a := range attrs {
-		b = append(b, a.Serialize()...)
-	}
-	h := b[start:]
-	native.PutUint32(h[0:4], uint32(len(b)-start))
-	native.PutUint16(h[4:6], c.family)
-	native.PutUint16(h[6:8], flags|unix.NLM_F_REQUEST)
-	native.PutUint32(h[8:12], seq)
-	native.PutUint32(h[12:16], 0)
+	b = native.AppendUint32(b, 0)
+	b = native.AppendUint16(b, c.family)
+	b = native.AppendUint16(b, flags|unix.NLM_F_REQUEST)
+	b = native.AppendUint32(b, seq)
+	b = native.AppendUint32(b, 0)
+	return append(b, cmd, ipvsGenlVersion, 0, 0), start
+}
+
+// endMsg sets the length of the message that starts at start.
+func endMsg(b []byte, start int) []byte {
+	native.PutUint32(b[start:], uint32(len(b)-start))
 	return b
 }
 
@@ -297,7 +304,7 @@ func deadlineErr(err error) error {
 
 // execute sends one request and feeds the attribute payload of every reply message to fn
 // (which may be nil). flags may add NLM_F_DUMP; other requests are acked.
-func (c *conn) execute(cmd uint8, flags uint16, attrs []*nl.RtAttr, fn func(attrs []byte) error) error {
+func (c *conn) execute(cmd uint8, flags uint16, attrs []byte, fn func(attrs []byte) error) error {
 	dump := flags&unix.NLM_F_DUMP != 0
 	if !dump {
 		flags |= unix.NLM_F_ACK
