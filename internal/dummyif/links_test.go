@@ -22,11 +22,11 @@ func TestLinkPrefixes(t *testing.T) {
 		return n
 	}
 	routes := []netlink.Route{
-		{LinkIndex: eth0, Dst: nil, Gw: net.ParseIP("192.168.1.1"), Type: unix.RTN_UNICAST},              // default via 192.168.1.1
-		{LinkIndex: eth0, Dst: cidr("192.168.1.0/24"), Type: unix.RTN_UNICAST},                           // connected
+		{LinkIndex: eth0, Dst: nil, Gw: net.ParseIP("192.168.1.1"), Type: unix.RTN_UNICAST},               // default via 192.168.1.1
+		{LinkIndex: eth0, Dst: cidr("192.168.1.0/24"), Type: unix.RTN_UNICAST},                            // connected
 		{LinkIndex: eth1, Dst: cidr("10.0.0.0/8"), Gw: net.ParseIP("172.31.0.1"), Type: unix.RTN_UNICAST}, // onlink gateway
-		{LinkIndex: cali, Dst: cidr("10.244.1.5/32"), Type: unix.RTN_UNICAST},                            // a pod's host route
-		{LinkIndex: ipvs0, Dst: cidr("10.96.0.0/12"), Type: unix.RTN_UNICAST},                            // kube-ipvs0
+		{LinkIndex: cali, Dst: cidr("10.244.1.5/32"), Type: unix.RTN_UNICAST},                             // a pod's host route
+		{LinkIndex: ipvs0, Dst: cidr("10.96.0.0/12"), Type: unix.RTN_UNICAST},                             // kube-ipvs0
 		{LinkIndex: ipvs0, Dst: nil, Gw: net.ParseIP("10.96.0.254"), Type: unix.RTN_UNICAST},
 		{LinkIndex: eth0, Dst: cidr("2001:db8:1::/64"), Type: unix.RTN_UNICAST},
 		{LinkIndex: eth0, Dst: cidr("fe80::/64"), Type: unix.RTN_UNICAST},
