@@ -30,6 +30,15 @@ func TestExternalIPOnPodAddressRefused(t *testing.T) {
 	k.WaitSynced(t, programLimit, "the tenant's cluster IP programmed", harness.IPVSHas(map[string]map[string]int{
 		vs(harness.TCP, harness.ClusterIPOf(t, evil), harness.EchoPort): harness.Weights(1, evilPods...),
 	}))
+	// The sync that programmed the tenant's cluster IP has decided its external IP.
+	d := harness.ReadDump(t)
+	if l := linesWith(d.IPVS, "-A -t "+victim.IP.String()+":"); len(l) > 0 {
+		t.Errorf("a virtual server on the victim pod's address:\n%s", strings.Join(l, "\n"))
+	}
+	if l := linesWith(d.Dummy, victim.IP.String()+"/"); len(l) > 0 {
+		t.Errorf("the victim pod's address is bound on %s: %v", harness.DummyName, l)
+	}
+	expectSpread(t, "node -> the victim pod after the claim", s.topo.NodeClient(), harness.TCP, victim.Endpoint(), 4, harness.PodGateway.Addr(), victim)
 	poll.Until(t, programLimit, "Warning Event ExternalIPInPodCIDR on "+evil.Name, func() (bool, string) {
 		evs := s.api.Events(t, evil.Name, v1.EventTypeWarning)
 		for _, e := range evs {
@@ -40,12 +49,4 @@ func TestExternalIPOnPodAddressRefused(t *testing.T) {
 		}
 		return false, "events: " + harness.EventSummary(evs)
 	})
-	d := harness.ReadDump(t)
-	if l := linesWith(d.IPVS, "-A -t "+victim.IP.String()+":"); len(l) > 0 {
-		t.Errorf("a virtual server on the victim pod's address:\n%s", strings.Join(l, "\n"))
-	}
-	if l := linesWith(d.Dummy, victim.IP.String()+"/"); len(l) > 0 {
-		t.Errorf("the victim pod's address is bound on %s: %v", harness.DummyName, l)
-	}
-	expectSpread(t, "node -> the victim pod after the claim", s.topo.NodeClient(), harness.TCP, victim.Endpoint(), 4, harness.PodGateway.Addr(), victim)
 }
