@@ -49,6 +49,10 @@ type Deps struct {
 	// SysfsRoot is normally /sys (conntrack hashsize); "" skips it.
 	SysfsRoot string
 	HostAddrs func() ([]netip.Addr, error)
+	// NodeLinks returns the prefixes on the node's links other than kube-ipvs0 and its
+	// gateways (dummyif.NodeLinkPrefixes); no external or load balancer IP may come from
+	// them unless an allow list admits it. Read with HostAddrs. nil: none known.
+	NodeLinks func() ([]netip.Prefix, error)
 	// IPv6 reports whether the IPv6 family can run on this node (nil), or why not. kipvs
 	// runs it whenever it can, as upstream does: ip6tables works and /proc/net/if_inet6
 	// exists, whatever addresses the host has. nil: IPv4 only.

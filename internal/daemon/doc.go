@@ -8,8 +8,8 @@
 //     runner, the source's notifications, the drain loop);
 //   - sync.go: the syncs the runner asks for: incremental, full, the periodic full sync in
 //     two parts, and their metrics;
-//   - options.go: the proxy options of a family from the configuration, the Node and the
-//     host's addresses;
+//   - options.go: the proxy options of a family from the configuration, the Node, the
+//     host's addresses and link prefixes, and the apiserver's addresses;
 //   - probe.go: the probes of the IPVS schedulers Services ask for;
 //   - report.go: each Service's problems as Warning Events and logs, and the clusterCIDR
 //     check; eventagg.go and events.go send the Events;

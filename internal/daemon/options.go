@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 
@@ -70,7 +71,30 @@ func buildOptions(cfg *config.Config, f inet.Family, nodeName string, node *v1.N
 		}
 	}
 	o.LocalDetector = localDetector(cfg, f, node)
+	o.PodCIDRs = podCIDRs(cfg, f, node)
 	return o
+}
+
+// podCIDRs returns this family's pod ranges no external or load balancer IP may come from
+// (unless an allow list admits it): the cluster CIDRs and this node's Node spec.podCIDRs.
+func podCIDRs(cfg *config.Config, f inet.Family, node *v1.Node) []netip.Prefix {
+	var out []netip.Prefix
+	add := func(p netip.Prefix) {
+		if f.Matches(p.Addr()) && !slices.Contains(out, p.Masked()) {
+			out = append(out, p.Masked())
+		}
+	}
+	for _, p := range cfg.ClusterCIDRs {
+		add(p)
+	}
+	if node != nil {
+		for _, s := range node.Spec.PodCIDRs {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				add(p)
+			}
+		}
+	}
+	return out
 }
 
 // localDetector resolves --detect-local-mode for one family.
@@ -140,14 +164,42 @@ func usableNodeAddress(a netip.Addr) bool {
 	return a.Zone() == "" && a.IsGlobalUnicast() && !(a.Is4() && a.As4()[0] == 0)
 }
 
+// hostState is what a sync reads from the host: its addresses and the prefixes on its links.
+type hostState struct {
+	addrs []netip.Addr
+	links []netip.Prefix
+}
+
+// readHost reads the node's addresses and, when the daemon can read them, its link prefixes.
+func (d *Daemon) readHost() (hostState, error) {
+	var h hostState
+	var err error
+	if h.addrs, err = d.deps.HostAddrs(); err != nil {
+		return h, err
+	}
+	if d.deps.NodeLinks != nil {
+		if h.links, err = d.deps.NodeLinks(); err != nil {
+			return h, fmt.Errorf("read the node's link prefixes: %w", err)
+		}
+	}
+	return h, nil
+}
+
 // options computes one family's proxy options now.
-func (d *Daemon) options(f inet.Family, node *v1.Node, host []netip.Addr) proxy.Options {
-	o := buildOptions(&d.cfg, f, d.nodeName, node, host)
+func (d *Daemon) options(f inet.Family, node *v1.Node, host hostState) proxy.Options {
+	o := buildOptions(&d.cfg, f, d.nodeName, node, host.addrs)
+	isBad := func(p netip.Prefix) bool {
+		return slices.ContainsFunc(d.badClusterCIDRs, func(b netip.Prefix) bool { return b.Masked() == p.Masked() })
+	}
 	if o.LocalDetector.Mode == proxy.LocalClusterCIDR {
 		// A clusterCIDR overlapping the Service CIDR is no pod CIDR (checkClusterCIDR).
-		o.LocalDetector.CIDRs = slices.DeleteFunc(o.LocalDetector.CIDRs, func(p netip.Prefix) bool {
-			return slices.Contains(d.badClusterCIDRs, p)
-		})
+		o.LocalDetector.CIDRs = slices.DeleteFunc(o.LocalDetector.CIDRs, isBad)
+	}
+	o.PodCIDRs = slices.DeleteFunc(o.PodCIDRs, isBad)
+	for _, p := range host.links {
+		if f.Matches(p.Addr()) && !slices.Contains(o.NodeLinkPrefixes, p) {
+			o.NodeLinkPrefixes = append(o.NodeLinkPrefixes, p)
+		}
 	}
 	for _, fam := range d.families {
 		if fam.ipFamily == f {
@@ -165,8 +217,8 @@ func (d *Daemon) options(f inet.Family, node *v1.Node, host []netip.Addr) proxy.
 		sc = d.deps.Source.ServiceCIDRs()
 	}
 	o.ServiceCIDRs = serviceCIDRs(f, sc, d.cfg.Kipvs.ServiceCIDRs)
-	for _, a := range d.deps.APIServerAddrs {
-		if f.Matches(a) {
+	for _, a := range slices.Concat(d.deps.APIServerAddrs, sc.KubernetesEndpointIPs) {
+		if f.Matches(a) && !slices.Contains(o.APIServerAddresses, a) {
 			o.APIServerAddresses = append(o.APIServerAddresses, a)
 		}
 	}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netns"
 	"go.uber.org/zap"
@@ -124,7 +127,7 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 	}
 	deps := Deps{
 		Source:         src,
-		APIServerAddrs: apiServerAddrs(cfg, log),
+		APIServerAddrs: apiServerAddrs(ctx, cfg, log, net.DefaultResolver.LookupNetIP),
 		Events:         sink,
 		IPVS:           v,
 		StatsIPVS:      stats,
@@ -143,6 +146,7 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		Sysctl:    sysctl.New("/proc/sys", ns),
 		SysfsRoot: "/sys",
 		HostAddrs: func() ([]netip.Addr, error) { return dummyif.HostAddrs(ipvsmode.DummyName) },
+		NodeLinks: func() ([]netip.Prefix, error) { return dummyif.NodeLinkPrefixes(ipvsmode.DummyName) },
 		IPv6:      func() error { return netfilter.IPv6Usable(ctx, runner, backend.Mode, "/proc/net/if_inet6") },
 		RandomFully: func(f inet.Family) bool {
 			v, err := netfilter.ToolVersion(ctx, runner, f, backend.Mode)
@@ -169,11 +173,18 @@ const (
 	EventsBurst = 10
 )
 
-// apiServerAddrs returns the apiserver's address as this node reaches it: the host of the
-// kubeconfig's (or --master's, or the in-cluster) server URL when it is an IP address. No
-// external or load balancer IP may take it (proxy.Options.APIServerAddresses). A host name
-// is not resolved (the answer could change under kipvs); that is logged once.
-func apiServerAddrs(cfg *config.Config, log *zap.Logger) []netip.Addr {
+// Resolver looks a host name up (net.Resolver.LookupNetIP: network "ip").
+type Resolver func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+// resolveTimeout bounds the start-up lookup of the apiserver's host name.
+const resolveTimeout = 10 * time.Second
+
+// apiServerAddrs returns the apiserver's addresses as this node reaches it: the host of the
+// kubeconfig's (or --master's, or the in-cluster) server URL when it is an IP address, else
+// what resolve answers for the host name, once at start (kipvs reads the kubeconfig once).
+// No external or load balancer IP may take one (proxy.Options.APIServerAddresses); the
+// endpoints of default/kubernetes, watched, are added to them whatever the answer.
+func apiServerAddrs(ctx context.Context, cfg *config.Config, log *zap.Logger, resolve Resolver) []netip.Addr {
 	if cfg.Kipvs.SourceFile != "" {
 		return nil
 	}
@@ -182,13 +193,44 @@ func apiServerAddrs(cfg *config.Config, log *zap.Logger) []netip.Addr {
 	if err != nil {
 		return nil // newSource reports it
 	}
-	a, ok := hostAddr(rc.Host)
-	if !ok {
-		log.Info("the apiserver is named by a host name, not an address: external and load balancer IPs are not checked against it",
-			zap.String("server", rc.Host))
+	if a, ok := hostAddr(rc.Host); ok {
+		return []netip.Addr{a}
+	}
+	name := hostName(rc.Host)
+	if name == "" {
 		return nil
 	}
-	return []netip.Addr{a}
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	found, err := resolve(ctx, "ip", name)
+	if err != nil || len(found) == 0 {
+		log.Warn("cannot resolve the apiserver's host name: external and load balancer IPs are checked against default/kubernetes's endpoints only",
+			zap.String("server", rc.Host), zap.Error(err))
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range found {
+		if a = a.WithZone("").Unmap(); a.IsValid() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	log.Info("the apiserver's host name resolved; no external or load balancer IP may take these addresses",
+		zap.String("server", rc.Host), zap.Stringers("addresses", out))
+	return out
+}
+
+// hostName returns the host of a server URL ("https://api.example.com:6443" ->
+// "api.example.com"), or "".
+func hostName(server string) string {
+	if !strings.Contains(server, "://") {
+		server = "https://" + server
+	}
+	u, err := url.Parse(server)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }
 
 // hostAddr returns the IP address of a server URL's host ("https://192.168.1.100:6443",

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"runtime"
 	"slices"
 	"time"
@@ -57,7 +56,7 @@ func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 	start := d.deps.Clock.Now()
 	src := d.deps.Source
 	d.checkClusterCIDR()
-	host, err := d.deps.HostAddrs()
+	host, err := d.readHost()
 	if err != nil {
 		return fmt.Errorf("read the node's addresses: %w", err)
 	}
@@ -293,7 +292,7 @@ func (d *Daemon) runPasses(ctx context.Context, reads []*reconcile.Read) []*reco
 func (d *Daemon) beginPasses(reads []*reconcile.Read) []*reconcile.Pass {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	host, err := d.deps.HostAddrs()
+	host, err := d.readHost()
 	if err != nil {
 		return nil
 	}
@@ -362,7 +361,7 @@ func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, pa
 	defer d.mu.Unlock()
 	start := d.deps.Clock.Now()
 	d.checkClusterCIDR()
-	host, err := d.deps.HostAddrs()
+	host, err := d.readHost()
 	if err != nil {
 		return fmt.Errorf("read the node's addresses: %w", err)
 	}
@@ -400,7 +399,7 @@ func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, pa
 	return d.synced(err, true, 0, start)
 }
 
-func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, host []netip.Addr, rd *reconcile.Read) error {
+func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, host hostState, rd *reconcile.Read) error {
 	start := d.deps.Clock.Now()
 	f.opts = d.options(f.ipFamily, snap.Node, host)
 	f.desired = proxy.NewDesired(f.ipFamily)

@@ -81,6 +81,8 @@ func TestOptionsEqualChecksEveryField(t *testing.T) {
 		NodeStatusAddresses:   two("192.168.1.10", "34.1.2.3"),
 		ExternalIPCIDRs:       []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("fd00:ee::/64")},
 		LoadBalancerIPCIDRs:   []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("fd00:1b::/64")},
+		PodCIDRs:              []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.245.1.0/24")},
+		NodeLinkPrefixes:      []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24"), netip.MustParsePrefix("172.31.0.1/32")},
 	}
 	fieldguard.Check(t, base, nil, func(a, b Options) bool { return !a.Equal(b) })
 }
@@ -91,6 +93,7 @@ func TestOptionsEqualEmptyIsMissing(t *testing.T) {
 		NodeLabels: map[string]string{}, NodePortAddresses: []netip.Addr{}, LocalAddresses: []netip.Addr{},
 		LocalDetector: LocalDetector{CIDRs: []netip.Prefix{}}, UnavailableSchedulers: []string{},
 		ServiceCIDRs: []netip.Prefix{}, APIServerAddresses: []netip.Addr{}, NodeStatusAddresses: []netip.Addr{}, ExternalIPCIDRs: []netip.Prefix{}, LoadBalancerIPCIDRs: []netip.Prefix{},
+		PodCIDRs: []netip.Prefix{}, NodeLinkPrefixes: []netip.Prefix{},
 	}
 	if !empty.Equal(Options{}) || !(Options{}).Equal(empty) {
 		t.Error("empty lists and maps differ from missing ones")

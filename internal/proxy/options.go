@@ -73,10 +73,21 @@ type Options struct {
 	// (InternalIP, ExternalIP), on a link of the node or not (a cloud's NATed public
 	// address); no external or load balancer IP may be one.
 	NodeStatusAddresses []netip.Addr
-	// APIServerAddresses are the apiserver's addresses as this node reaches it (the host of
-	// the kubeconfig's server URL, when it is an IP); an external or load balancer IP equal
-	// to one is refused.
+	// APIServerAddresses are the apiserver's addresses: the host of the kubeconfig's server
+	// URL (an IP, or the addresses its name resolved to at start) and the endpoints of
+	// default/kubernetes (the apiservers' own addresses, followed as they move). An external
+	// or load balancer IP equal to one is refused, whatever the allow lists say.
 	APIServerAddresses []netip.Addr
+	// PodCIDRs are this family's pod ranges: the cluster CIDRs (--cluster-cidr, but one
+	// overlapping the Service CIDR) and this node's Node spec.podCIDRs. An external or load
+	// balancer IP inside one is a pod's address and is refused unless the allow list of its
+	// kind contains it.
+	PodCIDRs []netip.Prefix
+	// NodeLinkPrefixes are this family's prefixes on the node's links other than kube-ipvs0
+	// (the routes they reach directly: the node's gateway and neighbours live there) and the
+	// node's gateways as single addresses. An external or load balancer IP inside one is
+	// refused unless the allow list of its kind contains it.
+	NodeLinkPrefixes []netip.Prefix
 	// ExternalIPCIDRs and LoadBalancerIPCIDRs, when not empty, are the only ranges external
 	// IPs and load balancer IPs may come from, in both families (--kipvs-external-ip-cidrs,
 	// --kipvs-load-balancer-ip-cidrs); empty allows every address, as kube-proxy does.
@@ -110,6 +121,8 @@ func (o Options) canonical() Options {
 	o.ServiceCIDRs = nilIfEmpty(o.ServiceCIDRs)
 	o.APIServerAddresses = nilIfEmpty(o.APIServerAddresses)
 	o.NodeStatusAddresses = nilIfEmpty(o.NodeStatusAddresses)
+	o.PodCIDRs = nilIfEmpty(o.PodCIDRs)
+	o.NodeLinkPrefixes = nilIfEmpty(o.NodeLinkPrefixes)
 	o.ExternalIPCIDRs = nilIfEmpty(o.ExternalIPCIDRs)
 	o.LoadBalancerIPCIDRs = nilIfEmpty(o.LoadBalancerIPCIDRs)
 	return o

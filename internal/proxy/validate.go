@@ -260,8 +260,13 @@ func (b *builder) externalIPs() []netip.Addr {
 //     of the node is allowed only inside --kipvs-load-balancer-ip-cidrs (the operator
 //     declares the range as load balancer addresses, e.g. a VIP kube-vip or keepalived puts
 //     on the node); it is then served and not bound again;
-//   - the apiserver's address: bound on kube-ipvs0 it would cut the node off the apiserver;
+//   - the apiserver's address (the kubeconfig's server, an endpoint of default/kubernetes):
+//     bound on kube-ipvs0 it would cut the node off the apiserver, so no allow list admits it;
 //   - inside the Service CIDRs, where only a Service's own cluster IP may be a VIP;
+//   - unless the allow list of its kind contains it: inside a pod CIDR (the node's traffic
+//     to that pod would go to the Service's endpoints instead), or inside a prefix on one of
+//     the node's links or its gateway (the node's traffic to that neighbour, and with ARP
+//     answered for kube-ipvs0's addresses the neighbours' traffic too);
 //   - outside the allow list of its kind, when one is given.
 func (b *builder) refuseClaim(field string, ip netip.Addr, kind VSKind) bool {
 	o := b.o
@@ -280,6 +285,17 @@ func (b *builder) refuseClaim(field string, ip netip.Addr, kind VSKind) bool {
 	case slices.ContainsFunc(o.ServiceCIDRs, func(p netip.Prefix) bool { return p.Contains(ip) }):
 		i := slices.IndexFunc(o.ServiceCIDRs, func(p netip.Prefix) bool { return p.Contains(ip) })
 		reason, why = "InServiceCIDR", fmt.Sprintf("is inside the Service CIDR %s, where only a Service's own cluster IP may be a virtual server", o.ServiceCIDRs[i])
+	case !allowed && containing(o.PodCIDRs, ip).IsValid():
+		reason, why = "InPodCIDR", fmt.Sprintf("is inside the pod CIDR %s: a pod's address, whose traffic from this node would go to the Service's endpoints instead; "+
+			"list it in %s to allow it", containing(o.PodCIDRs, ip), flag)
+	case !allowed && containing(o.NodeLinkPrefixes, ip).IsValid():
+		p := containing(o.NodeLinkPrefixes, ip)
+		where := fmt.Sprintf("is inside %s, on a link of node %s", p, o.NodeName)
+		if p.IsSingleIP() {
+			where = fmt.Sprintf("is a gateway of node %s", o.NodeName)
+		}
+		reason, why = "OnNodeLink", fmt.Sprintf("%s: a neighbour's address, whose traffic from this node (and, answered by ARP or NDP, from the link) would go to the Service's endpoints instead; "+
+			"list it in %s to allow it", where, flag)
 	case len(allow) > 0 && !allowed:
 		reason, why = "NotAllowed", fmt.Sprintf("is outside %s (%s), the ranges this node accepts %ss from", flag, prefixes(allow), label)
 	default:
@@ -287,6 +303,14 @@ func (b *builder) refuseClaim(field string, ip netip.Addr, kind VSKind) bool {
 	}
 	b.problem(field, prefix+reason, fmt.Sprintf("%s %s %s; it is skipped", label, ip, why))
 	return true
+}
+
+// containing returns the first of ps that contains a, or the zero Prefix.
+func containing(ps []netip.Prefix, a netip.Addr) netip.Prefix {
+	if i := slices.IndexFunc(ps, func(p netip.Prefix) bool { return p.Contains(a) }); i >= 0 {
+		return ps[i]
+	}
+	return netip.Prefix{}
 }
 
 func prefixes(ps []netip.Prefix) string {

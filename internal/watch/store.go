@@ -56,7 +56,7 @@ type store struct {
 	cidrAPI      bool                      // ServiceCIDR objects are the authority
 	cidrObjects  map[string][]netip.Prefix // ServiceCIDR name -> its ranges
 	kubeSvcIPs   []netip.Addr              // cluster IPs of default/kubernetes
-	cidrs        ServiceCIDRs              // derived from the three above
+	cidrs        ServiceCIDRs              // derived from the three above and default/kubernetes's slices
 	cidrsChanged bool
 }
 
@@ -367,6 +367,9 @@ func (s *store) setSliceLocked(slice *discoveryv1.EndpointSlice) {
 		list = slices.Insert(slices.Clip(list), i, slice)
 	}
 	s.byService[owner] = list
+	if isKubernetesService(owner) {
+		s.recomputeCIDRsLocked()
+	}
 	if _, proxied := s.services[owner]; proxied {
 		s.rebuildLocked(owner)
 		s.markDirtyLocked(owner)
@@ -401,6 +404,9 @@ func (s *store) detachSliceLocked(owner types.NamespacedName, name string) bool 
 		delete(s.byService, owner)
 	} else {
 		s.byService[owner] = list
+	}
+	if isKubernetesService(owner) {
+		s.recomputeCIDRsLocked()
 	}
 	if _, proxied := s.services[owner]; !proxied {
 		return false
@@ -469,6 +475,7 @@ func (s *store) recomputeCIDRsLocked() {
 	if len(s.kubeSvcIPs) > 0 {
 		next.KubernetesServiceIPs = slices.Clone(s.kubeSvcIPs)
 	}
+	next.KubernetesEndpointIPs = s.kubernetesEndpointIPsLocked()
 	var all []netip.Prefix
 	if s.cidrAPI {
 		for _, ps := range s.cidrObjects {
@@ -491,6 +498,23 @@ func (s *store) recomputeCIDRsLocked() {
 	s.signalLocked()
 }
 
+// kubernetesEndpointIPsLocked returns the endpoint addresses of default/kubernetes's
+// slices, sorted and de-duplicated (nil when there are none).
+func (s *store) kubernetesEndpointIPsLocked() []netip.Addr {
+	var out []netip.Addr
+	for _, sl := range s.byService[types.NamespacedName{Namespace: kubernetesServiceNamespace, Name: kubernetesServiceName}] {
+		for _, ep := range sl.Endpoints {
+			for _, a := range ep.Addresses {
+				if ip, err := netip.ParseAddr(a); err == nil && ip.Zone() == "" {
+					out = append(out, ip.Unmap())
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
 func comparePrefix(a, b netip.Prefix) int {
 	if c := a.Addr().Compare(b.Addr()); c != 0 {
 		return c
@@ -501,5 +525,6 @@ func comparePrefix(a, b netip.Prefix) int {
 func (c ServiceCIDRs) clone() ServiceCIDRs {
 	c.CIDRs = slices.Clone(c.CIDRs)
 	c.KubernetesServiceIPs = slices.Clone(c.KubernetesServiceIPs)
+	c.KubernetesEndpointIPs = slices.Clone(c.KubernetesEndpointIPs)
 	return c
 }

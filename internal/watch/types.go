@@ -67,6 +67,10 @@ type ServiceCIDRs struct {
 	// a range must fall back to their configured service CIDR (--kipvs-service-cidr), and
 	// may use these IPs to check that the configured range contains them.
 	KubernetesServiceIPs []netip.Addr
+	// KubernetesEndpointIPs are the endpoint addresses of default/kubernetes's
+	// EndpointSlices, both families, sorted: the apiservers' own addresses. They change when
+	// an apiserver moves; no external or load balancer IP may take one.
+	KubernetesEndpointIPs []netip.Addr
 }
 
 // Changes is what changed since the previous Pending (or All) call.
