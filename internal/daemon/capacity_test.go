@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -353,6 +355,13 @@ func TestNamespaceFloodOverTheFakes(t *testing.T) {
 	}
 	if n := gauge(t, f.d, "kipvs_services_not_programmed", "reason", "SetCapacityExceeded", "ip_family", "IPv4"); n != 1 {
 		t.Errorf("kipvs_services_not_programmed{SetCapacityExceeded} = %v, want 1", n)
+	}
+	// What kipvs doctor reads: the state document's capacity part.
+	c := f.d.State().Families[0].Capacity
+	if c == nil || c.NotProgrammed["SetCapacityExceeded"] != 1 || !slices.ContainsFunc(c.Budgets, func(b debugapi.Budget) bool {
+		return b.Name == "cluster-ip" && b.TopNamespace == "tenant-a" && b.TopUsed == 3840 && b.Limit == 4096
+	}) {
+		t.Errorf("state's capacity %+v, want SetCapacityExceeded 1 and cluster-ip held by tenant-a (3,840 of 4,096)", c)
 	}
 
 	// A hog goes: the next sync programs tenant-b/web.

@@ -299,3 +299,32 @@ func TestRealServerLimit(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkRealServerCost measures what kipvs's own model pays per real server: building
+// and adding 50,000 Services x 4 endpoints (200,000 real servers), and one Service of 10
+// ports x 6,500 endpoints (65,000, the per-Service limit's order). docs/bad-input.md quotes
+// it per real server.
+func BenchmarkRealServerCost(b *testing.B) {
+	o := testOptions()
+	b.Run("50000x4", func(b *testing.B) {
+		for range b.N {
+			d := NewDesired(o.Family)
+			in := wide("ns", "s", "10.96.0.1", 0, 1, 4, false)
+			for i := range 50000 {
+				in.Service.Name = fmt.Sprintf("s%05d", i)
+				ip := fmt.Sprintf("10.%d.%d.%d", 96+i>>16, i>>8&255, i&255)
+				in.Service.Spec.ClusterIP, in.Service.Spec.ClusterIPs = ip, []string{ip}
+				st := BuildService(in, o)
+				d.Update(st.Name, st, nil)
+			}
+		}
+	})
+	b.Run("1x10x6500", func(b *testing.B) {
+		in := wide("ns", "s", "10.96.0.1", 0, 10, 6500, false)
+		for range b.N {
+			d := NewDesired(o.Family)
+			st := BuildService(in, o)
+			d.Update(st.Name, st, nil)
+		}
+	})
+}
