@@ -270,6 +270,15 @@ type Kipvs struct {
 	// that would take a set beyond it is held back with a Warning Event until there is room;
 	// 0: no limit (--kipvs-max-set-members).
 	MaxSetMembers int
+	// MaxServiceVirtualServers and MaxServiceRealServers refuse, with a Warning Event, a
+	// Service that needs more IPVS virtual servers or real servers than this on its own;
+	// 0: no limit (--kipvs-max-service-virtual-servers, --kipvs-max-service-real-servers).
+	MaxServiceVirtualServers int
+	MaxServiceRealServers    int
+	// MaxRealServers is the most IPVS real servers the node may have, all Services together;
+	// a Service that would take it beyond is held back with a Warning Event until there is
+	// room; 0: no limit (--kipvs-max-real-servers).
+	MaxRealServers int
 	// ExternalIPCIDRs and LoadBalancerIPCIDRs, when not empty, are the only ranges a
 	// Service's spec.externalIPs and status.loadBalancer.ingress IPs may come from, in both
 	// families; an address outside is refused with a Warning Event on the Service
@@ -321,6 +330,10 @@ func FileDefaults() Config {
 			GracefulPeriod:       30 * time.Second,
 			MaxServiceSetMembers: 32768,
 			MaxSetMembers:        1 << 20,
+
+			MaxServiceVirtualServers: 32768,
+			MaxServiceRealServers:    1 << 16,
+			MaxRealServers:           1 << 20,
 		},
 	}
 }

@@ -155,6 +155,18 @@ func kipvsEntries() []entry {
 			"The most members one ipset may hold, all Services together (sets grow past ipset's default maxelem of 65536 as needed, up to this). "+
 				"A Service that would take a set beyond it is not programmed, with a Warning Event, until there is room. 0: no limit."),
 			(*pflag.FlagSet).IntVar, func(c *Config) *int { return &c.Kipvs.MaxSetMembers }),
+		flagOnly(k("kipvs-max-service-virtual-servers", "100",
+			"The most IPVS virtual servers one Service may need (its ports x cluster, external and load balancer IPs, and its node ports x node addresses). "+
+				"A larger Service is not programmed and gets a Warning Event naming the field; every other Service is. 0: no limit."),
+			(*pflag.FlagSet).IntVar, func(c *Config) *int { return &c.Kipvs.MaxServiceVirtualServers }),
+		flagOnly(k("kipvs-max-service-real-servers", "100",
+			"The most IPVS real servers one Service may need (each of its virtual servers x its endpoints). "+
+				"A larger Service is not programmed and gets a Warning Event naming the field; every other Service is. 0: no limit."),
+			(*pflag.FlagSet).IntVar, func(c *Config) *int { return &c.Kipvs.MaxServiceRealServers }),
+		flagOnly(k("kipvs-max-real-servers", "0",
+			"The most IPVS real servers the node may have, all Services together; the last 1/16 is kept for kube-system and default. "+
+				"A Service that would take the node beyond it is not programmed, with a Warning Event, until there is room. 0: no limit."),
+			(*pflag.FlagSet).IntVar, func(c *Config) *int { return &c.Kipvs.MaxRealServers }),
 	}
 }
 

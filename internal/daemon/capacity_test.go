@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -286,5 +288,126 @@ func TestCapacityDefaults(t *testing.T) {
 	k := config.Defaults().Kipvs
 	if k.MaxServiceSetMembers != proxy.DefaultMaxServiceSetMembers || k.MaxSetMembers != proxy.DefaultMaxSetMembers {
 		t.Errorf("defaults %d, %d; want proxy's %d, %d", k.MaxServiceSetMembers, k.MaxSetMembers, proxy.DefaultMaxServiceSetMembers, proxy.DefaultMaxSetMembers)
+	}
+	if k.MaxServiceVirtualServers != proxy.DefaultMaxServiceVirtualServers || k.MaxServiceRealServers != proxy.DefaultMaxServiceRealServers ||
+		k.MaxRealServers != proxy.DefaultMaxRealServers {
+		t.Errorf("defaults %d, %d, %d; want proxy's %d, %d, %d", k.MaxServiceVirtualServers, k.MaxServiceRealServers, k.MaxRealServers,
+			proxy.DefaultMaxServiceVirtualServers, proxy.DefaultMaxServiceRealServers, proxy.DefaultMaxRealServers)
+	}
+}
+
+// A namespace flood over the fakes, the set limit at 4,096 (ordinary namespaces 3,840):
+// 32 Services of 120 ports in tenant-a fill what ordinary namespaces may; kube-system's
+// Service is programmed in the reserve; tenant-b's is held, its one Warning Event names
+// tenant-a and how much it holds, and kipvs_capacity_top_namespace says the same. Once a
+// hog is deleted, the next (incremental) sync programs tenant-b's Service and clears the
+// count, without a restart.
+func TestNamespaceFloodOverTheFakes(t *testing.T) {
+	f, ev, clk := capDaemon(t, func(c *config.Config) { c.Kipvs.MaxSetMembers = 4096 })
+	o := objects{node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fuzzNodeName}}}
+	add := func(s *v1.Service, sl *discoveryv1.EndpointSlice) {
+		o.services, o.slices = append(o.services, s), append(o.slices, sl)
+	}
+	for i := range 32 {
+		add(capService("tenant-a", fmt.Sprintf("hog%02d", i), fmt.Sprintf("10.96.2.%d", i+1), "", 0, 120))
+	}
+	f.set(o.deepCopy(), false)
+	if err, _ := syncOnce(t, f, clk, true); err != nil {
+		t.Fatal(err)
+	}
+	add(capService("kube-system", "kube-dns", "10.96.0.10", "", 0, 3))
+	add(capService("tenant-b", "web", "10.96.3.1", "", 0, 2))
+	f.set(o.deepCopy(), false)
+	if err, _ := syncOnce(t, f, clk, false); err != nil {
+		t.Fatal(err)
+	}
+	vs := func(addr string) int {
+		all, err := f.node.ipvs.Services()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, s := range all {
+			if s.Addr.String() == addr {
+				n++
+			}
+		}
+		return n
+	}
+	if n := vs("10.96.0.10"); n != 3 {
+		t.Errorf("kube-system/kube-dns has %d virtual servers, want 3", n)
+	}
+	if n := vs("10.96.3.1"); n != 0 {
+		t.Errorf("tenant-b/web has %d virtual servers while the set is full, want 0", n)
+	}
+	var events []string
+	for _, e := range ev.all() {
+		if strings.HasPrefix(e, "tenant-b/") {
+			events = append(events, e)
+		}
+	}
+	if len(events) != 1 || !strings.Contains(events[0], "SetCapacityExceeded spec.ports: ") ||
+		!strings.Contains(events[0], "set cluster-ip is full: namespace tenant-a holds 3,840 of 4,096 members") {
+		t.Errorf("events on tenant-b %q, want one SetCapacityExceeded naming tenant-a", events)
+	}
+	if n := gauge(t, f.d, "kipvs_capacity_top_namespace", "budget", "cluster-ip", "namespace", "tenant-a", "ip_family", "IPv4"); n != 3840 {
+		t.Errorf("kipvs_capacity_top_namespace{budget=cluster-ip,namespace=tenant-a} = %v, want 3840", n)
+	}
+	if n := gauge(t, f.d, "kipvs_services_not_programmed", "reason", "SetCapacityExceeded", "ip_family", "IPv4"); n != 1 {
+		t.Errorf("kipvs_services_not_programmed{SetCapacityExceeded} = %v, want 1", n)
+	}
+	// What kipvs doctor reads: the state document's capacity part.
+	c := f.d.State().Families[0].Capacity
+	if c == nil || c.NotProgrammed["SetCapacityExceeded"] != 1 || !slices.ContainsFunc(c.Budgets, func(b debugapi.Budget) bool {
+		return b.Name == "cluster-ip" && b.TopNamespace == "tenant-a" && b.TopUsed == 3840 && b.Limit == 4096
+	}) {
+		t.Errorf("state's capacity %+v, want SetCapacityExceeded 1 and cluster-ip held by tenant-a (3,840 of 4,096)", c)
+	}
+
+	// A hog goes: the next sync programs tenant-b/web.
+	o.services, o.slices = o.services[1:], o.slices[1:]
+	f.set(o.deepCopy(), false)
+	if err, _ := syncOnce(t, f, clk, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := vs("10.96.3.1"); n != 2 {
+		t.Errorf("tenant-b/web has %d virtual servers once a hog went, want 2", n)
+	}
+	if n := gauge(t, f.d, "kipvs_services_not_programmed", "reason", "SetCapacityExceeded", "ip_family", "IPv4"); n != 0 {
+		t.Errorf("kipvs_services_not_programmed{SetCapacityExceeded} once a hog went = %v, want 0", n)
+	}
+}
+
+// A Service asking for more real servers than the per-Service limit is refused whole over
+// the fakes, with its Event and count.
+func TestTooManyRealServersOverTheFakes(t *testing.T) {
+	f, ev, clk := capDaemon(t, func(c *config.Config) { c.Kipvs.MaxServiceRealServers = 100 })
+	o := capObjects(0)
+	s, sl := capService("m", "wide", "10.96.0.12", "", 0, 20)
+	for i := range 10 {
+		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.244.8.%d", i+1)},
+			NodeName: ptr.To("node-b"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	o.services, o.slices = append(o.services, s), append(o.slices, sl)
+	f.set(o.deepCopy(), false)
+	if err, _ := syncOnce(t, f, clk, true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.node.dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameKernel(t, "with the wide Service", got, reference(t, capObjects(0)))
+	var events []string
+	for _, e := range ev.all() {
+		if strings.HasPrefix(e, "m/wide ") {
+			events = append(events, e)
+		}
+	}
+	if len(events) != 1 || !strings.HasPrefix(events[0], "m/wide TooManyRealServers endpoints: ") {
+		t.Errorf("events %q, want one TooManyRealServers on m/wide", events)
+	}
+	if n := gauge(t, f.d, "kipvs_services_not_programmed", "reason", "TooManyRealServers", "ip_family", "IPv4"); n != 1 {
+		t.Errorf("kipvs_services_not_programmed{TooManyRealServers} = %v, want 1", n)
 	}
 }

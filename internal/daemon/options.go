@@ -26,6 +26,10 @@ func buildOptions(cfg *config.Config, f inet.Family, nodeName string, node *v1.N
 
 		MaxServiceSetMembers: cfg.Kipvs.MaxServiceSetMembers,
 		MaxSetMembers:        cfg.Kipvs.MaxSetMembers,
+
+		MaxServiceVirtualServers: cfg.Kipvs.MaxServiceVirtualServers,
+		MaxServiceRealServers:    cfg.Kipvs.MaxServiceRealServers,
+		MaxRealServers:           cfg.Kipvs.MaxRealServers,
 	}
 	if node != nil {
 		o.NodeLabels = node.Labels

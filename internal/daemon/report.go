@@ -45,9 +45,24 @@ func (d *Daemon) trackReadmitted(f *family) []types.NamespacedName {
 }
 
 // countNotProgrammed sets the gauge of Services not programmed for a capacity limit from the
-// problems reported.
+// problems reported, and the gauge of the namespace holding the most of each budget.
 func (d *Daemon) countNotProgrammed(f *family) {
-	counts := map[string]int{proxy.ReasonTooManySetMembers: 0, proxy.ReasonSetCapacityExceeded: 0}
+	for reason, n := range d.notProgrammed(f) {
+		d.metrics.ServicesNotProgrammed.WithLabelValues(reason, f.ipFamily.String()).Set(float64(n))
+	}
+	d.metrics.CapacityTopNamespace.DeletePartialMatch(map[string]string{"ip_family": f.ipFamily.String()})
+	for _, b := range f.desired.Budgets() {
+		d.metrics.CapacityTopNamespace.WithLabelValues(b.Name, b.TopNamespace, f.ipFamily.String()).Set(float64(b.TopUsed))
+	}
+}
+
+// notProgrammed counts the Services of family f the problems reported say a capacity limit
+// keeps out, by reason (every reason, 0 included).
+func (d *Daemon) notProgrammed(f *family) map[string]int {
+	counts := map[string]int{}
+	for _, r := range proxy.CapacityReasons() {
+		counts[r] = 0
+	}
 	for k, ps := range d.problems {
 		if k.family != f.ipFamily {
 			continue
@@ -58,9 +73,7 @@ func (d *Daemon) countNotProgrammed(f *family) {
 			}
 		}
 	}
-	for reason, n := range counts {
-		d.metrics.ServicesNotProgrammed.WithLabelValues(reason, f.ipFamily.String()).Set(float64(n))
-	}
+	return counts
 }
 
 func setFlag(m map[types.NamespacedName]bool, k types.NamespacedName, on bool) {

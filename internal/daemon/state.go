@@ -38,6 +38,7 @@ func (d *Daemon) State() debugapi.State {
 			fs = FamilyState(f.kernel.Filter, f.desired, &f.opts, f.rec.Draining())
 		}
 		fs.Synced = !f.rec.NeedsFull()
+		fs.Capacity = d.capacity(f)
 		for _, o := range f.rec.Failed() {
 			fs.Failed = append(fs.Failed, debugapi.FailedObject{Kind: string(o.Key.Kind), Object: o.Key.Name(),
 				Error: o.Err.Error(), Attempts: o.Attempts, RetryAt: o.RetryAt.UTC()})
@@ -94,4 +95,16 @@ func FamilyState(filter dataplane.Filter, d *proxy.Desired, po *proxy.Options, d
 		})
 	}
 	return fs
+}
+
+// capacity is the Capacity part of family f's state document.
+func (d *Daemon) capacity(f *family) *debugapi.Capacity {
+	c := &debugapi.Capacity{NotProgrammed: d.notProgrammed(f), Budgets: []debugapi.Budget{}}
+	if f.desired == nil {
+		return c
+	}
+	for _, b := range f.desired.Budgets() {
+		c.Budgets = append(c.Budgets, debugapi.Budget{Name: b.Name, Used: b.Used, Limit: b.Limit, TopNamespace: b.TopNamespace, TopUsed: b.TopUsed})
+	}
+	return c
 }

@@ -404,6 +404,7 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 	f.opts = d.options(f.ipFamily, snap.Node, host)
 	f.desired = proxy.NewDesired(f.ipFamily)
 	f.desired.SetMemberLimit(f.opts.MaxSetMembers)
+	f.desired.RealServerLimit(f.opts.MaxRealServers)
 	clear(f.noLocalInternal)
 	clear(f.noLocalExternal)
 	seen := map[types.NamespacedName]bool{}

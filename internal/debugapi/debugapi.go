@@ -85,6 +85,29 @@ type FamilyState struct {
 	Rules string `json:"rules"`
 	// Draining are the real servers at weight 0 waiting for their connections to end.
 	Draining []DrainingRealServer `json:"draining"`
+	// Capacity is the use of the node-wide capacity budgets (absent from a daemon that does
+	// not report it).
+	Capacity *Capacity `json:"capacity,omitempty"`
+}
+
+// Capacity is how much of the node-wide budgets (--kipvs-max-set-members,
+// --kipvs-max-real-servers) the Services use, and what the capacity limits keep out.
+type Capacity struct {
+	// NotProgrammed counts the Services not programmed for a capacity limit, by reason
+	// (TooManySetMembers, SetCapacityExceeded, ...), as kipvs_services_not_programmed.
+	NotProgrammed map[string]int `json:"notProgrammed"`
+	// Budgets lists the budgets in use: each set by kind ("cluster-ip"), then "real-servers".
+	Budgets []Budget `json:"budgets"`
+}
+
+// Budget is one node-wide budget: Used of Limit (0: no limit), and the namespace whose
+// Services hold the most of it (TopUsed of Used).
+type Budget struct {
+	Name         string `json:"name"`
+	Used         int    `json:"used"`
+	Limit        int    `json:"limit"`
+	TopNamespace string `json:"topNamespace"`
+	TopUsed      int    `json:"topUsed"`
 }
 
 // FailedObject is a kernel object kipvs failed to apply and retries.

@@ -149,6 +149,7 @@ func Run(ctx context.Context, cfg *config.Config, v View) *Report {
 	c.checkServiceRoutes()
 	c.checkForward()
 	c.checkDaemon()
+	c.checkCapacity()
 	return c.rep
 }
 

@@ -678,3 +678,21 @@ func TestFailedObjectsReported(t *testing.T) {
 		finding: []string{"virtual_server tcp/10.96.0.99:80: add service: cannot allocate memory (3 attempts, next retry 2026-11-28T05:00:00Z)"},
 		fix:     []string{"kipvs_sync_objects_out_of_sync"}}})
 }
+
+// A daemon holding Services back for capacity: the doctor warns, naming the count by reason
+// and the namespace that holds the most of the fullest budget.
+func TestCapacityNamesTheTopNamespace(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	f.state.Families[0].Capacity = &debugapi.Capacity{
+		NotProgrammed: map[string]int{"SetCapacityExceeded": 2, "TooManyRealServers": 0},
+		Budgets: []debugapi.Budget{{Name: "cluster-ip", Used: 983043, Limit: 1048576, TopNamespace: "tenant-a", TopUsed: 983040},
+			{Name: "real-servers", Used: 20, Limit: 1048576, TopNamespace: "default", TopUsed: 20}},
+	}
+	rep := f.run()
+	got := rep.Find("capacity")
+	if len(got) != 1 || got[0].Status != Warn ||
+		!strings.Contains(got[0].Finding, "2 Services not programmed (SetCapacityExceeded 2)") ||
+		!strings.Contains(got[0].Finding, "cluster-ip holds 983,043 of 1,048,576: namespace tenant-a holds 983,040") {
+		t.Errorf("capacity results %+v", got)
+	}
+}

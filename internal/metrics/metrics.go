@@ -46,6 +46,7 @@ type Metrics struct {
 	ClusterCIDROverlapsServiceCIDR prometheus.Gauge // kipvs_cluster_cidr_overlaps_service_cidr
 
 	ServicesNotProgrammed *prometheus.GaugeVec   // kipvs_services_not_programmed{reason, ip_family}
+	CapacityTopNamespace  *prometheus.GaugeVec   // kipvs_capacity_top_namespace{budget, namespace, ip_family}
 	ObjectsOutOfSync      *prometheus.GaugeVec   // kipvs_sync_objects_out_of_sync{kind, ip_family}
 	ObjectRetries         *prometheus.CounterVec // kipvs_sync_object_retries_total{kind, ip_family}
 }
@@ -177,8 +178,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			[]string{"kind", "ip_family"}),
 		ServicesNotProgrammed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: kipvs, Name: "services_not_programmed",
-			Help: "Services not programmed on this node because of a capacity limit, by reason: TooManySetMembers (--kipvs-max-service-set-members), SetCapacityExceeded (--kipvs-max-set-members)"},
+			Help: "Services not programmed on this node because of a capacity limit, by reason: TooManySetMembers (--kipvs-max-service-set-members), SetCapacityExceeded (--kipvs-max-set-members), TooManyVirtualServers (--kipvs-max-service-virtual-servers), TooManyRealServers (--kipvs-max-service-real-servers), RealServerCapacityExceeded (--kipvs-max-real-servers)"},
 			[]string{"reason", "ip_family"}),
+		CapacityTopNamespace: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: kipvs, Name: "capacity_top_namespace",
+			Help: "For each node-wide budget in use (an ipset by kind, cluster-ip, ...; real-servers), how much of it the namespace whose Services hold the most of it holds: one series per budget, labelled with that namespace"},
+			[]string{"budget", "namespace", "ip_family"}),
 	}
 	reg.MustRegister(
 		m.SyncProxyRulesLatency, m.SyncFullProxyRulesLatency, m.SyncPartialProxyRulesLatency,
@@ -188,6 +193,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.ProxyHealthzTotal, m.ProxyLivezTotal, m.ConntrackReconcileLatency, m.ConntrackDeletedEntries,
 		m.ObjectsChanged, m.DriftRepaired, m.SyncFull, m.SyncIncr, m.SyncErrors, m.SourceErrors,
 		m.SourceFileReloadErrors, m.SourceFileLastGood, m.ClusterCIDROverlapsServiceCIDR, m.ServicesNotProgrammed,
+		m.CapacityTopNamespace,
 		m.ObjectsOutOfSync, m.ObjectRetries,
 		buildInfo(),
 		// component-base's legacy registry exports every runtime/metrics series besides the

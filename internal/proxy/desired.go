@@ -35,8 +35,15 @@ type Desired struct {
 	setSize  [numSets]int
 	addrs    map[netip.Addr]int
 	out      map[VSKey]int
-	// setLimit caps every set's size (0: no cap); see SetMemberLimit.
-	setLimit int
+	// setLimit caps every set's size, rsLimit the real servers of every Service together
+	// (0: no cap); see SetMemberLimit, RealServerLimit.
+	setLimit, rsLimit int
+	// realServers is the number of real servers the Services in services ask for;
+	// nsMembers and nsRealServers split the set members and the real servers by namespace
+	// (a member two Services hold counts for each), to name who holds a full budget.
+	realServers   int
+	nsMembers     map[string]*[numSets]int
+	nsRealServers map[string]int
 	// held are the Services refused for want of room in a set, as built; each contributes
 	// only its Problems until room is freed (readmit).
 	held map[types.NamespacedName]*ServiceState
@@ -54,6 +61,9 @@ func NewDesired(f inet.Family) *Desired {
 		addrs:    map[netip.Addr]int{},
 		out:      map[VSKey]int{},
 		held:     map[types.NamespacedName]*ServiceState{},
+
+		nsMembers:     map[string]*[numSets]int{},
+		nsRealServers: map[string]int{},
 	}
 }
 
@@ -85,10 +95,10 @@ func (t *Touched) Len() int { return len(t.VirtualServers) + len(t.Members) + le
 // a Service whose members would take a set beyond it is held back (see capacity.go).
 func (d *Desired) Update(name types.NamespacedName, st *ServiceState, t *Touched) {
 	delete(d.held, name)
-	if d.setLimit > 0 && st != nil {
-		if s, size := d.overflow(name, st); size > 0 {
+	if st != nil {
+		if r := d.admit(name, st); r != nil {
 			d.held[name] = st
-			st = refuseForSet(st, s, size, d.setLimit)
+			st = r
 		}
 	}
 	if d.update(name, st, t) && len(d.held) > 0 {
@@ -96,12 +106,16 @@ func (d *Desired) Update(name types.NamespacedName, st *ServiceState, t *Touched
 	}
 }
 
-// update is Update without the set limit; it reports whether a set got smaller.
+// update is Update without the limits; it reports whether a set or the node's real
+// servers got smaller.
 func (d *Desired) update(name types.NamespacedName, st *ServiceState, t *Touched) bool {
 	shrunk := false
 	old := d.services[name]
 	if st.contributesNothing() {
 		st = nil
+	}
+	if d.account(name.Namespace, old, -1) > d.account(name.Namespace, st, 1) {
+		shrunk = true
 	}
 	var oldVS, newVS []*VirtualServer
 	var oldM, newM []Member
@@ -188,6 +202,39 @@ func (d *Desired) update(name types.NamespacedName, st *ServiceState, t *Touched
 		}
 	}
 	return shrunk
+}
+
+// account adds (sign 1) or takes away (-1) the set members and real servers of st, of
+// namespace ns, from the budgets' accounts, and returns its real servers.
+func (d *Desired) account(ns string, st *ServiceState, sign int) int {
+	if st == nil {
+		return 0
+	}
+	rs := realServerCount(st)
+	d.realServers += sign * rs
+	if n := d.nsRealServers[ns] + sign*rs; n != 0 {
+		d.nsRealServers[ns] = n
+	} else {
+		delete(d.nsRealServers, ns)
+	}
+	if len(st.Members) > 0 {
+		c := d.nsMembers[ns]
+		if c == nil {
+			c = new([numSets]int)
+			d.nsMembers[ns] = c
+		}
+		empty := true
+		for _, m := range st.Members {
+			c[m.Set] += sign
+		}
+		for _, n := range c {
+			empty = empty && n == 0
+		}
+		if empty {
+			delete(d.nsMembers, ns)
+		}
+	}
+	return rs
 }
 
 func (d *Desired) addMember(m Member, t *Touched) {

@@ -102,6 +102,14 @@ type Options struct {
 	// (--kipvs-max-set-members). See capacity.go.
 	MaxServiceSetMembers int
 	MaxSetMembers        int
+	// MaxServiceVirtualServers and MaxServiceRealServers refuse a Service with more virtual
+	// servers or real servers than this (0: no limit; --kipvs-max-service-virtual-servers,
+	// --kipvs-max-service-real-servers). MaxRealServers is the limit of the node's real
+	// servers, all Services together, that the daemon gives Desired.RealServerLimit
+	// (--kipvs-max-real-servers).
+	MaxServiceVirtualServers int
+	MaxServiceRealServers    int
+	MaxRealServers           int
 }
 
 // Equal reports whether two Options would build the same state. Every field counts, so a

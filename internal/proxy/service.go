@@ -104,6 +104,7 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 	sched, flags := b.scheduler()
 	vips := serviceVIPs{cluster: clusterIPs, external: b.externalIPs(), lb: b.loadBalancerIPs()}
 	checked := b.checkSlices(in.Slices)
+	nrs := 0 // real servers of the virtual servers built so far
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
 		proto, _ := protocolOf(sp.Protocol)                                        // validated
@@ -111,10 +112,17 @@ func BuildService(in ServiceInput, o *Options) *ServiceState {
 			sched: sched, flags: flags, owner: ServicePortName{NamespacedName: st.Name, Port: sp.Name}}
 		b.portEndpoints(p, checked)
 		b.hairpin(p)
+		built := len(st.VirtualServers)
 		b.clusterIPServers(p, vips.cluster)
 		b.externalIPServers(p, vips.external)
 		b.loadBalancerServers(p, vips.lb)
 		b.nodePortServers(p)
+		for _, v := range st.VirtualServers[built:] {
+			nrs += len(v.Destinations)
+		}
+		if r := capServiceServers(st, o, nrs, i+1, len(svc.Spec.Ports)); r != nil {
+			return r
+		}
 	}
 
 	if externalPolicyLocal(svc) && svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort != 0 { // validated: 1..65535
