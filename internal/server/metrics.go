@@ -157,9 +157,13 @@ func (s *slis) healthz(w http.ResponseWriter, r *http.Request) {
 		s.total.WithLabelValues(check, "healthz", "success").Inc()
 		fmt.Fprintf(&out, "[+]%s ok\n", check)
 	}
+	// A set: a URL may carry thousands of values (Go's url.ParseQuery takes up to 10,000),
+	// and a list searched for each would make that quadratic.
 	var unknown []string
+	seen := make(map[string]struct{}, len(excluded))
 	for _, e := range excluded {
-		if e != check && !slices.Contains(unknown, e) {
+		if _, dup := seen[e]; e != check && !dup {
+			seen[e] = struct{}{}
 			unknown = append(unknown, e)
 		}
 	}
