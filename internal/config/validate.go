@@ -140,7 +140,8 @@ func (c *Config) validateLogging(r *findings, named func(string) setting) {
 
 	r.add(validateDualStack(named("kipvs-service-cidr"), c.Kipvs.ServiceCIDRs)...)
 	r.add(nonNegative(named("kipvs-graceful-period"), c.Kipvs.GracefulPeriod))
-	for s, v := range map[setting]int{named("kipvs-max-service-set-members"): c.Kipvs.MaxServiceSetMembers, named("kipvs-max-set-members"): c.Kipvs.MaxSetMembers} {
+	for s, v := range map[setting]int{named("kipvs-max-service-set-members"): c.Kipvs.MaxServiceSetMembers, named("kipvs-max-set-members"): c.Kipvs.MaxSetMembers,
+		named("kipvs-max-service-series"): c.Kipvs.MaxServiceSeries} {
 		if v < 0 {
 			r.add(s.invalid(strconv.Itoa(v), "must not be negative (0: no limit)"))
 		}
