@@ -279,6 +279,10 @@ type Kipvs struct {
 	// a Service that would take it beyond is held back with a Warning Event until there is
 	// room; 0: no limit (--kipvs-max-real-servers).
 	MaxRealServers int
+	// MaxServiceSeries bounds the kipvs_service_* series per scrape (7 per Service port,
+	// family and VIP kind); the label sets beyond it are dropped and counted in
+	// kipvs_service_stats_dropped_total; 0: no limit (--kipvs-max-service-series).
+	MaxServiceSeries int
 	// ExternalIPCIDRs and LoadBalancerIPCIDRs, when not empty, are the only ranges a
 	// Service's spec.externalIPs and status.loadBalancer.ingress IPs may come from, in both
 	// families; an address outside is refused with a Warning Event on the Service
@@ -330,6 +334,7 @@ func FileDefaults() Config {
 			GracefulPeriod:       30 * time.Second,
 			MaxServiceSetMembers: 32768,
 			MaxSetMembers:        1 << 20,
+			MaxServiceSeries:     DefaultMaxServiceSeries,
 
 			MaxServiceVirtualServers: 32768,
 			MaxServiceRealServers:    1 << 16,
@@ -337,6 +342,12 @@ func FileDefaults() Config {
 		},
 	}
 }
+
+// DefaultMaxServiceSeries is --kipvs-max-service-series's default: 20,000 Service label
+// sets of 7 series, twice the 10,000 Services whose scrape docs/performance.md measures,
+// while one Service of 32,767 ports (229,369 series, 60 MB of text at the longest names)
+// is cut to about 36 MB.
+const DefaultMaxServiceSeries = 140000
 
 // Clone returns a deep copy of c.
 func (c *Config) Clone() Config {

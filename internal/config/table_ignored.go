@@ -143,6 +143,10 @@ func kipvsEntries() []entry {
 			"Export IPVS traffic counters per endpoint (kipvs_endpoint_*, labelled with the endpoint's ip:port) as well as per Service port. "+
 				"At most 10000 endpoints per scrape; the rest are dropped and counted in kipvs_endpoint_stats_dropped_total."),
 			(*pflag.FlagSet).BoolVar, func(c *Config) *bool { return &c.Kipvs.EndpointMetrics }),
+		flagOnly(k("kipvs-max-service-series", "70000",
+			"The most kipvs_service_* series one scrape of /metrics exports (7 per Service port, IP family and VIP kind, the first in label order); "+
+				"the rest are dropped and counted in kipvs_service_stats_dropped_total. 0: no limit."),
+			(*pflag.FlagSet).IntVar, func(c *Config) *int { return &c.Kipvs.MaxServiceSeries }),
 		flagOnly(k("kipvs-debug-endpoints", "true",
 			"Serve /debug/kipvs/state and /debug/kipvs/virtualservers on the metrics server (what `kipvs doctor`'s drift checks and `kipvs status --services` read). "+
 				"Off by default: they list every Service, pod IP and rule of the node to anyone who can reach the metrics address."),

@@ -142,7 +142,7 @@ func (c *Config) validateLogging(r *findings, named func(string) setting) {
 	r.add(nonNegative(named("kipvs-graceful-period"), c.Kipvs.GracefulPeriod))
 	for s, v := range map[setting]int{named("kipvs-max-service-set-members"): c.Kipvs.MaxServiceSetMembers, named("kipvs-max-set-members"): c.Kipvs.MaxSetMembers,
 		named("kipvs-max-service-virtual-servers"): c.Kipvs.MaxServiceVirtualServers, named("kipvs-max-service-real-servers"): c.Kipvs.MaxServiceRealServers,
-		named("kipvs-max-real-servers"): c.Kipvs.MaxRealServers} {
+		named("kipvs-max-real-servers"): c.Kipvs.MaxRealServers, named("kipvs-max-service-series"): c.Kipvs.MaxServiceSeries} {
 		if v < 0 {
 			r.add(s.invalid(strconv.Itoa(v), "must not be negative (0: no limit)"))
 		}

@@ -174,7 +174,8 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 	}
 	d.conns = &svcstats.Connections{}
 	d.stats = svcstats.New(svcstats.Options{IPVS: stats, VirtualServers: d.VirtualServers,
-		Endpoints: cfg.Kipvs.EndpointMetrics, Connections: d.conns, Logger: log.Named("svcstats")})
+		Endpoints: cfg.Kipvs.EndpointMetrics, MaxServices: svcstats.SetsForSeries(cfg.Kipvs.MaxServiceSeries), Connections: d.conns,
+		Logger: log.Named("svcstats")})
 	deps.Registry.MustRegister(d.stats)
 	if fs, ok := deps.Source.(*watch.FileSource); ok {
 		fs.SetMetrics(watch.FileSourceMetrics{ReloadErrors: d.metrics.SourceFileReloadErrors,

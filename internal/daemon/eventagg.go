@@ -67,6 +67,21 @@ func (a *eventAggregator) WarnNode(node, reason, message string) {
 	a.add(eventKey{node: node, reason: reason}, message)
 }
 
+// count adds n problems of svc with reason to its next Event's count, without examples
+// (the daemon's report logs the first problems of a Service one by one, and these only as
+// a count).
+func (a *eventAggregator) count(svc types.NamespacedName, reason string, n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := eventKey{svc: svc, reason: reason}
+	b := a.buckets[k]
+	if b == nil {
+		b = &eventBucket{}
+		a.buckets[k] = b
+	}
+	b.count += n
+}
+
 func (a *eventAggregator) add(k eventKey, message string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -113,13 +128,17 @@ func (a *eventAggregator) flush() {
 }
 
 // aggregatedNote is the note of an Event standing for count problems: the message itself
-// when there is one, else the count and the first messages.
+// when there is one, else the count and the first messages (none for problems only
+// counted: eventAggregator.count).
 func aggregatedNote(count int, examples []string, interval time.Duration) string {
-	if count == 1 {
+	if count == 1 && len(examples) == 1 {
 		return examples[0]
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems (at most one Event per %s; each is in kipvs's log): %s", count, interval, strings.Join(examples, "; "))
+	fmt.Fprintf(&b, "%d problems (at most one Event per %s; kipvs's log has the first %d of each Service)", count, interval, maxReportedProblems)
+	if len(examples) > 0 {
+		fmt.Fprintf(&b, ": %s", strings.Join(examples, "; "))
+	}
 	if more := count - len(examples); more > 0 {
 		fmt.Fprintf(&b, "; and %d more", more)
 	}

@@ -26,7 +26,8 @@ import (
 // syncs, steps of the injected clock and kipvs restarts, driven through the daemon's own
 // sync. The invariants, per (object, reason) and per daemon lifetime:
 //   - bounded: two Events are at least EventInterval apart on the injected clock;
-//   - counted: the counts the Events carry add up to at most the problems the daemon logged,
+//   - counted: the counts the Events carry add up to at most the problems the daemon logged
+//     (one by one, or counted past the first of a Service in one sync),
 //     and, in the last lifetime, after the interval has passed and a final flush, exactly
 //     to them (nothing is lost, only aggregated).
 const (
@@ -194,6 +195,12 @@ func floodCheck(life int, ev *floodEvents, logs *observer.ObservedLogs, last boo
 	for _, e := range logs.FilterMessage("service cannot be programmed as written").All() {
 		m := e.ContextMap()
 		logged[fmt.Sprint(m["service"])+" "+fmt.Sprint(m["reason"])]++
+	}
+	// Past the first problems of a Service in one report, the log has their count.
+	for _, e := range logs.FilterMessage(moreProblemsMessage).All() {
+		m := e.ContextMap()
+		n, _ := m["more"].(int64)
+		logged[fmt.Sprint(m["service"])+" "+fmt.Sprint(m["reason"])] += int(n)
 	}
 	sent := map[string]int{}
 	lastAt := map[string]time.Time{}

@@ -84,9 +84,15 @@ func setFlag(m map[types.NamespacedName]bool, k types.NamespacedName, on bool) {
 	}
 }
 
+// maxReportedProblems is how many new problems of one Service one report logs and passes
+// to the Events one by one; the rest are logged as one line with their count, and counted
+// in the Events (a Service may hold tens of thousands of bad externalIPs).
+const maxReportedProblems = 10
+
 // report logs, and sends as Warning Events, the problems of a Service that were not
 // already reported; it forgets problems that went away so they are reported again if they
-// come back.
+// come back. It runs under the sync lock: its cost is linear in the problems (the old ones
+// are indexed), and it logs at most maxReportedProblems of them one by one.
 func (d *Daemon) report(f *family, svc types.NamespacedName, problems []proxy.Problem) {
 	key := problemKey{family: f.ipFamily, svc: svc}
 	old := d.problems[key]
@@ -95,14 +101,55 @@ func (d *Daemon) report(f *family, svc types.NamespacedName, problems []proxy.Pr
 		return
 	}
 	d.problems[key] = problems
+	var known map[proxy.Problem]struct{}
+	if len(old) > 0 {
+		known = make(map[proxy.Problem]struct{}, len(old))
+		for _, p := range old {
+			known[p] = struct{}{}
+		}
+	}
+	reported := 0
+	var more map[string]int // reason -> new problems not reported one by one
 	for _, p := range problems {
-		if slices.Contains(old, p) {
+		if _, ok := known[p]; ok {
 			continue
 		}
+		if reported == maxReportedProblems {
+			if more == nil {
+				more = map[string]int{}
+			}
+			more[p.Reason]++
+			continue
+		}
+		reported++
 		d.log.Warn("service cannot be programmed as written", zap.String("family", f.ipFamily.String()),
 			zap.String("service", p.Service.String()), zap.String("field", p.Field), zap.String("reason", p.Reason), zap.String("message", p.Message))
 		if d.deps.Events != nil {
 			d.deps.Events.Warn(p.Service, p.Reason, fmt.Sprintf("%s: %s", p.Field, p.Message))
+		}
+	}
+	if more != nil {
+		d.reportMore(f, svc, more)
+	}
+}
+
+// moreProblemsMessage is the log message of the count of a Service's new problems of one
+// reason that report did not log one by one.
+const moreProblemsMessage = "service cannot be programmed as written: more problems not logged one by one"
+
+// reportMore logs the count of the new problems of a Service that report left out, one
+// line per reason, and adds them to the Events' counts.
+func (d *Daemon) reportMore(f *family, svc types.NamespacedName, more map[string]int) {
+	reasons := make([]string, 0, len(more))
+	for r := range more {
+		reasons = append(reasons, r)
+	}
+	slices.Sort(reasons)
+	for _, r := range reasons {
+		d.log.Warn(moreProblemsMessage, zap.String("family", f.ipFamily.String()), zap.String("service", svc.String()),
+			zap.String("reason", r), zap.Int("more", more[r]))
+		if d.events != nil {
+			d.events.count(svc, r, more[r])
 		}
 	}
 }

@@ -363,8 +363,8 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto inet.Protocol, 
 	var cidrs []netip.Prefix
 	for j, s := range b.svc.Spec.LoadBalancerSourceRanges {
 		for _, part := range splitComma(s) {
-			p, err := netip.ParsePrefix(part)
-			if err != nil {
+			p, ok := inet.ParsePrefixSloppy(part) // leading zeros read as decimal, as kube-proxy
+			if !ok {
 				if portIdx == 0 {
 					b.problem(fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", j), "InvalidSourceRange", fmt.Sprintf("%q is not a CIDR; ignored", part))
 				}

@@ -57,11 +57,13 @@ func unusableAddress(a netip.Addr) string {
 }
 
 // parseAddr parses an address field as the apiserver would accept it: an IP address
-// without an IPv6 zone. The address is returned unmapped; bad is why it is not acceptable,
-// and when only the zone is wrong, a still holds the parsed address (for its family).
+// without an IPv6 zone, IPv4 octets with leading zeros read as decimal, as kube-proxy reads
+// them (inet.ParseAddrSloppy). The address is returned unmapped; bad is why it is not
+// acceptable, and when only the zone is wrong, a still holds the parsed address (for its
+// family).
 func parseAddr(s string) (a netip.Addr, bad string) {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
+	a, ok := inet.ParseAddrSloppy(s)
+	if !ok {
 		return netip.Addr{}, fmt.Sprintf("%q is not an IP address", s)
 	}
 	if z := a.Zone(); z != "" {

@@ -1,14 +1,12 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,23 +29,32 @@ func metricsEndpoint(gatherer prometheus.Gatherer) http.Handler {
 	if !ok {
 		return h
 	}
-	pool := sync.Pool{New: func() any { return new(bytes.Buffer) }}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		format := expfmt.Negotiate(r.Header)
 		if format.FormatType() != expfmt.TypeTextPlain {
 			h.ServeHTTP(w, r)
 			return
 		}
-		buf := pool.Get().(*bytes.Buffer)
-		defer pool.Put(buf)
-		buf.Reset()
-		if err := tw.WriteText(buf); err != nil {
-			http.Error(w, "An error has occurred while serving metrics:\n\n"+err.Error(), http.StatusInternalServerError)
-			return
-		}
+		// Written as it is produced (a big node's text is tens of megabytes): an error
+		// before the first byte is a 500, one after it ends the response early.
 		w.Header().Set("Content-Type", string(format))
-		_, _ = w.Write(buf.Bytes()) // the client went away: nothing to tell it
+		cw := &countingWriter{w: w}
+		if err := tw.WriteText(cw); err != nil && cw.n == 0 {
+			http.Error(w, "An error has occurred while serving metrics:\n\n"+err.Error(), http.StatusInternalServerError)
+		}
 	})
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += n
+	return n, err
 }
 
 // MetricsHandler serves, like kube-proxy's metrics server: /metrics from gatherer;
@@ -157,9 +164,13 @@ func (s *slis) healthz(w http.ResponseWriter, r *http.Request) {
 		s.total.WithLabelValues(check, "healthz", "success").Inc()
 		fmt.Fprintf(&out, "[+]%s ok\n", check)
 	}
+	// A set: a URL may carry thousands of values (Go's url.ParseQuery takes up to 10,000),
+	// and a list searched for each would make that quadratic.
 	var unknown []string
+	seen := make(map[string]struct{}, len(excluded))
 	for _, e := range excluded {
-		if e != check && !slices.Contains(unknown, e) {
+		if _, dup := seen[e]; e != check && !dup {
+			seen[e] = struct{}{}
 			unknown = append(unknown, e)
 		}
 	}

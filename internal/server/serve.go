@@ -73,9 +73,42 @@ func serveOnce(ctx context.Context, name, addr string, handler http.Handler, onL
 	return ServeListener(ctx, name, ln, handler)
 }
 
-// ServeListener serves handler on ln until ctx ends.
+// Timeouts bound what one connection to the metrics or health server may hold.
+type Timeouts struct {
+	// ReadHeader bounds reading a request's headers (a client that connects and sends
+	// nothing, or sends slowly, is dropped).
+	ReadHeader time.Duration
+	// Write bounds a response, from the end of the request's headers to the last byte
+	// written: a client that stops reading (its TCP window full) is dropped then, and the
+	// handler's writes fail, so it returns and frees what it built.
+	Write time.Duration
+	// Idle bounds the wait for the next request on a kept-alive connection.
+	Idle time.Duration
+}
+
+// The metrics and health servers' timeouts (see Timeouts). WriteTimeout is the one that
+// could cut a legitimate response: a scrape waits up to svcstats.DefaultTimeout (5 s) for
+// the kernel's counters, and then writes the body, which took 28-35 ms at 10,000 Services
+// (10 MB of text, 234 KB gzipped, docs/performance.md) and is bounded by the Service and
+// endpoint series limits; Prometheus gives up on a scrape at its scrape_timeout (10 s by
+// default, never more than the scrape interval). Two minutes is well beyond both, and
+// beyond /debug/pprof/profile's default 30 s (with --profiling; pprof refuses a longer
+// profile than the server's WriteTimeout). Idle is longer than the usual 1 min scrape
+// interval, so Prometheus keeps its connection between scrapes.
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	WriteTimeout      = 2 * time.Minute
+	IdleTimeout       = 90 * time.Second
+)
+
+// ServeListener serves handler on ln until ctx ends, with ReadHeaderTimeout, WriteTimeout
+// and IdleTimeout.
 func ServeListener(ctx context.Context, name string, ln net.Listener, handler http.Handler) error {
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	return serveListener(ctx, name, ln, handler, Timeouts{ReadHeader: ReadHeaderTimeout, Write: WriteTimeout, Idle: IdleTimeout})
+}
+
+func serveListener(ctx context.Context, name string, ln net.Listener, handler http.Handler, t Timeouts) error {
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: t.ReadHeader, WriteTimeout: t.Write, IdleTimeout: t.Idle}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -30,6 +30,11 @@
 // removed, a Service port recreated) takes its counts with it, which Prometheus sees as a
 // counter reset.
 //
+// At most Options.MaxServices label sets (default DefaultMaxServices, 140,000 series) are
+// exported per scrape, the first in label order; the rest are dropped and counted in
+// kipvs_service_stats_dropped_total (one Service may have 32,767 ports). The text path
+// writes as it goes, a family at a time in chunks, never the whole body in one buffer.
+//
 // With Options.Endpoints, the same five families are exported per real server as
 // kipvs_endpoint_* with an extra endpoint label (ip:port), summed over the virtual servers
 // of the Service port, family and kind. At most Options.MaxEndpoints endpoint label sets

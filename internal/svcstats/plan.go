@@ -22,8 +22,11 @@ type scrapePlan struct {
 	// order is the groups whose label values are all UTF-8, sorted as the text path writes
 	// them; lists holds each group's three label lists (plain, direction in, out) as
 	// written, list k of group g at lists[bounds[g][k]:bounds[g][k+1]].
-	order  []int
-	lists  []byte
+	order []int
+	lists []byte
+	// beyond is the groups with valid labels past the limit of Service label sets
+	// (Options.MaxServices), in label order: not exported, counted when in the kernel.
+	beyond []int
 	bounds [][4]int
 }
 
@@ -91,6 +94,12 @@ func (c *Collector) newPlan(vss []debugapi.VirtualServer) *scrapePlan {
 		}
 	}
 	sortTextSets(sets, &c.svcLayout.plain)
+	if len(sets) > c.opts.MaxServices {
+		for _, ts := range sets[c.opts.MaxServices:] {
+			p.beyond = append(p.beyond, ts.group)
+		}
+		sets = sets[:c.opts.MaxServices]
+	}
 	p.order = make([]int, len(sets))
 	p.bounds = make([][4]int, len(p.labels))
 	for i := range sets {

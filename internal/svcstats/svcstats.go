@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -29,6 +30,22 @@ const DefaultTimeout = 5 * time.Second
 // defaultMaxEndpoints is the default bound on endpoint label sets per scrape.
 const defaultMaxEndpoints = 10000
 
+// DefaultMaxServices is the default bound on Service label sets (Service port, family, VIP
+// kind; 7 series each) per scrape (--kipvs-max-service-series counts their series): twice
+// the 10,000 Services whose scrape docs/performance.md measures, each with a cluster IP,
+// while one Service of 32,767 ports (which the apiserver accepts) stays within about 36 MB
+// of text at the longest names instead of 60 MB.
+const DefaultMaxServices = 20000
+
+// SetsForSeries is the MaxServices that keeps a scrape within series kipvs_service_*
+// series (--kipvs-max-service-series; 7 per label set, at least one set); 0: no limit.
+func SetsForSeries(series int) int {
+	if series <= 0 {
+		return math.MaxInt
+	}
+	return max(1, series/numSeries)
+}
+
 // Options configure New.
 type Options struct {
 	// IPVS is read at scrape time. Best a client of its own (its own socket and lock), so
@@ -49,6 +66,10 @@ type Options struct {
 	Connections *Connections
 	// MaxEndpoints bounds the endpoint label sets per scrape (default defaultMaxEndpoints).
 	MaxEndpoints int
+	// MaxServices bounds the Service label sets per scrape (default DefaultMaxServices):
+	// the first in label order are exported, the rest counted in
+	// kipvs_service_stats_dropped_total.
+	MaxServices int
 	// Logger, if set, logs failed scrapes (the first of a run of failures at Info).
 	Logger *zap.Logger
 }
@@ -107,6 +128,7 @@ type Collector struct {
 	svcLayout, epLayout layouts
 	errors              prometheus.Counter
 	dropped             prometheus.Counter
+	svcDropped          prometheus.Counter
 	mu                  sync.Mutex
 	inflight            *call       // the read in progress; concurrent scrapes share it
 	failing             bool        // the last scrape failed (for logging only)
@@ -131,6 +153,9 @@ func New(o Options) *Collector {
 	if o.MaxEndpoints <= 0 {
 		o.MaxEndpoints = defaultMaxEndpoints
 	}
+	if o.MaxServices <= 0 {
+		o.MaxServices = DefaultMaxServices
+	}
 	return &Collector{
 		opts:      o,
 		svc:       newDescs("service", "the Service port's virtual servers", serviceLabels),
@@ -141,6 +166,8 @@ func New(o Options) *Collector {
 			Help: "Scrapes that exposed no kipvs_service_* series because reading the IPVS counters failed or took longer than the timeout."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "kipvs_endpoint_stats_dropped_total",
 			Help: fmt.Sprintf("Endpoint label sets left out of scrapes because of the limit of %d per scrape (summed over scrapes).", o.MaxEndpoints)}),
+		svcDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "kipvs_service_stats_dropped_total",
+			Help: fmt.Sprintf("Service label sets (7 series each) left out of scrapes because of the limit of %d per scrape (summed over scrapes).", o.MaxServices)}),
 	}
 }
 
@@ -155,6 +182,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	c.errors.Describe(ch)
 	c.dropped.Describe(ch)
+	c.svcDropped.Describe(ch)
 }
 
 // Collect implements prometheus.Collector: the counts of failed scrapes and dropped
@@ -162,6 +190,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.errors.Collect(ch)
 	c.dropped.Collect(ch)
+	c.svcDropped.Collect(ch)
 }
 
 // Gather reads the kernel (or waits for a read in progress), at most Timeout, and returns
@@ -400,13 +429,13 @@ func (c *Collector) sets(snap *snapshot) (svc, ep []*labelSet) {
 	values := &[2]string{"in", "out"}
 	name := c.svcLayout.dir.names[len(serviceLabels)]
 	dir := &[2]dto.LabelPair{{Name: name, Value: &values[0]}, {Name: name, Value: &values[1]}}
-	svc = make([]*labelSet, 0, len(snap.groups))
-	for i := range snap.groups {
-		g := &snap.groups[i]
-		if g.seen {
+	svc = make([]*labelSet, 0, len(snap.plan.order))
+	for _, gi := range snap.plan.order {
+		if g := &snap.groups[gi]; g.seen {
 			svc = c.labelSet(svc, &c.svc, &c.svcLayout, dir, g.labels, &g.stats, g.conns, g.active, g.inactive)
 		}
 	}
+	c.countServicesDropped(snap)
 	if snap.dropped > 0 {
 		c.dropped.Add(float64(snap.dropped))
 	}
@@ -419,6 +448,20 @@ func (c *Collector) sets(snap *snapshot) (svc, ep []*labelSet) {
 	sortSets(svc)
 	sortSets(ep)
 	return svc, ep
+}
+
+// countServicesDropped counts the groups of a snapshot found in the kernel but beyond the
+// plan's limit.
+func (c *Collector) countServicesDropped(snap *snapshot) {
+	n := 0
+	for _, gi := range snap.plan.beyond {
+		if snap.groups[gi].seen {
+			n++
+		}
+	}
+	if n > 0 {
+		c.svcDropped.Add(float64(n))
+	}
 }
 
 func sortSets(sets []*labelSet) {

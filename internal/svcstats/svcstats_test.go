@@ -200,6 +200,7 @@ kipvs_service_packets_total{direction="out",ip_family="IPv4",namespace="default"
 kipvs_service_packets_total{direction="out",ip_family="IPv4",namespace="default",port="https",protocol="TCP",service="api",vip_kind="cluster_ip"} 140
 kipvs_service_packets_total{direction="out",ip_family="IPv4",namespace="kube-system",port="dns",protocol="UDP",service="kube-dns",vip_kind="cluster_ip"} 2.199023255552e+13
 kipvs_service_packets_total{direction="out",ip_family="IPv6",namespace="default",port="http",protocol="TCP",service="web",vip_kind="cluster_ip"} 40
+kipvs_service_stats_dropped_total{} 0
 kipvs_service_stats_scrape_errors_total{} 0
 `)
 }
@@ -270,6 +271,7 @@ func TestScrapeError(t *testing.T) {
 	b.fake.SetReadFault(func() error { return errors.New("netlink: no buffer space") })
 	check(t, scrape(t, c), `
 kipvs_endpoint_stats_dropped_total{} 0
+kipvs_service_stats_dropped_total{} 0
 kipvs_service_stats_scrape_errors_total{} 1
 `)
 	b.fake.SetReadFault(nil)
@@ -295,6 +297,7 @@ func TestScrapeTimeout(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		check(t, scrape(t, c), fmt.Sprintf(`
 kipvs_endpoint_stats_dropped_total{} 0
+kipvs_service_stats_dropped_total{} 0
 kipvs_service_stats_scrape_errors_total{} %d
 `, i))
 	}
@@ -346,7 +349,7 @@ func TestInvalidLabelValue(t *testing.T) {
 	}
 	n := 0
 	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), "kipvs_service_") && mf.GetName() != "kipvs_service_stats_scrape_errors_total" {
+		if strings.HasPrefix(mf.GetName(), "kipvs_service_") && !strings.HasPrefix(mf.GetName(), "kipvs_service_stats_") {
 			n += len(mf.Metric)
 		}
 	}

@@ -45,8 +45,9 @@ func (g *textGatherer) Gather() ([]*dto.MetricFamily, error) {
 
 // WriteText writes what Gather returns as expfmt's text encoder writes it, byte for byte,
 // but writes the traffic families itself: at 10,000 Services their 70,000 series through
-// expfmt were most of a scrape's cost. An error of reg's Gather is returned before
-// anything is written.
+// expfmt were most of a scrape's cost. It writes as it goes, in chunks of at most
+// textChunk bytes (a family's text is never built whole). An error of reg's Gather is
+// returned before anything is written.
 func (g *textGatherer) WriteText(w io.Writer) error {
 	var own []textFamily
 	if snap, err := g.c.read(); err != nil {
@@ -63,6 +64,7 @@ func (g *textGatherer) WriteText(w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var buf []byte
 	for len(mfs) > 0 || len(own) > 0 {
 		if len(own) == 0 || (len(mfs) > 0 && mfs[0].GetName() < own[0].name) {
 			if _, err := expfmt.MetricFamilyToText(w, mfs[0]); err != nil {
@@ -71,7 +73,7 @@ func (g *textGatherer) WriteText(w io.Writer) error {
 			mfs = mfs[1:]
 			continue
 		}
-		if _, err := w.Write(own[0].text); err != nil {
+		if buf, err = own[0].write(w, buf[:0]); err != nil {
 			return fmt.Errorf("write %s: %w", own[0].name, err)
 		}
 		own = own[1:]
@@ -79,10 +81,14 @@ func (g *textGatherer) WriteText(w io.Writer) error {
 	return nil
 }
 
-// textFamily is one traffic family, written.
+// textChunk is how much of a traffic family WriteText buffers before it writes.
+const textChunk = 64 << 10
+
+// textFamily is one traffic family, to be written: write writes it to w through buf
+// (returned, for the next family).
 type textFamily struct {
-	name string
-	text []byte
+	name  string
+	write func(w io.Writer, buf []byte) ([]byte, error)
 }
 
 // textSet is one label set as the text path writes it (labelSet's data without the
@@ -106,6 +112,7 @@ func (c *Collector) textSets(snap *snapshot) (svc, ep []textSet) {
 			svc = append(svc, ts)
 		}
 	}
+	c.countServicesDropped(snap)
 	if snap.dropped > 0 {
 		c.dropped.Add(float64(snap.dropped))
 	}
@@ -175,34 +182,47 @@ func appendText(out []textFamily, d *descs, sets []textSet, list func(i, k int) 
 		if n == 0 {
 			continue
 		}
-		b := make([]byte, 0, n*(len(f.name)+len(list(0, 1))+16)+len(f.help)+64)
-		b = append(b, "# HELP "...)
-		b = append(b, f.name...)
-		b = append(b, ' ')
-		b = appendEscaped(b, f.help, false)
-		b = append(b, "\n# TYPE "...)
-		b = append(b, f.name...)
-		if f.typ == dto.MetricType_COUNTER {
-			b = append(b, " counter\n"...)
-		} else {
-			b = append(b, " gauge\n"...)
-		}
-		for _, si := range f.series {
-			k := seriesLabels(si)
-			for i := range sets {
-				if si >= sets[i].emit {
-					continue
-				}
-				b = append(b, f.name...)
-				b = append(b, list(i, k)...)
-				b = append(b, ' ')
-				b = appendFloat(b, sets[i].values[si])
-				b = append(b, '\n')
-			}
-		}
-		out = append(out, textFamily{name: f.name, text: b})
+		out = append(out, textFamily{name: f.name, write: func(w io.Writer, b []byte) ([]byte, error) {
+			return writeFamily(w, b, f, sets, list)
+		}})
 	}
 	return out
+}
+
+// writeFamily writes family f of sets to w, through b in chunks of about textChunk bytes.
+func writeFamily(w io.Writer, b []byte, f *familySpec, sets []textSet, list func(i, k int) []byte) ([]byte, error) {
+	b = append(b, "# HELP "...)
+	b = append(b, f.name...)
+	b = append(b, ' ')
+	b = appendEscaped(b, f.help, false)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, f.name...)
+	if f.typ == dto.MetricType_COUNTER {
+		b = append(b, " counter\n"...)
+	} else {
+		b = append(b, " gauge\n"...)
+	}
+	for _, si := range f.series {
+		k := seriesLabels(si)
+		for i := range sets {
+			if si >= sets[i].emit {
+				continue
+			}
+			b = append(b, f.name...)
+			b = append(b, list(i, k)...)
+			b = append(b, ' ')
+			b = appendFloat(b, sets[i].values[si])
+			b = append(b, '\n')
+			if len(b) >= textChunk {
+				if _, err := w.Write(b); err != nil {
+					return b[:0], err
+				}
+				b = b[:0]
+			}
+		}
+	}
+	_, err := w.Write(b)
+	return b[:0], err
 }
 
 // appendSetLabels appends {name="value",...} in label name order: the plain list (k 0), or

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // DecodeIssue describes one object of a source file that was skipped (or, for duplicates,
@@ -579,8 +581,8 @@ func defaultService(svc *v1.Service) {
 	}
 	if len(sp.IPFamilies) == 0 && sp.ClusterIP != v1.ClusterIPNone {
 		for _, s := range sp.ClusterIPs {
-			a, err := netip.ParseAddr(s)
-			if err != nil {
+			a, ok := inet.ParseAddrSloppy(s) // as the proxy reads it
+			if !ok {
 				sp.IPFamilies = nil
 				break
 			}

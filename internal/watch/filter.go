@@ -10,6 +10,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kipvs/kipvs/internal/inet"
 )
 
 // skipServiceReason returns why svc is not proxied, or "" when it is. These are kube-proxy's
@@ -124,7 +126,7 @@ func serviceClusterIPs(svc *v1.Service) []netip.Addr {
 	for _, s := range raw {
 		// A zoned address (only a source file can hold one) is no cluster IP; it would also
 		// slip past the Service CIDR containment checks, which never match a zone.
-		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+		if a, ok := inet.ParseAddrSloppy(s); ok && a.Zone() == "" {
 			out = append(out, a.Unmap())
 		}
 	}
