@@ -72,7 +72,8 @@ func setFlag(m map[types.NamespacedName]bool, k types.NamespacedName, on bool) {
 }
 
 // report logs, and sends as Warning Events, the problems of a Service that were not
-// already reported; it forgets problems that went away so they are reported again if they
+// already reported (a Service-wide problem's Event only from the Service's elected node:
+// sendsEvent); it forgets problems that went away so they are reported again if they
 // come back.
 func (d *Daemon) report(f *family, svc types.NamespacedName, problems []proxy.Problem) {
 	key := problemKey{family: f.ipFamily, svc: svc}
@@ -88,7 +89,7 @@ func (d *Daemon) report(f *family, svc types.NamespacedName, problems []proxy.Pr
 		}
 		d.log.Warn("service cannot be programmed as written", zap.String("family", f.ipFamily.String()),
 			zap.String("service", p.Service.String()), zap.String("field", p.Field), zap.String("reason", p.Reason), zap.String("message", p.Message))
-		if d.deps.Events != nil {
+		if d.deps.Events != nil && d.sendsEvent(p) {
 			d.deps.Events.Warn(p.Service, p.Reason, fmt.Sprintf("%s: %s", p.Field, p.Message))
 		}
 	}
