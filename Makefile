@@ -9,7 +9,15 @@ ifeq ($(origin VERSION),undefined)
 VERSION      := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 endif
 GIT_COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-BUILD_DATE   ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# The build date stamped into bin/kipvs is SOURCE_DATE_EPOCH when given (environment or
+# command line), else the last commit's time, never the clock: the same commit builds the
+# same binary (-trimpath, the same Go toolchain), and make image the same digest.
+ifneq ($(filter environment command,$(origin SOURCE_DATE_EPOCH)),)
+BUILD_EPOCH  := $(SOURCE_DATE_EPOCH)
+else
+BUILD_EPOCH  := $(or $(shell git log -1 --format=%ct 2>/dev/null),0)
+endif
+BUILD_DATE   ?= $(shell date -u -d @$(BUILD_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 VPKG         := github.com/kipvs/kipvs/internal/version
 LDFLAGS      := -X $(VPKG).Version=$(VERSION) -X $(VPKG).GitCommit=$(GIT_COMMIT) -X $(VPKG).BuildDate=$(BUILD_DATE)
 # Packages that hold kernel tests (files tagged `kernel`); they run inside the VM.

@@ -40,15 +40,18 @@ It takes the same flags as run (only --config and --ipvs-exclude-cidrs matter; w
 as with run, the file's ipvs.excludeCIDRs counts and the flag is ignored).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			boot, _ := logging.New("console", 0)
-			cfg, err := config.Load(flags, boot)
+			bootLog, boot := logging.NewBoot()
+			cfg, err := config.Load(flags, bootLog)
 			if err != nil {
+				boot.ReplayConsole()
 				return err
 			}
 			log, err := logging.New(string(cfg.LogFormat), cfg.Verbosity)
 			if err != nil {
+				boot.ReplayConsole()
 				return err
 			}
+			boot.Replay(log)
 			return runCleanup(cmd.Context(), cfg, log, dryRun)
 		},
 	}

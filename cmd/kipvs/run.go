@@ -36,15 +36,18 @@ file changes, to be restarted with it. Kernel state is left in place on exit, so
 a switch back to kube-proxy keeps every live connection.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			boot, _ := logging.New("console", 0)
-			cfg, err := config.Load(flags, boot)
+			bootLog, boot := logging.NewBoot()
+			cfg, err := config.Load(flags, bootLog)
 			if err != nil {
+				boot.ReplayConsole()
 				return err
 			}
 			log, err := logging.New(string(cfg.LogFormat), cfg.Verbosity)
 			if err != nil {
+				boot.ReplayConsole()
 				return err
 			}
+			boot.Replay(log)
 			defer func() { _ = log.Sync() }()
 			logging.BridgeKlog(log)
 			opts := runOptions{oomScoreAdjPath: oomScoreAdjPath}

@@ -1,10 +1,14 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -93,25 +97,44 @@ func (c *Config) RenderYAML() ([]byte, error) {
 	return b, nil
 }
 
-// WriteConfigFile writes RenderYAML to path (for --write-config-to). A regular file (also
-// one reached through a symbolic link) is replaced atomically; anything else that exists
-// there, such as /dev/stdout, a pipe or a terminal, is written to as it is, as kube-proxy
-// writes to it.
+// WriteConfigFile writes RenderYAML to path (for --write-config-to); "-" is standard
+// output. Only a regular file is ever replaced, atomically (a temporary file renamed over
+// it), and so is a path that does not exist yet. A symbolic link to a regular file stays a
+// link: the file it resolves to is replaced (the operator keeps the link they made, and
+// the file's content changes at once). Anything else is written to as it is, as kube-proxy
+// writes to it, never replaced: a device (/dev/null, a terminal), a pipe, and any path
+// through /proc (/dev/stdout is a link to /proc/self/fd/1, which names a descriptor, not a
+// path: the pipe or file the shell opened, which gets the bytes; a regular file there is
+// appended to, as the shell's >> would be). A link to nothing is an error.
 func (c *Config) WriteConfigFile(path string) error {
+	return c.writeConfig(path, os.Stdout)
+}
+
+func (c *Config) writeConfig(path string, stdout io.Writer) error {
 	b, err := c.RenderYAML()
 	if err != nil {
 		return err
 	}
+	if path == "-" {
+		if _, err := stdout.Write(b); err != nil {
+			return fmt.Errorf("write configuration to standard output: %w", err)
+		}
+		return nil
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && !st.Mode().IsRegular():
+		return writeInPlace(path, b, 0)
+	case err == nil && throughProc(path):
+		return writeInPlace(path, b, os.O_APPEND)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("write configuration to %s: %w", path, err)
+	}
 	target := path
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		target = resolved
-		st, err := os.Stat(target)
-		if err != nil {
-			return fmt.Errorf("write configuration to %s: %w", path, err)
-		}
-		if !st.Mode().IsRegular() {
-			return writeInPlace(path, b)
-		}
+	} else if lst, lerr := os.Lstat(path); lerr == nil && lst.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("write configuration to %s: a symbolic link to a missing file, not replaced: %w", path, err)
 	}
 	if err := replaceFile(target, b); err != nil {
 		return fmt.Errorf("write configuration to %s: %w", path, err)
@@ -119,9 +142,29 @@ func (c *Config) WriteConfigFile(path string) error {
 	return nil
 }
 
-// writeInPlace writes b to the existing non-regular file path.
-func writeInPlace(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+// throughProc reports whether path is in /proc or a chain of symbolic links from it passes
+// through /proc (/dev/stdout, /dev/fd/N): it names an open descriptor.
+func throughProc(path string) bool {
+	const hops = 40 // the kernel's own limit on links followed
+	for range hops {
+		if abs, err := filepath.Abs(path); err == nil && (abs == "/proc" || strings.HasPrefix(abs, "/proc/")) {
+			return true
+		}
+		dest, err := os.Readlink(path)
+		if err != nil {
+			return false
+		}
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(filepath.Dir(path), dest)
+		}
+		path = dest
+	}
+	return false
+}
+
+// writeInPlace writes b into what exists at path (flag: more open flags).
+func writeInPlace(path string, b []byte, flag int) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|flag, 0)
 	if err != nil {
 		return fmt.Errorf("write configuration to %s: %w", path, err)
 	}

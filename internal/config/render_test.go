@@ -1,7 +1,9 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -278,5 +280,98 @@ func TestWriteConfigFileThroughLinksAndPipes(t *testing.T) {
 	}
 	if m := mode(fifo); m&os.ModeNamedPipe == 0 {
 		t.Errorf("the pipe was replaced by a file of mode %v", m)
+	}
+}
+
+// /dev/stdout is a link to /proc/self/fd/1, whose target, when stdout is a pipe, is no
+// path ("pipe:[123]"): the writer must not rename a file over the link then (it did, and
+// replaced the host's /dev/stdout), nor fail; the bytes go into the pipe. A link in a
+// temporary directory to /proc/self/fd/N of an os.Pipe stands in for /dev/stdout, and a
+// link to /dev/null for one to a character device.
+func TestWriteConfigFileToDescriptorsAndDevices(t *testing.T) {
+	c := Defaults()
+	want, err := c.RenderYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	isLink := func(p string) bool {
+		st, err := os.Lstat(p)
+		return err == nil && st.Mode()&os.ModeSymlink != 0
+	}
+	throughPipe := func(path func(w *os.File) string) {
+		t.Helper()
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		read := make(chan []byte, 1)
+		go func() {
+			b, _ := io.ReadAll(r)
+			read <- b
+		}()
+		p := path(w)
+		werr := c.WriteConfigFile(p)
+		w.Close()
+		if werr != nil {
+			t.Errorf("%s: %v", p, werr)
+		}
+		if got := <-read; string(got) != string(want) {
+			t.Errorf("%s: read from the pipe %d bytes, want the %d of the configuration", p, len(got), len(want))
+		}
+	}
+	throughPipe(func(w *os.File) string { return fmt.Sprintf("/proc/self/fd/%d", w.Fd()) })
+	stdout := filepath.Join(dir, "stdout")
+	throughPipe(func(w *os.File) string {
+		if err := os.Symlink(fmt.Sprintf("/proc/self/fd/%d", w.Fd()), stdout); err != nil {
+			t.Fatal(err)
+		}
+		return stdout
+	})
+	if !isLink(stdout) {
+		t.Errorf("the link to the pipe's descriptor was replaced")
+	}
+
+	null := filepath.Join(dir, "null")
+	if err := os.Symlink("/dev/null", null); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteConfigFile(null); err != nil {
+		t.Error(err)
+	}
+	if !isLink(null) {
+		t.Errorf("the link to /dev/null was replaced")
+	}
+	if st, err := os.Stat("/dev/null"); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("/dev/null is no longer a character device: %v %v", st.Mode(), err)
+	}
+
+	// A link to nothing is never replaced: it is an error.
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(dir, "nothing"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteConfigFile(dangling); err == nil || !isLink(dangling) {
+		t.Errorf("a dangling link: error %v, still a link %v", err, isLink(dangling))
+	}
+}
+
+// "-" is standard output.
+func TestWriteConfigToStdout(t *testing.T) {
+	c := Defaults()
+	want, err := c.RenderYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := c.writeConfig("-", &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("wrote %q to stdout", got.String())
+	}
+	if _, err := os.Stat("-"); err == nil {
+		t.Errorf("a file named - was created")
 	}
 }

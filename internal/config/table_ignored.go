@@ -148,7 +148,7 @@ func kipvsEntries() []entry {
 				"the rest are dropped and counted in kipvs_service_stats_dropped_total. 0: no limit."),
 			(*pflag.FlagSet).IntVar, func(c *Config) *int { return &c.Kipvs.MaxServiceSeries }),
 		flagOnly(k("kipvs-debug-endpoints", "true",
-			"Serve /debug/kipvs/state and /debug/kipvs/virtualservers on the metrics server (what `kipvs doctor`'s drift checks and `kipvs status --services` read). "+
+			"Serve /debug/kipvs/state and /debug/kipvs/virtualservers on the metrics server (what kipvs doctor's drift checks and kipvs status --services read). "+
 				"Off by default: they list every Service, pod IP and rule of the node to anyone who can reach the metrics address."),
 			(*pflag.FlagSet).BoolVar, func(c *Config) *bool { return &c.Kipvs.DebugEndpoints }),
 		flagOnly(k("kipvs-max-service-set-members", "100",

@@ -127,6 +127,9 @@ type Daemon struct {
 	badClusterCIDRs    []netip.Prefix
 	clusterCIDRChecked bool
 	hcWant             map[types.NamespacedName]healthcheck.Service
+	// endpointNodes elects the node that sends a Service's Service-wide Warning Events
+	// (reporter.go).
+	endpointNodes *endpointNodes
 }
 
 type problemKey struct {
@@ -166,7 +169,8 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 		deps.Events = events
 	}
 	d := &Daemon{cfg: cfg, deps: deps, events: events, log: log, nodeName: nodeName, problems: map[problemKey][]proxy.Problem{},
-		schedulers: map[string]bool{cfg.IPVS.SchedulerName(): true}, hcWant: map[types.NamespacedName]healthcheck.Service{}}
+		schedulers: map[string]bool{cfg.IPVS.SchedulerName(): true}, hcWant: map[types.NamespacedName]healthcheck.Service{},
+		endpointNodes: newEndpointNodes()}
 	d.metrics = metrics.New(deps.Registry)
 	stats := deps.StatsIPVS
 	if stats == nil {

@@ -159,6 +159,16 @@ func TestHostileExternalIPsLeaveClusterIPsAlone(t *testing.T) {
 			}
 			n := newOwnNode(t, cfg)
 			svcs, eps := victimObjects()
+			// The endpoints run on this node, so this node is the one that sends the
+			// Services' Service-wide Events (reporter.go): the only node with endpoints.
+			onThisNode := func(eps []*discoveryv1.EndpointSlice) {
+				for _, s := range eps {
+					for i := range s.Endpoints {
+						s.Endpoints[i].NodeName = ptr.To(fuzzNodeName)
+					}
+				}
+			}
+			onThisNode(eps)
 			n.src.Set(svcs, eps, nil, false)
 			n.sync(t, true)
 			before, err := n.node.dump()
@@ -167,6 +177,7 @@ func TestHostileExternalIPsLeaveClusterIPsAlone(t *testing.T) {
 			}
 
 			evil, evilEps := hostileTenant(tc.ns)
+			onThisNode(evilEps)
 			n.src.Set(append(slices.Clone(svcs), evil), append(slices.Clone(eps), evilEps...), nil, false)
 			n.sync(t, false)
 			after, err := n.node.dump()

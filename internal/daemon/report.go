@@ -90,7 +90,8 @@ func setFlag(m map[types.NamespacedName]bool, k types.NamespacedName, on bool) {
 const maxReportedProblems = 10
 
 // report logs, and sends as Warning Events, the problems of a Service that were not
-// already reported; it forgets problems that went away so they are reported again if they
+// already reported (a Service-wide problem's Event only from the Service's elected node:
+// sendsEvent); it forgets problems that went away so they are reported again if they
 // come back. It runs under the sync lock: its cost is linear in the problems (the old ones
 // are indexed), and it logs at most maxReportedProblems of them one by one.
 func (d *Daemon) report(f *family, svc types.NamespacedName, problems []proxy.Problem) {
@@ -109,27 +110,30 @@ func (d *Daemon) report(f *family, svc types.NamespacedName, problems []proxy.Pr
 		}
 	}
 	reported := 0
-	var more map[string]int // reason -> new problems not reported one by one
+	var more, moreEvents map[string]int // reason -> new problems not reported one by one (logged; sent as Events)
 	for _, p := range problems {
 		if _, ok := known[p]; ok {
 			continue
 		}
 		if reported == maxReportedProblems {
 			if more == nil {
-				more = map[string]int{}
+				more, moreEvents = map[string]int{}, map[string]int{}
 			}
 			more[p.Reason]++
+			if d.sendsEvent(p) {
+				moreEvents[p.Reason]++
+			}
 			continue
 		}
 		reported++
 		d.log.Warn("service cannot be programmed as written", zap.String("family", f.ipFamily.String()),
 			zap.String("service", p.Service.String()), zap.String("field", p.Field), zap.String("reason", p.Reason), zap.String("message", p.Message))
-		if d.deps.Events != nil {
+		if d.deps.Events != nil && d.sendsEvent(p) {
 			d.deps.Events.Warn(p.Service, p.Reason, fmt.Sprintf("%s: %s", p.Field, p.Message))
 		}
 	}
 	if more != nil {
-		d.reportMore(f, svc, more)
+		d.reportMore(f, svc, more, moreEvents)
 	}
 }
 
@@ -138,8 +142,8 @@ func (d *Daemon) report(f *family, svc types.NamespacedName, problems []proxy.Pr
 const moreProblemsMessage = "service cannot be programmed as written: more problems not logged one by one"
 
 // reportMore logs the count of the new problems of a Service that report left out, one
-// line per reason, and adds them to the Events' counts.
-func (d *Daemon) reportMore(f *family, svc types.NamespacedName, more map[string]int) {
+// line per reason, and adds those this node sends Events for (events) to the Events' counts.
+func (d *Daemon) reportMore(f *family, svc types.NamespacedName, more, events map[string]int) {
 	reasons := make([]string, 0, len(more))
 	for r := range more {
 		reasons = append(reasons, r)
@@ -148,8 +152,8 @@ func (d *Daemon) reportMore(f *family, svc types.NamespacedName, more map[string
 	for _, r := range reasons {
 		d.log.Warn(moreProblemsMessage, zap.String("family", f.ipFamily.String()), zap.String("service", svc.String()),
 			zap.String("reason", r), zap.Int("more", more[r]))
-		if d.events != nil {
-			d.events.count(svc, r, more[r])
+		if d.events != nil && events[r] > 0 {
+			d.events.count(svc, r, events[r])
 		}
 	}
 }

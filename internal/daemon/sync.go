@@ -71,6 +71,9 @@ func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 		if err != nil {
 			return err
 		}
+		for name, info := range changes.Services {
+			d.endpointNodes.update(name, info)
+		}
 		d.probeSchedulers(changes.Services, false)
 		for _, f := range d.families {
 			if !f.opts.Equal(d.options(f.ipFamily, src.Node(), host)) {
@@ -87,6 +90,7 @@ func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 		}
 		snap = &s
 		changes = mergeChanges(changes, s.Pending)
+		d.endpointNodes.reset(s.Services)
 		d.probeSchedulers(s.Services, true)
 		d.removeProbeLeftover()
 		// One read of the kernel for every family: the IPVS table and the dummy link are

@@ -6,6 +6,7 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"k8s.io/klog/v2"
 )
 
@@ -38,4 +39,36 @@ func New(format string, verbosity int) (*zap.Logger, error) {
 // BridgeKlog sends everything client-go logs through klog to log.
 func BridgeKlog(log *zap.Logger) {
 	klog.SetLogger(zapr.NewLogger(log.WithOptions(zap.AddCallerSkip(0)).Named("client-go")))
+}
+
+// Boot holds what is logged while the configuration, and with it the log format, is read
+// (flags ignored with --config, deprecated fields): Replay writes it, in order and with its
+// own times, through the logger of the configured format, so no line of another format
+// comes before it.
+type Boot struct {
+	logs *observer.ObservedLogs
+}
+
+// NewBoot returns a logger that records every entry, and the Boot to replay them.
+func NewBoot() (*zap.Logger, *Boot) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	return zap.New(core, zap.AddCaller()), &Boot{logs: logs}
+}
+
+// Replay writes the recorded entries through log (at its level) and forgets them.
+func (b *Boot) Replay(log *zap.Logger) {
+	for _, e := range b.logs.TakeAll() {
+		if ce := log.Core().Check(e.Entry, nil); ce != nil {
+			ce.Write(e.Context...)
+		}
+	}
+}
+
+// ReplayConsole replays the entries as console lines: for when the configuration could
+// not be read, so its format is unknown.
+func (b *Boot) ReplayConsole() {
+	if log, err := New("console", 0); err == nil {
+		b.Replay(log)
+		_ = log.Sync()
+	}
 }

@@ -46,8 +46,11 @@ type activity struct {
 
 // MinStuckTimeout is the least time one sync may run before /livez reports the process
 // stuck (the timeout is the longer of this and twice the /healthz timeout, i.e. 4 x
-// ipvs.syncPeriod). A first full sync of 10,000 Services takes about 20 s under qemu TCG
-// (docs/performance.md), so a sync that runs minutes is not slow but stuck.
+// ipvs.syncPeriod). The longest sync is a first full sync; under qemu TCG it took 19.5 s
+// at 10,000 Services x 10 endpoints (make bench-compare), 87 s at 10,000 x 2 against a real
+// apiserver (deploy/README.md, Resource figures) and 95-119 s from the process start at
+// 50,000 x 4 (make bench-first-sync; docs/performance.md). A sync that runs for minutes is
+// stuck, or the node is far larger than these: raise ipvs.syncPeriod there.
 const MinStuckTimeout = 2 * time.Minute
 
 // NewHealth returns a tracker. node may be nil (standalone mode: the node is always eligible).
