@@ -80,11 +80,11 @@ func recordNodes(info *watch.ServiceInfo) []string {
 // node of the set with the highest rendezvous hash of (svc, node name). Every node
 // computes the same answer from the same set, so one node in the cluster sends them, and
 // which one varies by Service (the Events' load spreads over the nodes). An empty set
-// (no endpoint names its node: a small or a new cluster) elects every node. Cost: the
+// (no endpoint names its node: a small or a new cluster), or none kept, elects every node. Cost: the
 // nodes that lose usually learn it within a few comparisons (each other node beats this
 // one with even odds); the winner compares with every node, once per new Problem.
 func (e *endpointNodes) reporter(svc types.NamespacedName, self string) bool {
-	if len(e.count) == 0 {
+	if e == nil || len(e.count) == 0 {
 		return true
 	}
 	if e.count[self] == 0 {

@@ -39,9 +39,12 @@ func reasonScope(reason string) (scope problemScope, known bool) {
 	switch reason {
 	case "ClusterIPIsNodeAddress", "ExternalIPIsNodeAddress", "LoadBalancerIPIsNodeAddress", // the node's own addresses
 		"ExternalIPIsAPIServer", "LoadBalancerIPIsAPIServer", // the apiserver's address as this node reaches it
-		"SchedulerUnavailable",    // this node's kernel modules
-		ReasonTooManySetMembers,   // the members include this node's local endpoints
-		ReasonSetCapacityExceeded: // this node's sets, filled in its own order
+		"ExternalIPOnNodeLink", "LoadBalancerIPOnNodeLink", // this node's links and gateways
+		"ExternalIPInPodCIDR", "LoadBalancerIPInPodCIDR", // the cluster CIDRs, and this Node's pod CIDRs
+		"SchedulerUnavailable",                                // this node's kernel modules
+		ReasonTooManySetMembers,                               // the members include this node's local endpoints
+		ReasonTooManyRealServers, ReasonTooManyVirtualServers, // node ports on this node's addresses, its local endpoints
+		ReasonSetCapacityExceeded, ReasonRealServerCapacityExceeded: // this node's tables, filled in its own order
 		return nodeScope, true
 	case reasonVirtualServerConflict, // which claim wins follows from the Services alone
 		// From the Service and its EndpointSlices alone.
