@@ -337,9 +337,19 @@ func faultyGenScenario(seed uint64) faultyScenario {
 // small, so that a hostile Service over it stays cheap to generate and sync.
 const faultyMaxServiceSetMembers = 100
 
+// faultyMaxServiceVirtualServers and faultyMaxServiceRealServers are the per-Service server
+// limits of the faulty-kernel daemon: above what an ordinary slot has (at most 2 ports on 4
+// addresses and their node ports, a few endpoints), below a real-server product's.
+const (
+	faultyMaxServiceVirtualServers = 30
+	faultyMaxServiceRealServers    = 60
+)
+
 // faultyHostileSize makes some Services hostile: more set members than the per-Service limit,
-// from 150 loadBalancerSourceRanges (a LoadBalancer) or 120 ports. Such a Service is not
-// programmed at all, by the daemon under faults as by the fresh one; every other is.
+// from 150 loadBalancerSourceRanges (a LoadBalancer) or 120 ports, or a real-server product of
+// 24 external IPs and the slot's ports and endpoints (beyond the per-Service virtual or real
+// server limit, with few set members). Such a Service is not programmed at all, by the
+// daemon under faults as by the fresh one; every other is.
 func faultyHostileSize(rng *rand.Rand, s *v1.Service) {
 	switch r := rng.IntN(12); {
 	case r == 0 && s.Spec.Type == v1.ServiceTypeLoadBalancer:
@@ -356,7 +366,20 @@ func faultyHostileSize(rng *rand.Rand, s *v1.Service) {
 			}
 			s.Spec.Ports = append(s.Spec.Ports, p)
 		}
+	case r == 2:
+		for k := range 24 {
+			s.Spec.ExternalIPs = append(s.Spec.ExternalIPs, fmt.Sprintf("198.18.%d.%d", len(s.Spec.Ports), k+1))
+		}
 	}
+}
+
+// faultyForbidden says why no VIP may be a, or "": a pod's address (the daemon's cluster
+// CIDR, testConfig), which faultyHostileClaim claims now and then.
+func faultyForbidden(a netip.Addr) string {
+	if netip.MustParsePrefix("10.244.0.0/16").Contains(a) {
+		return "inside the cluster CIDR (a pod's address)"
+	}
+	return ""
 }
 
 func faultyPick[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
@@ -370,6 +393,9 @@ func faultyHostileClaim(rng *rand.Rand, s *v1.Service) {
 		return
 	}
 	victim := fmt.Sprintf("10.96.0.%d", 10+rng.IntN(faultyServices))
+	if rng.IntN(3) == 0 {
+		victim = fmt.Sprintf("10.244.%d.%d", rng.IntN(faultyServices), 1+rng.IntN(3)) // a pod's address
+	}
 	if s.Spec.Type == v1.ServiceTypeLoadBalancer && rng.IntN(2) == 0 {
 		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: victim})
 		return
@@ -721,6 +747,8 @@ func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful tim
 	cfg := testConfig(t)
 	cfg.Kipvs.GracefulPeriod = graceful
 	cfg.Kipvs.MaxServiceSetMembers = faultyMaxServiceSetMembers
+	cfg.Kipvs.MaxServiceVirtualServers = faultyMaxServiceVirtualServers
+	cfg.Kipvs.MaxServiceRealServers = faultyMaxServiceRealServers
 	d, err := New(cfg, "node-a", zap.NewNop(), deps)
 	if err != nil {
 		t.Fatal(err)
@@ -935,6 +963,22 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 		return res
 	}
 
+	// No pod's address is a VIP: not bound, no virtual server.
+	for _, l := range strings.Split(got["dummy"], "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "addr" {
+			if p, err := netip.ParsePrefix(f[1]); err == nil && faultyForbidden(p.Addr()) != "" {
+				res.problem = fmt.Sprintf("INVARIANT claims: %s is bound on kube-ipvs0 (%s)", p.Addr(), faultyForbidden(p.Addr()))
+				return res
+			}
+		}
+	}
+	for k := range ipvsBlocks(got["ipvs"]) {
+		if why := faultyForbidden(k.addr.Addr()); why != "" {
+			res.problem = fmt.Sprintf("INVARIANT claims: virtual server %s (%s)", k, why)
+			return res
+		}
+	}
+
 	// Ownership (issue 23): every cluster IP's virtual servers and set members are what a
 	// fresh kipvs gives them with no external or ingress IP anywhere.
 	owners := src.final()
@@ -943,7 +987,8 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 		// A Service over the per-Service member limit (faultyHostileSize) is refused whole
 		// for its own size, which its own ingress IPs count in: without them it may fit. Its
 		// cluster IP says nothing of other Services' claims.
-		hugeSelf := len(svc.Spec.Ports) > faultyMaxServiceSetMembers || len(svc.Spec.LoadBalancerSourceRanges) > faultyMaxServiceSetMembers
+		hugeSelf := len(svc.Spec.Ports) > faultyMaxServiceSetMembers || len(svc.Spec.LoadBalancerSourceRanges) > faultyMaxServiceSetMembers ||
+			len(svc.Spec.ExternalIPs) >= 24
 		svc = svc.DeepCopy()
 		svc.Spec.ExternalIPs, svc.Status.LoadBalancer.Ingress = nil, nil
 		owners.svcs[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = svc

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,9 +147,10 @@ var (
 	tabETP        = tab(2, "$auto", "Local", "Bogus", "")
 	tabITP        = tab(2, "Cluster", "Local", "Bogus")
 	tabHCPort     = tab(1, "$auto", "0", "-1", "65536")
-	tabExtIP      = tab(2, "$ext4", "$ext6", "239.1.1.1", "$node4", "bad", "fe80::1%eth0", "0.0.0.0", "255.255.255.255", "ff05::1", "169.254.169.254", "$node6", "::", "$claim4", "$claim6", "$claim4b", "$claim6b")
+	tabExtIP      = tab(2, "$ext4", "$ext6", "239.1.1.1", "$node4", "bad", "fe80::1%eth0", "0.0.0.0", "255.255.255.255", "ff05::1", "169.254.169.254", "$node6", "::", "$claim4", "$claim6", "$claim4b", "$claim6b", "$pod4", "$pod6", "$gw4", "$nbr6", "$api4")
+	tabExtCount   = tab(3, "0", "1", "2", "huge")
 	tabLBIP       = tab(-1, "", "$lb4")
-	tabIngressIP  = tab(3, "$lb4", "$lb6", "", "0.0.0.0", "239.1.1.1", "ff05::1", "169.254.169.254", "fe80::1", "$node4", "bad", "fe80::1%eth0", "255.255.255.255", "$claim4", "$claim6", "$claim4b", "$claim6b")
+	tabIngressIP  = tab(3, "$lb4", "$lb6", "", "0.0.0.0", "239.1.1.1", "ff05::1", "169.254.169.254", "fe80::1", "$node4", "bad", "fe80::1%eth0", "255.255.255.255", "$claim4", "$claim6", "$claim4b", "$claim6b", "$pod4", "$pod6", "$gw4", "$nbr6", "$api4")
 	tabIPMode     = tab(-1, "nil", "VIP", "Proxy")
 	tabSrcRange   = tab(5, "10.0.0.0/8", "192.168.1.0/24", "203.0.113.7/32", "2001:db8::/32", "2001:db8::10/128", "0.0.0.0/0", "::/0", "bad", "10.0.0.0/33", "fe80::/64%eth0")
 	tabScheduler  = tab(4, "none", "rr", "sh", "mh", "bogus", "")
@@ -297,7 +299,17 @@ func genService(c gen, i int) (*v1.Service, []*discoveryv1.EndpointSlice) {
 		sp.SessionAffinity = v1.ServiceAffinityNone
 	}
 
-	next, _ := strconv.Atoi(c.pick(p("exts"), tabCount02))
+	next := 0
+	switch n := c.pick(p("exts"), tabExtCount); n {
+	case "huge":
+		// Hostile: a product of external IPs and ports (and endpoints) beyond the fuzz
+		// daemon's per-Service virtual and real server limits, with few set members.
+		for j := range fuzzHugeExts {
+			sp.ExternalIPs = append(sp.ExternalIPs, fmt.Sprintf("198.18.%d.%d", i, j+1))
+		}
+	default:
+		next, _ = strconv.Atoi(n)
+	}
 	for j := range next {
 		sp.ExternalIPs = append(sp.ExternalIPs, resolveAddr(c.pickElem(p(fmt.Sprintf("ext%d", j)), tabExtIP),
 			fmt.Sprintf("203.0.113.%d", 10*i+j+1), fmt.Sprintf("2001:db8:e::%x", 0x10*i+j+1)))
@@ -476,6 +488,18 @@ func resolveAddr(v, good4, good6 string) string {
 		return "10.96.0.11"
 	case "$claim6b":
 		return "fd00:96::a1"
+	// Hostile claims of addresses that belong to others: a pod's (s0's first endpoint, in
+	// the cluster CIDR), the node's gateway and a neighbour on its link, the apiserver's.
+	case "$pod4":
+		return "10.244.1.1"
+	case "$pod6":
+		return "fd00:10:244:1::1"
+	case "$gw4":
+		return fuzzGateway4
+	case "$nbr6":
+		return "2001:db8::99"
+	case "$api4":
+		return fuzzAPIServer4
 	}
 	return v
 }
@@ -488,6 +512,34 @@ const (
 	fuzzMaxServiceSetMembers = 100
 	fuzzSetMaxElem           = 64
 )
+
+// fuzzHugeExts is how many external IPs a hostile Service of real-server products has, with
+// fewer set members than the per-Service member limit: with two ports beyond the fuzz
+// daemon's per-Service virtual server limit, with one port and five or more endpoints beyond
+// its real server limit. A Service that is not hostile has at most 12 virtual servers and
+// 72 real servers per family (2 ports on 6 addresses, 6 endpoints).
+const (
+	fuzzHugeExts                 = 24
+	fuzzMaxServiceVirtualServers = 30
+	fuzzMaxServiceRealServers    = 100
+)
+
+// hostileSize reports whether s is one of the generator's hostile sizes, which kipvs may
+// refuse whole for the size alone (the oracle calls it malformed).
+func hostileSize(s *v1.Service) bool {
+	return len(s.Spec.Ports) >= fuzzHugeCount || len(s.Spec.LoadBalancerSourceRanges) >= fuzzHugeCount ||
+		len(s.Spec.ExternalIPs) >= fuzzHugeExts
+}
+
+// The node's gateway, its links' prefixes (Deps.NodeLinks: the gateway as a single
+// address too) and the apiserver's address (Deps.APIServerAddrs) in every fuzz daemon.
+const (
+	fuzzGateway4   = "192.168.1.1"
+	fuzzAPIServer4 = "192.0.2.100"
+)
+
+var fuzzNodeLinks = []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24"), netip.MustParsePrefix("2001:db8::/64"),
+	netip.MustParsePrefix(fuzzGateway4 + "/32")}
 
 func btoi(b bool) int {
 	if b {

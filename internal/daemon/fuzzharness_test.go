@@ -14,6 +14,9 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack"
@@ -122,12 +125,14 @@ func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*f
 	n := newDualNode()
 	src := newMemSource(fuzzNodeName)
 	cfg := config.Defaults()
-	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
+	cfg.ClusterCIDRs = slices.Clone(fuzzClusterCIDRs)
 	cfg.DetectLocalMode = config.LocalMode(localMode)
 	cfg.IPVS.MinSyncPeriod = 0
 	cfg.IPVS.SyncPeriod = time.Hour
 	cfg.Kipvs.GracefulPeriod = 0 // removed real servers go at once, so removal converges exactly
 	cfg.Kipvs.MaxServiceSetMembers = fuzzMaxServiceSetMembers
+	cfg.Kipvs.MaxServiceVirtualServers = fuzzMaxServiceVirtualServers
+	cfg.Kipvs.MaxServiceRealServers = fuzzMaxServiceRealServers
 	deps := Deps{
 		Source: src, IPVS: n.ipvs,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
@@ -139,6 +144,8 @@ func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*f
 		},
 		Sysctl:            n.sysctl,
 		HostAddrs:         func() ([]netip.Addr, error) { return slices.Clone(fuzzHostAddrs), nil },
+		NodeLinks:         func() ([]netip.Prefix, error) { return slices.Clone(fuzzNodeLinks), nil },
+		APIServerAddrs:    []netip.Addr{netip.MustParseAddr(fuzzAPIServer4)},
 		IPv6:              func() error { return nil },
 		KernelRelease:     "6.1.0-56-amd64",
 		NumCPU:            4,
@@ -196,11 +203,16 @@ type fuzzCase struct {
 
 func newFuzzCase(sc *scenario) *fuzzCase {
 	c := &fuzzCase{sc: sc, all: objects{node: sc.node}, clean: objects{node: sc.node}}
-	for i, svc := range sc.services {
-		v := judge(svc, sc.slices[i])
+	dns, dnsSlices := fuzzKubeDNS()
+	for i, svc := range append([]*v1.Service{dns}, sc.services...) {
+		sl := dnsSlices
+		if i > 0 {
+			sl = sc.slices[i-1]
+		}
+		v := judge(svc, sl)
 		c.verdicts = append(c.verdicts, v)
 		c.all.services = append(c.all.services, svc)
-		c.all.slices = append(c.all.slices, sc.slices[i]...)
+		c.all.slices = append(c.all.slices, sl...)
 		if v.class != malformed {
 			c.clean.services = append(c.clean.services, v.svc)
 			c.clean.slices = append(c.clean.slices, v.slices...)
@@ -246,6 +258,9 @@ func checkSync(sc *scenario) (err error) {
 		return err
 	}
 	if err := checkOwnership(c, dumpA, sc.localMode); err != nil {
+		return err
+	}
+	if err := checkClaimsAndLimits(c, a.d, dumpA); err != nil {
 		return err
 	}
 
@@ -332,8 +347,8 @@ func checkOwnership(c *fuzzCase, a nodeDump, localMode string) error {
 	}
 	clusterIPs := map[netip.Addr]bool{}
 	for _, s := range c.all.services {
-		if len(s.Spec.Ports) >= fuzzHugeCount || len(s.Spec.LoadBalancerSourceRanges) >= fuzzHugeCount {
-			// A Service over the per-Service member limit is refused whole for its own
+		if hostileSize(s) {
+			// A Service over a per-Service limit is refused whole for its own
 			// size, which its own ingress IPs count in: with them removed (run O) it may
 			// fit. Its cluster IP says nothing of other Services' claims.
 			continue
@@ -467,7 +482,7 @@ func compareRuns(c *fuzzCase, a, b nodeDump) error {
 		pb := b.parts()[i]
 		la, lb := lineSet(pa.text), lineSet(pb.text)
 		for _, l := range strings.Split(pb.text, "\n") {
-			if l != "" && !la[l] {
+			if l != "" && !la[l] && !lostToMalformed(c, l) && !emptiedByLoss(c, l, setsA, b.ipset) {
 				return fmt.Errorf("INVARIANT well-formed-programmed: %s line %q of the well-formed objects alone is missing when the other objects are there too", pa.name, l)
 			}
 		}
@@ -481,6 +496,61 @@ func compareRuns(c *fuzzCase, a, b nodeDump) error {
 		}
 	}
 	return nil
+}
+
+// lostToMalformed reports whether line l (of run B) is about an address that is a cluster IP
+// of a malformed Service of run A: a well-formed Service's external or ingress IP there
+// loses to that cluster IP whenever kipvs programs the malformed Service anyway (it is
+// lenient where the apiserver would have filled a field in, e.g. a missing ipFamilies), as
+// a Service's own cluster IP always wins.
+func lostToMalformed(c *fuzzCase, l string) bool {
+	for i, v := range c.verdicts {
+		if v.class != malformed {
+			continue
+		}
+		for _, ip := range c.all.services[i].Spec.ClusterIPs {
+			a, err := netip.ParseAddr(ip)
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(l) {
+				f = strings.TrimPrefix(f, "[")
+				if j := strings.IndexAny(f, ",/]"); j >= 0 {
+					f = f[:j]
+				}
+				if j := strings.LastIndex(f, ":"); j >= 0 && strings.Contains(f, ".") {
+					f = f[:j]
+				}
+				if f == a.String() {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// emptiedByLoss reports whether l is a rule on a set that run A leaves empty only because
+// every member run B has in it lost to a malformed Service's cluster IP (lostToMalformed):
+// kipvs writes a set's rules only while the set has members.
+func emptiedByLoss(c *fuzzCase, l string, setsA map[string]bool, ipsetB string) bool {
+	f := strings.Fields(l)
+	i := slices.Index(f, "--match-set")
+	if i < 0 || i+1 >= len(f) || setsA[f[i+1]] {
+		return false
+	}
+	lost := false
+	for _, m := range strings.Split(ipsetB, "\n") {
+		mf := strings.Fields(m)
+		if len(mf) < 3 || mf[0] != "add" || mf[1] != f[i+1] {
+			continue
+		}
+		if !lostToMalformed(c, m) {
+			return false
+		}
+		lost = true
+	}
+	return lost
 }
 
 // nonEmptySets lists the sets with members in an ipset dump.
@@ -686,4 +756,89 @@ func (v *verdict) explains(t lineTokens) bool {
 		}
 	}
 	return true
+}
+
+// fuzzKubeDNS is a well-formed kube-system Service every scenario has (within the reserve of
+// the node-wide budgets): whatever the other Services are, it is programmed.
+func fuzzKubeDNS() (*v1.Service, []*discoveryv1.EndpointSlice) {
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"}}
+	svc.Spec.Type = v1.ServiceTypeClusterIP
+	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = fuzzKubeDNSIP, []string{fuzzKubeDNSIP}
+	svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol}
+	pol := v1.IPFamilyPolicySingleStack
+	svc.Spec.IPFamilyPolicy = &pol
+	svc.Spec.SessionAffinity = v1.ServiceAffinityNone
+	itp := v1.ServiceInternalTrafficPolicyCluster
+	svc.Spec.InternalTrafficPolicy = &itp
+	svc.Spec.Ports = []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP, TargetPort: intstr.FromInt32(53)}}
+	name, proto, port, ready, node := "dns", v1.ProtocolUDP, int32(53), true, fuzzNodeName
+	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns-0", Namespace: "kube-system",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "kube-dns"}}, AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:     []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.250.2"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}, NodeName: &node}}}
+	return svc, []*discoveryv1.EndpointSlice{sl}
+}
+
+const fuzzKubeDNSIP = "10.96.0.250"
+
+// checkClaimsAndLimits is the hostile tenant's invariant over run A: no address of a pod (the
+// cluster CIDR), of the node, its gateway or neighbours (its links' prefixes) or of the
+// apiserver is bound on kube-ipvs0 or is the address of a Service's virtual server (a node
+// port's virtual servers are on the node's addresses by design); no Service holds more
+// virtual or real servers than the per-Service limits; and kube-system's kube-dns is
+// programmed with its endpoint.
+func checkClaimsAndLimits(c *fuzzCase, d *Daemon, dump nodeDump) error {
+	forbidden := func(a netip.Addr) string {
+		switch {
+		case a == netip.MustParseAddr(fuzzAPIServer4):
+			return "the apiserver's address"
+		case slices.ContainsFunc(fuzzClusterCIDRs, func(p netip.Prefix) bool { return p.Contains(a) }):
+			return "inside the cluster CIDR"
+		case slices.ContainsFunc(fuzzNodeLinks, func(p netip.Prefix) bool { return p.Contains(a) }):
+			return "on the node's link"
+		}
+		return ""
+	}
+	for _, l := range strings.Split(dump.dummy, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 || f[0] != "addr" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f[1])
+		if err != nil {
+			return fmt.Errorf("kube-ipvs0 dump line %q: %w", l, err)
+		}
+		if why := forbidden(p.Addr()); why != "" || slices.Contains(fuzzHostAddrs, p.Addr()) {
+			return fmt.Errorf("INVARIANT claims: %s is bound on kube-ipvs0 (%s%s)", p.Addr(), why, map[bool]string{true: "the node's address"}[why == ""])
+		}
+	}
+	for k := range ipvsBlocks(dump.ipvs) {
+		if slices.Contains(fuzzHostAddrs, k.addr.Addr()) {
+			continue // a node port
+		}
+		if why := forbidden(k.addr.Addr()); why != "" {
+			return fmt.Errorf("INVARIANT claims: virtual server %s (%s)", k, why)
+		}
+	}
+	for _, f := range d.families {
+		for _, svc := range c.all.services {
+			st := f.desired.Service(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+			if st == nil {
+				continue
+			}
+			reals := 0
+			for _, vs := range st.VirtualServers {
+				reals += len(vs.Destinations)
+			}
+			if len(st.VirtualServers) > fuzzMaxServiceVirtualServers || reals > fuzzMaxServiceRealServers {
+				return fmt.Errorf("INVARIANT limits: %s/%s has %d virtual servers and %d real servers in %s, beyond the limits %d and %d",
+					svc.Namespace, svc.Name, len(st.VirtualServers), reals, f.ipFamily, fuzzMaxServiceVirtualServers, fuzzMaxServiceRealServers)
+			}
+		}
+	}
+	dns := ipvsBlocks(dump.ipvs)[vsKey{proto: "-u", addr: netip.AddrPortFrom(netip.MustParseAddr(fuzzKubeDNSIP), 53)}]
+	if !strings.Contains(dns, "-a -u "+fuzzKubeDNSIP+":53 -r 10.244.250.2:53") {
+		return fmt.Errorf("INVARIANT reserve: kube-system/kube-dns is not programmed with its endpoint:\n%s", dns)
+	}
+	return nil
 }

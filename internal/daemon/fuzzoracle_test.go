@@ -79,9 +79,18 @@ func vipProblem(s string) string {
 		return "not a unicast address"
 	case slices.Contains(fuzzHostAddrs, a):
 		return "an address of the node"
+	case a == netip.MustParseAddr(fuzzAPIServer4):
+		return "the apiserver's address"
+	case slices.ContainsFunc(fuzzClusterCIDRs, func(p netip.Prefix) bool { return p.Contains(a) }):
+		return "inside the cluster CIDR (a pod's address)"
+	case slices.ContainsFunc(fuzzNodeLinks, func(p netip.Prefix) bool { return p.Contains(a) }):
+		return "on the node's link (its gateway or a neighbour)"
 	}
 	return ""
 }
+
+// fuzzClusterCIDRs is the fuzz daemon's --cluster-cidr.
+var fuzzClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
 
 // endpointProblem says why s cannot be an endpoint address of a slice of type at.
 func endpointProblem(s string, at discoveryv1.AddressType) string {
@@ -277,8 +286,9 @@ func judge(svc *v1.Service, sl []*discoveryv1.EndpointSlice) *verdict {
 	// Hostile sizes (fuzzgen's "huge"): with a VIP and a port, more set members than the
 	// per-Service limit; kipvs may refuse the Service (it does, whole, in each family
 	// where it is over), and must keep every other Service whole.
-	if len(sp.Ports) >= fuzzHugeCount || len(sp.LoadBalancerSourceRanges) >= fuzzHugeCount {
-		bad("%d ports, %d loadBalancerSourceRanges: beyond the per-Service set member limit %d", len(sp.Ports), len(sp.LoadBalancerSourceRanges), fuzzMaxServiceSetMembers)
+	if hostileSize(svc) {
+		bad("%d ports, %d loadBalancerSourceRanges, %d externalIPs: beyond a per-Service limit (set members %d, virtual servers %d, real servers %d)",
+			len(svc.Spec.Ports), len(svc.Spec.LoadBalancerSourceRanges), len(svc.Spec.ExternalIPs), fuzzMaxServiceSetMembers, fuzzMaxServiceVirtualServers, fuzzMaxServiceRealServers)
 	}
 	for j, s := range sp.LoadBalancerSourceRanges {
 		p, err := netip.ParsePrefix(s)

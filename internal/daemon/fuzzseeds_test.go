@@ -44,6 +44,16 @@ var fuzzSeeds = []fuzzSeed{
 		"s0.fam", "v4v6"),
 	seed("hostile-claims-by-first-service", with(lb, "s0.shape", "partial", "s0.exts", "2", "s0.ext0", "$claim4b", "s0.ext1", "$claim6b",
 		"s0.ing0", "$claim4b", "s0.fam", "v4v6", "s0.srcs", "1")...),
+	// Hostile claims of addresses that belong to others: a pod's (another Service's
+	// endpoint, in the cluster CIDR), the node's gateway, a neighbour on its link and the
+	// apiserver's, as external and ingress IPs (checkClaimsAndLimits).
+	seed("hostile-claims-pod-and-gateway", with(lb, "s0.shape", "partial", "s0.exts", "2", "s0.ext0", "$pod4", "s0.ext1", "$gw4",
+		"s0.ing0", "$pod6", "s0.fam", "v4v6")...),
+	seed("hostile-claims-neighbour-and-apiserver", with(lb, "s0.shape", "partial", "s0.exts", "2", "s0.ext0", "$nbr6", "s0.ext1", "$api4",
+		"s0.ing0", "$api4", "s0.fam", "v4v6")...),
+	// A real-server product: many external IPs times ports times endpoints, few set members.
+	seed("hostile-real-server-product", "s0.exts", "huge", "s0.ports", "1", "s0.slices", "2", "s0.e0.eps", "3", "s0.e1.eps", "3"),
+	seed("hostile-virtual-server-product", "s0.exts", "huge", "s0.ports", "2"),
 	// Well-formed baselines.
 	seed("wellformed-clusterip-and-lb"),
 	seed("wellformed-dualstack-v6-first", "s0.fam", "v6v4", "s0.slices", "2", "s0.affinity", "ClientIP", "s0.timeout", "86400",
