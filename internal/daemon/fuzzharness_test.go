@@ -788,17 +788,7 @@ const fuzzKubeDNSIP = "10.96.0.250"
 // virtual or real servers than the per-Service limits; and kube-system's kube-dns is
 // programmed with its endpoint.
 func checkClaimsAndLimits(c *fuzzCase, d *Daemon, dump nodeDump) error {
-	forbidden := func(a netip.Addr) string {
-		switch {
-		case a == netip.MustParseAddr(fuzzAPIServer4):
-			return "the apiserver's address"
-		case slices.ContainsFunc(fuzzClusterCIDRs, func(p netip.Prefix) bool { return p.Contains(a) }):
-			return "inside the cluster CIDR"
-		case slices.ContainsFunc(fuzzNodeLinks, func(p netip.Prefix) bool { return p.Contains(a) }):
-			return "on the node's link"
-		}
-		return ""
-	}
+	forbidden := othersAddress
 	for _, l := range strings.Split(dump.dummy, "\n") {
 		f := strings.Fields(l)
 		if len(f) != 2 || f[0] != "addr" {

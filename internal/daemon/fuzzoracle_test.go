@@ -79,6 +79,14 @@ func vipProblem(s string) string {
 		return "not a unicast address"
 	case slices.Contains(fuzzHostAddrs, a):
 		return "an address of the node"
+	}
+	return othersAddress(a)
+}
+
+// othersAddress says whose address a is when it is the apiserver's, a pod's (the cluster
+// CIDR) or the node's gateway's or a neighbour's (the node's links), or "".
+func othersAddress(a netip.Addr) string {
+	switch {
 	case a == netip.MustParseAddr(fuzzAPIServer4):
 		return "the apiserver's address"
 	case slices.ContainsFunc(fuzzClusterCIDRs, func(p netip.Prefix) bool { return p.Contains(a) }):
