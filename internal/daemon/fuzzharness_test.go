@@ -97,7 +97,11 @@ type fuzzDaemon struct {
 }
 
 func newFuzzDaemon(localMode string) (*fuzzDaemon, error) {
-	f, err := newFuzzDaemonWith(localMode, nil)
+	// Small per-Service server limits, so that a hostile product stays cheap to build.
+	f, err := newFuzzDaemonWith(localMode, func(cfg *config.Config, _ *Deps) {
+		cfg.Kipvs.MaxServiceVirtualServers = fuzzMaxServiceVirtualServers
+		cfg.Kipvs.MaxServiceRealServers = fuzzMaxServiceRealServers
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -131,8 +135,6 @@ func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*f
 	cfg.IPVS.SyncPeriod = time.Hour
 	cfg.Kipvs.GracefulPeriod = 0 // removed real servers go at once, so removal converges exactly
 	cfg.Kipvs.MaxServiceSetMembers = fuzzMaxServiceSetMembers
-	cfg.Kipvs.MaxServiceVirtualServers = fuzzMaxServiceVirtualServers
-	cfg.Kipvs.MaxServiceRealServers = fuzzMaxServiceRealServers
 	deps := Deps{
 		Source: src, IPVS: n.ipvs,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
