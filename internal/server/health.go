@@ -1,9 +1,9 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -218,18 +218,13 @@ func (h *Health) counter(which string) func(code string) {
 }
 
 func (h *Health) write(w http.ResponseWriter, r Report, healthy bool, count func(string)) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	status := http.StatusServiceUnavailable
 	if healthy {
 		// As kube-proxy: a healthy answer reports "now" as lastUpdated, for clients that
 		// judge freshness by it.
 		r.LastUpdated = h.clock.Now()
-		count("200")
-		w.WriteHeader(http.StatusOK)
-	} else {
-		count("503")
-		w.WriteHeader(http.StatusServiceUnavailable)
+		status = http.StatusOK
 	}
-	b, _ := json.Marshal(r)
-	_, _ = w.Write(b)
+	count(strconv.Itoa(status))
+	writeJSON(w, status, r)
 }

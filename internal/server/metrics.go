@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,14 +81,7 @@ func MetricsHandler(gatherer prometheus.Gatherer, configz func() any) http.Handl
 		if configz != nil {
 			cfg = configzValue(configz())
 		}
-		b, err := json.Marshal(map[string]any{"kubeproxy.config.k8s.io": cfg})
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write(b)
+		writeJSON(w, http.StatusOK, map[string]any{"kubeproxy.config.k8s.io": cfg})
 	})
 	return mux
 }
