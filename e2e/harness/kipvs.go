@@ -12,11 +12,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kipvs/kipvs/e2e/vm"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
@@ -30,27 +30,9 @@ type Kipvs struct {
 	Name string // "kipvs" or "kube-proxy", for messages
 	Args []string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *vm.SyncBuffer
 	done chan struct{} // closed when the process has exited and been waited for
 	err  error         // exit status, valid after done
-}
-
-// syncBuffer is a goroutine-safe bytes.Buffer for a child's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // RunArgs are the scenarios' `kipvs run` flags; extra flags are appended (a repeated flag
@@ -88,7 +70,7 @@ func StartKubeProxy(t testing.TB, env Env, args ...string) *Kipvs {
 // the scenarios' Env (e2e/deploy) run kipvs.
 func Start(t testing.TB, name, bin string, args ...string) *Kipvs {
 	t.Helper()
-	k := &Kipvs{Name: name, Args: args, log: &syncBuffer{}, done: make(chan struct{})}
+	k := &Kipvs{Name: name, Args: args, log: &vm.SyncBuffer{}, done: make(chan struct{})}
 	k.cmd = exec.Command(bin, args...)
 	k.cmd.Stdout, k.cmd.Stderr = k.log, k.log
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

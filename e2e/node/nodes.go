@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/kipvs/kipvs/e2e/vm"
 )
 
 // vmNode is one node of the run: its identity on the link and its VM while it runs.
@@ -21,7 +23,7 @@ type vmNode struct {
 	stop   chan struct{} // closed to ask the node script to stop; nil once the VM ended
 	done   chan error
 	cancel context.CancelFunc // kills the VM (its qemu) when it does not stop on request
-	out    *syncBuffer        // the console while the VM runs
+	out    *vm.SyncBuffer     // the console while the VM runs
 	output string             // the node script's whole output, once done has been received
 }
 

@@ -1,13 +1,11 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kipvs/kipvs/e2e/vm"
@@ -103,24 +101,6 @@ volumePluginDir: /var/lib/kubelet/volumeplugins
 serializeImagePulls: false
 `
 
-// syncBuffer collects the VM console for diagnostics while the VM runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // nodeUp writes the nodes' configuration, boots one VM per node with the node script and
 // waits until every Node is Ready (which needs its pod CIDR and the CNI configuration made
 // from it).
@@ -211,7 +191,7 @@ func (r *runner) startVM(ctx context.Context, n *vmNode, kdir string) {
 		fmt.Fprintf(&script, "export %s='%s'\n", k, strings.ReplaceAll(v, "'", `'\''`))
 	}
 	script.WriteString(nodeScript)
-	n.out = &syncBuffer{}
+	n.out = &vm.SyncBuffer{}
 	deadline, _ := ctx.Deadline()
 	vcfg := vm.Config{
 		CacheDir: c.VMCache, Script: script.String(), WorkDir: c.Repo, Timeout: time.Until(deadline),
