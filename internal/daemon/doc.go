@@ -3,7 +3,7 @@
 // runner, and serves health and metrics. Everything kernel-facing comes in through Deps, so
 // the whole daemon runs over fakes in unit tests.
 //
-// Its rooms:
+// Its files:
 //   - daemon.go: New, Prepare (sysctls, the dummy link, the first checks) and Run (the
 //     runner, the source's notifications, the drain loop);
 //   - sync.go: the syncs the runner asks for: incremental, full, the periodic full sync in
