@@ -23,12 +23,11 @@
 // through the same states. "Applied" is what the model (Reconciler.applied) records; the
 // kernel itself is only read by a full sync.
 //
-//	desired ──diff──▶ planned ──apply──▶ applied ◀──────────────┐
-//	                     │                  │                   │
-//	                     │ kernel refused   │ changed behind    │ repaired by
-//	                     ▼                  ▼ kipvs's back      │ the next full sync
-//	                  failed ──retry──▶  (planned)    drifted ──┘
-//	                  (ObjectStatus: error, attempts, NextRetry with backoff)
+//	desired ──diff──▶ planned ──apply──▶ applied ──changed behind kipvs's back──▶ drifted
+//	                   ▲    │               ▲                                        │
+//	                   │    │ refused       └──────── the next full sync repairs ────┘
+//	                   │    ▼
+//	                   └── failed (ObjectStatus: error, attempts, NextRetry; retried with backoff)
 //
 // A failed object's kernel state is unknown until a retry succeeds; every other object
 // keeps its model, so one refusal never forces a full sync.
