@@ -84,7 +84,7 @@ type Deps struct {
 	// sync.
 	firstSynced chan struct{}
 	// passChunk, if set (by this package's tests), is how many objects one step of a
-	// periodic full sync compares under the lock (default passChunk).
+	// periodic full sync compares under the lock (default reconcile.StepSize).
 	passChunk int
 	// passStepped, if set (by this package's tests), is called after each step of a
 	// periodic full sync, without d.mu.

@@ -844,7 +844,7 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 				break
 			}
 			before := len(in.Injected())
-			over := d.passStep(ctx, passes)
+			over := reconcile.StepPasses(ctx, &d.mu, passes, d.deps.passChunk)
 			readFaults += len(in.Injected()) - before
 			outcome = fmt.Sprintf(": over=%v", over)
 		case faultyPeriodicFinish:
@@ -855,7 +855,7 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 			before := len(in.Injected())
 			errsBefore := faultySyncErrors(d)
 			for over := passes == nil; !over; {
-				over = d.passStep(ctx, passes)
+				over = reconcile.StepPasses(ctx, &d.mu, passes, d.deps.passChunk)
 			}
 			err := d.periodicFinish(ctx, reads, passes, 0)
 			reads, readDone, passes = nil, false, nil

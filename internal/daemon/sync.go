@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"time"
 
@@ -239,16 +238,11 @@ func (d *Daemon) beginReads() []*reconcile.Read {
 	return reads
 }
 
-// passChunk is how many objects one step of a periodic full sync compares and repairs
-// under d.mu (reconcile.Pass): about 30 ms of the lock under qemu TCG, whatever the number
-// of Services.
-const passChunk = 256
-
 // periodicRead is the first part of the periodic full sync (the runner's PeriodicFunc),
 // which runs beside incremental syncs: it reads the kernel, every family at once, without
 // holding d.mu (reading the IPVS table, one dump of the real servers per virtual server, is
 // most of a periodic sync's time), then compares the read with the desired state and
-// repairs the drift in steps of passChunk objects, taking d.mu for one step at a time, so
+// repairs the drift in steps of reconcile.StepSize objects, taking d.mu for one step at a time, so
 // a change waits for one step at most, not for the whole comparison (runPasses). What is
 // left for periodicFinish is the bookkeeping.
 func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error, error) {
@@ -272,27 +266,27 @@ func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error,
 	}, nil
 }
 
-// runPasses runs a reconcile.Pass of every family over its read, one step at a time under
-// d.mu. It returns nil, having compared nothing, when a family needs a full sync or its
-// options changed (periodicFinish runs that full sync), and when ctx ends.
+// runPasses runs a reconcile.Pass of every family over its read (reconcile.RunPasses: one
+// step at a time under d.mu). It returns nil, having compared nothing, when a family needs
+// a full sync or its options changed (periodicFinish runs that full sync), and when ctx
+// ends.
 func (d *Daemon) runPasses(ctx context.Context, reads []*reconcile.Read) []*reconcile.Pass {
 	passes := d.beginPasses(reads)
-	for over := passes == nil; !over; {
-		if ctx.Err() != nil {
-			closePasses(passes)
-			return nil
-		}
-		over = d.passStep(ctx, passes)
-		if d.deps.passStepped != nil {
-			d.deps.passStepped(passes)
-		}
-		runtime.Gosched() // let a change waiting for d.mu have it
+	if passes == nil {
+		return nil
+	}
+	var stepped func()
+	if d.deps.passStepped != nil {
+		stepped = func() { d.deps.passStepped(passes) }
+	}
+	if !reconcile.RunPasses(ctx, &d.mu, passes, cmp.Or(d.deps.passChunk, reconcile.StepSize), stepped) {
+		return nil
 	}
 	return passes
 }
 
 // beginPasses begins a pass of every family over its read (under d.mu); nil when a family
-// needs a full sync or its options changed. passStep collects and prepares them.
+// needs a full sync or its options changed. RunPasses collects and prepares them.
 func (d *Daemon) beginPasses(reads []*reconcile.Read) []*reconcile.Pass {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -310,37 +304,6 @@ func (d *Daemon) beginPasses(reads []*reconcile.Read) []*reconcile.Pass {
 		passes[i] = f.rec.BeginPass(f.desired, &f.opts, reads[i])
 	}
 	return passes
-}
-
-// passStep runs one step of the first pass not over and reports whether every pass is
-// over. A pass first copies the keys it compares, passChunk at a time under d.mu, and is
-// prepared without it once it has them (reconcile.Pass.Collect); then each step compares
-// passChunk objects under d.mu.
-func (d *Daemon) passStep(ctx context.Context, passes []*reconcile.Pass) bool {
-	d.mu.Lock()
-	i := slices.IndexFunc(passes, func(p *reconcile.Pass) bool { return !p.Over() })
-	if i < 0 {
-		d.mu.Unlock()
-		return true
-	}
-	p, chunk := passes[i], cmp.Or(d.deps.passChunk, passChunk)
-	if !p.Prepared() {
-		done := p.Collect(chunk)
-		d.mu.Unlock()
-		if done {
-			p.Prepare()
-		}
-		return false
-	}
-	defer d.mu.Unlock()
-	return p.Step(ctx, chunk) && i == len(passes)-1
-}
-
-// closePasses releases passes given up before they were over.
-func closePasses(passes []*reconcile.Pass) {
-	for _, p := range passes {
-		p.Close()
-	}
 }
 
 // observeConnections hands the connection counts of the table reads found to the traffic
@@ -446,7 +409,7 @@ func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, 
 	// The VIPs are bound beside the steps after theirs (Pass.Run).
 	prepared := d.deps.Clock.Now()
 	p := f.rec.BeginPass(f.desired, &f.opts, rd)
-	p.Run(ctx, passChunk)
+	p.Run(ctx, reconcile.StepSize)
 	res, err := p.Result()
 	if err != nil {
 		return err

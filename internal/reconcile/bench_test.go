@@ -114,7 +114,7 @@ func BenchmarkOneEndpointChange(b *testing.B) {
 // the whole pass (its read untimed); max-step-us is the longest step and max-collect-us the
 // longest Collect of 256 keys (the holds of the daemon lock), which should not grow with
 // N, nor should begin-us, BeginPass (also under the lock); whole-us is FullSyncFrom over the same read (the
-// comparison in one piece, as before the steps).
+// same pass run to its end under one hold of the lock, by Pass.Run).
 func BenchmarkPeriodicPass(b *testing.B) {
 	for _, n := range []int{10000, 50000} {
 		e := newEnv(b)

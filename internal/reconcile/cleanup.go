@@ -66,7 +66,7 @@ func (p *CleanupPlan) String() string {
 }
 
 // PlanCleanup finds what there is to remove. It never includes foreign objects: virtual
-// servers are kipvs's only by the ownership rule of observe (VIP bound on the dummy link, in
+// servers are kipvs's only by the ownership rule (owns: VIP bound on the dummy link, in
 // a VIP set, or a node port on a node address), and never inside excludeCIDRs.
 func PlanCleanup(ctx context.Context, in CleanupInput) (*CleanupPlan, error) {
 	p := &CleanupPlan{}

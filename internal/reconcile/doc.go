@@ -1,12 +1,14 @@
 // Package reconcile makes the kernel match a proxy.Desired, one family per Reconciler.
 //
 // A sync compares desired state with a model and applies the difference as a Plan (its
-// fields are in the order the kernel needs; diffAll compares everything, diffScoped only
-// the objects a change touched). FullSync and FullSyncFrom take the model from a Read of the
-// kernel (BeginRead and ReadKernel, which may run without the caller's lock while
-// incremental syncs go on; see Read) and count what changed behind kipvs's back as drift.
-// Sync compares with the model of what was applied last, so an incremental sync never reads
-// the kernel. observe decides which kernel objects are kipvs's (the ownership rule); apply
+// fields are in the order the kernel needs). Sync, the incremental sync, compares only the
+// objects a change touched (diffScoped) with the model of what was applied last, so it never
+// reads the kernel. A full sync compares everything with a Read of the kernel (BeginRead and
+// ReadKernel, which may run without the caller's lock while incremental syncs go on; see
+// Read) and counts what changed behind kipvs's back as drift; there is one full-sync
+// algorithm, the Pass, in steps of StepSize objects: FullSync and FullSyncFrom run one to its
+// end under the caller's lock, RunPasses runs the periodic ones with the lock released
+// between steps. owns decides which kernel objects are kipvs's (the ownership rule); apply
 // runs a Plan through the adapters and updates the model with what succeeded.
 //
 // Every virtual server, set member, address, set and the ruleset that the kernel refused

@@ -20,10 +20,11 @@ import (
 )
 
 // A Pass is a full sync over a Read, done in steps: each step compares a chunk of objects
-// with the Read, counts their drift and repairs them, as FullSyncFrom does for all of them
-// at once, and applies what it planned before the next step plans anything, so that
-// neither a step's lock nor its plan grows with the node. It ends where FullSyncFrom ends
-// (TestPassMatchesFullSyncFrom).
+// with the Read, counts their drift and repairs them, and applies what it planned before
+// the next step plans anything, so that neither a step's lock nor its plan grows with the
+// node. It is the one full-sync algorithm: FullSync and FullSyncFrom run a Pass to its end
+// under one hold of the lock (Run), the periodic full sync runs passes with the lock
+// released between steps (RunPasses).
 //
 // The periodic full sync releases its lock between steps and runs incremental syncs and
 // drains there. Those keep recording what they touch in the Read's journal until the pass
@@ -40,8 +41,8 @@ import (
 // server kipvs's is there before it is created and goes only after it is deleted. A pass that a full sync overtakes (it begins
 // a Read of its own, or a read fails) stops: that sync compares everything.
 //
-// Use: BeginPass and every Step under the lock that serializes the reconciler's methods;
-// Prepare without it (a periodic pass); Result once Step reported the end. A pass under
+// Use: RunPasses, or BeginPass and every Step under the lock that serializes the
+// reconciler's methods, Prepare without it, Result once Step reported the end. A pass under
 // one hold of the lock runs with Run, which binds the VIPs beside the later steps.
 type Pass struct {
 	r  *Reconciler
@@ -49,7 +50,7 @@ type Pass struct {
 	j  *journal
 	d  *proxy.Desired
 	po *proxy.Options
-	// whole: the pass cannot be done in steps (see BeginPass); its one step is FullSyncFrom.
+	// whole: the pass cannot be done over rd (see BeginPass); its first step reads again.
 	whole bool
 	// adopting: the first full sync of this reconciler (no model before it): no drift is
 	// counted, and the model is complete only once the pass is over.
@@ -99,9 +100,14 @@ type Pass struct {
 	times    RunTimes
 }
 
+// StepSize is how many objects one step of a pass compares and repairs under the lock (and
+// how many keys one Collect copies): about 30 ms of the lock under qemu TCG, whatever the
+// number of Services.
+const StepSize = 256
+
 // BeginPass starts a full sync over rd (filled by ReadKernel) for desired state d, in steps.
-// A Read that cannot be completed from the model (see FullSyncFrom) or that failed gets a
-// pass of one step: FullSyncFrom.
+// A Read that cannot be completed from the model (it is not the latest, or an apply failed
+// since) or that failed makes the pass read the kernel again in its first step (reread).
 func (r *Reconciler) BeginPass(d *proxy.Desired, po *proxy.Options, rd *Read) *Pass {
 	p := &Pass{r: r, rd: rd, j: rd.journal, d: d, po: po, res: Result{Full: true, Drift: map[string]int{}},
 		failed: map[ObjectKey]struct{}{}}
@@ -132,7 +138,7 @@ func (r *Reconciler) BeginPass(d *proxy.Desired, po *proxy.Options, rd *Read) *P
 // often as it takes, then Prepare: the lock is held for n keys at a time, whatever the
 // number of Services. Syncs between two calls journal what they touch, and a step takes
 // those objects from the model; a key they add or remove may or may not be copied, which
-// changes nothing (TestPassMatchesFullSyncFrom runs syncs between the calls). A full sync
+// changes nothing (TestPassEndsTheSameWhateverItsSteps runs syncs between the calls). A full sync
 // since BeginPass, or a failed read, ends the pass as Step does.
 func (p *Pass) Collect(n int) bool {
 	if len(p.pulls) == 0 {
@@ -290,9 +296,8 @@ func (p *Pass) Step(ctx context.Context, n int) bool {
 	}
 	r := p.r
 	if p.whole {
-		p.res, p.err = r.FullSyncFrom(ctx, p.d, p.po, p.rd)
-		p.over = true
-		return true
+		// The Read failed or cannot be completed from the model: read the kernel again.
+		return p.reread(ctx)
 	}
 	if r.journal != p.j || r.applied == nil {
 		// A full sync began since, or a read failed: that sync compares everything.
@@ -308,10 +313,7 @@ func (p *Pass) Step(ctx context.Context, n int) bool {
 		// A sync created a set the copy found missing: the copy of its members cannot be
 		// completed from the model. Read the kernel again, all of it.
 		r.opts.Logger.Debug("kernel read outdated by a set created during the pass; reading again")
-		p.rd.release()
-		p.res, p.err = r.FullSync(ctx, p.d, p.po)
-		p.over = true
-		return true
+		return p.reread(ctx)
 	}
 	n = max(n, 1)
 	// Addresses first: under Run their binds, the longest part of a first sync, start at
@@ -357,6 +359,47 @@ func (p *Pass) Step(ctx context.Context, n int) bool {
 	return p.over
 }
 
+// reread starts the pass again over a new Read of the kernel, taken in this step (under
+// the caller's lock), when the one it began with cannot finish it: that Read failed (the
+// pass fails with its error when it is the latest), a full sync or a failed apply since
+// outdated it (BeginPass), or a sync created a set its copy found missing. What the steps
+// so far applied, failed and counted stays in the pass. It reports whether the pass is
+// over (it is unless the new Read was taken).
+func (p *Pass) reread(ctx context.Context) bool {
+	r := p.r
+	if p.rd.err != nil && p.rd.journal == r.journal {
+		r.journal, r.applied = nil, nil
+		p.err, p.over = p.rd.err, true
+		return true
+	}
+	if p.whole {
+		r.opts.Logger.Debug("kernel read outdated by a failed or full sync; reading again")
+	}
+	p.awaitBinds(ctx, netip.Addr{}, true)
+	p.rd.release()
+	rd := r.BeginRead()
+	if err := ReadKernel(ctx, rd); err != nil {
+		r.journal, r.applied = nil, nil
+		p.err, p.over = err, true
+		return true
+	}
+	q := r.BeginPass(p.d, p.po, rd)
+	if q.whole {
+		// Nothing ran since the Read was taken: only a failed read is left, and a read
+		// that failed returned its error above.
+		r.journal, r.applied = nil, nil
+		p.err, p.over = errors.New("kernel read not usable right after it was taken"), true
+		return true
+	}
+	q.adopting = q.adopting || p.adopting
+	q.res.Changes, q.keepPlan, q.plan = p.res.Changes, p.keepPlan, p.plan
+	q.failed, q.errs = p.failed, p.errs
+	q.binds, q.awaiting, q.times = p.binds, p.awaiting, p.times
+	*p = *q
+	p.Prepare()
+	return false
+}
+
 // Progress is how many objects the steps so far compared, of how many (the rules aside).
 func (p *Pass) Progress() (done, total int) {
 	return p.next + p.nextDel, len(p.vs) + len(p.members) + len(p.addrs) + len(p.delMembers) + len(p.delAddrs)
@@ -372,7 +415,7 @@ func (p *Pass) Aborted() bool { return p.aborted }
 // changes of every step counted (Plan: nil, or every step's plan when kept) and the objects
 // that failed in any of them.
 func (p *Pass) Result() (Result, error) {
-	if p.whole || p.err != nil {
+	if p.err != nil {
 		return p.res, p.err
 	}
 	if p.keepPlan {

@@ -14,7 +14,7 @@ import (
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
-// passSeeds is how many random nodes TestPassMatchesFullSyncFrom and
+// passSeeds is how many random nodes TestPassEndsTheSameWhateverItsSteps and
 // TestPassWithSyncsBetweenSteps try.
 const passSeeds = 150
 
@@ -173,11 +173,12 @@ func (e *env) runPass(rd *Read, chunk int, between func(), whole bool) (Result, 
 	return p.Result()
 }
 
-// The periodic full sync in steps (Pass) does what FullSyncFrom does at once: over the
-// same node, drift and changes made during the read, it ends in the same kernel, the same
-// model (what was applied, the owned virtual servers, the drain list), the same drift
-// counts and as many changes, whatever the chunk size.
-func TestPassMatchesFullSyncFrom(t *testing.T) {
+// A full sync ends the same whatever its steps: over the same node, drift and changes made
+// during the read, a pass in steps of 1 to 4 objects (driven step by step, or by Run, which
+// binds the VIPs beside the steps) ends in the same kernel, the same model (what was
+// applied, the owned virtual servers, the drain list), the same drift counts and as many
+// changes as FullSyncFrom (a pass run in steps of StepSize under one hold of the lock).
+func TestPassEndsTheSameWhateverItsSteps(t *testing.T) {
 	for seed := range uint64(passSeeds) {
 		a, b, rngA, rngB, services := passNode(t, seed, true)
 		switch seed % 5 {

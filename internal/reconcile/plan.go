@@ -146,35 +146,6 @@ func (in *diffInput) excluded(a netip.Addr) bool {
 	return false
 }
 
-// diffAll compares every desired and observed object.
-func diffAll(in *diffInput) *Plan {
-	var vs []proxy.VSKey
-	for _, v := range in.desired.VirtualServers() {
-		vs = append(vs, v.VSKey)
-	}
-	for k := range in.observed.vs {
-		if in.desired.VirtualServer(k) == nil {
-			vs = append(vs, k)
-		}
-	}
-	slices.SortFunc(vs, proxy.VSKey.Compare)
-	members := in.desired.Members()
-	for m := range in.observed.members {
-		if !in.desired.HasMember(m) {
-			members = append(members, m)
-		}
-	}
-	slices.SortFunc(members, proxy.Member.Compare)
-	addrs := in.desired.Addresses()
-	for a := range in.observed.addrs {
-		if !in.desired.HasAddress(a) {
-			addrs = append(addrs, a)
-		}
-	}
-	slices.SortFunc(addrs, netip.Addr.Compare)
-	return diffKeys(in, vs, members, addrs)
-}
-
 // diffScoped compares only the objects named in t.
 func diffScoped(in *diffInput, t *proxy.Touched) *Plan {
 	return diffKeys(in, sortedKeys(t.VirtualServers, proxy.VSKey.Compare), sortedKeys(t.Members, proxy.Member.Compare),

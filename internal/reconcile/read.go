@@ -201,16 +201,6 @@ func (j *journal) overlayVouchers(obs, applied *state) {
 	}
 }
 
-func (j *journal) overlayVirtualServers(obs, applied *state) {
-	for k := range j.vs {
-		if a, ok := applied.vs[k]; ok {
-			obs.vs[k] = a.clone()
-		} else {
-			delete(obs.vs, k)
-		}
-	}
-}
-
 // contextTable is an IPVS reader whose table read ctx can cut short (ipvs.Client's): the
 // read of a large node takes a minute under qemu TCG, and a stopping daemon does not wait
 // for it.

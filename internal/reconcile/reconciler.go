@@ -75,7 +75,7 @@ type Reconciler struct {
 	// draining maps real servers at weight 0 to when their drain started.
 	draining map[DrainKey]time.Time
 	// owned holds the virtual servers kipvs created or adopted and has not seen go: they
-	// stay its own for observe until a delete succeeds or the kernel no longer has them.
+	// stay its own for the ownership rule (owns) until a delete succeeds or the kernel no longer has them.
 	owned   map[proxy.VSKey]struct{}
 	adopted bool
 	// journal records the objects applies touch while a Read is outstanding (see Read).
@@ -140,101 +140,16 @@ func (r *Reconciler) FullSync(ctx context.Context, d *proxy.Desired, po *proxy.O
 // FullSyncFrom is FullSync over a Read of the kernel begun earlier (BeginRead) and filled
 // (ReadKernel) while other syncs may have run. Objects those syncs touched are taken from
 // the model of what was applied, the rest from the Read. When the Read cannot be completed
-// that way (it is not the latest, or an apply failed since), FullSyncFrom reads the kernel
-// again itself.
+// that way (it is not the latest, or an apply failed since), the kernel is read again.
+//
+// It is a Pass run to its end under the caller's one hold of the lock (see Pass.Run): the
+// first, requested and periodic full syncs are the same algorithm. Its Result keeps the
+// plans of every step (Result.Plan); a periodic pass (BeginPass) keeps only their count.
 func (r *Reconciler) FullSyncFrom(ctx context.Context, d *proxy.Desired, po *proxy.Options, rd *Read) (Result, error) {
-	res := Result{Full: true, Drift: map[string]int{}}
-	if rd.err != nil && rd.journal == r.journal {
-		r.journal = nil
-		r.applied = nil
-		return res, rd.err
-	}
-	if !rd.valid(r) {
-		r.opts.Logger.Debug("kernel read outdated by a failed or full sync; reading again")
-		return r.FullSync(ctx, d, po)
-	}
-	j := rd.journal
-	r.journal = nil
-	if _, err := r.kernel.Dummy.EnsureLink(); err != nil {
-		r.applied = nil
-		return res, fmt.Errorf("ensure dummy link %s: %w", r.kernel.Dummy.Name(), err)
-	}
-	obs, missingSets := r.observe(rd, j, d, po)
-	observedRules := rd.rules
-	rd.release()
-	// A failed object the copy may hold stale (a sync retried it during the read) is read
-	// again alone; the model of what was applied does not know it.
-	if unread := r.resolve(obs, r.failedIn(j), d); len(unread) > 0 {
-		return res, fmt.Errorf("%d failed virtual servers could not be read back: %w", len(unread), firstError(unread))
-	}
-	clear(r.owned)
-	for k := range obs.vs {
-		r.owned[k] = struct{}{}
-	}
-	if r.applied != nil {
-		res.Drift = drift(r.applied, obs, r.failed)
-		// Rules an incremental sync rewrote during the read are compared with what it
-		// wrote, not with the copy.
-		if r.rules != "" && !j.rules && observedRules.String() != r.rules {
-			res.Drift["iptables_rules"]++
-		}
-	}
-	r.rebuildDraining(d, obs)
-
-	in := &diffInput{desired: d, observed: obs, exclude: r.opts.ExcludeCIDRs, graceful: r.opts.GracefulPeriod}
-	p := diffAll(in)
-	p.CreateSets = missingSets
-	rs := r.kernel.Filter.Rules(proxy.BuildFilter(po, d))
-	want := rs.String()
-	if j.rules {
-		if want != r.rules {
-			p.Rules = rs
-		}
-	} else if want != observedRules.String() {
-		p.Rules = rs
-	}
-	res.Plan, res.Changes = p, p.Len()
-	if r.adopted && r.opts.Metrics != nil {
-		for kind, n := range res.Drift {
-			r.opts.Metrics.DriftRepaired.WithLabelValues(kind, r.family()).Add(float64(n))
-		}
-	}
-	if len(res.Drift) > 0 {
-		r.opts.Logger.Warn("kernel state drifted from what kipvs applied; repairing", zap.Any("drift", res.Drift))
-	}
-	if !r.adopted && !p.Empty() {
-		r.opts.Logger.Info("adopting existing kernel state", zap.Int("changes", p.Len()))
-		// What adoption changes, change by change (-v 1): on a node switched from
-		// kube-proxy this is everything kipvs does differently from it.
-		if ce := r.opts.Logger.Check(zap.DebugLevel, "adoption plan"); ce != nil {
-			var rules []string
-			if p.Rules != nil {
-				rules = rs.Diff(observedRules)
-			}
-			ce.Write(zap.String("plan", p.String()), zap.Strings("rules", rules))
-		}
-	}
-	r.rules = want
-	failed := r.apply(ctx, p, obs)
-	r.adopted = true
-	return res, r.settle(failed, func(ObjectKey) bool { return true }, p.CreateSets)
-}
-
-// failedIn returns the failed objects j names.
-func (r *Reconciler) failedIn(j *journal) []ObjectKey {
-	var out []ObjectKey
-	for k := range r.failed {
-		if k.in(j.vs, j.members, j.addrs) {
-			out = append(out, k)
-		}
-	}
-	slices.SortFunc(out, compareObjectKey)
-	return out
-}
-
-func firstError(m map[proxy.VSKey]error) error {
-	keys := sortedKeys(m, proxy.VSKey.Compare)
-	return m[keys[0]]
+	p := r.BeginPass(d, po, rd)
+	p.keepPlan = true
+	p.Run(ctx, StepSize)
+	return p.Result()
 }
 
 // Sync applies the desired state of the objects in t, comparing with what kipvs applied
@@ -354,32 +269,4 @@ func wants(v *proxy.VirtualServer, ap netip.AddrPort) bool {
 		}
 	}
 	return false
-}
-
-// rebuildDraining makes the drain list match the kernel: every weight-0 real server kipvs
-// owns and does not want is draining (after a restart, since now), and nothing else is.
-func (r *Reconciler) rebuildDraining(d *proxy.Desired, obs *state) {
-	now := r.opts.Clock.Now()
-	next := map[DrainKey]time.Time{}
-	for vk, vs := range obs.vs {
-		if vk.Protocol == inet.UDP {
-			continue
-		}
-		want := d.VirtualServer(vk)
-		if want == nil {
-			continue
-		}
-		for ap, dst := range vs.dests {
-			if dst.weight != 0 || wants(want, ap) {
-				continue
-			}
-			k := DrainKey{VS: vk, Dest: ap}
-			if t, ok := r.draining[k]; ok {
-				next[k] = t
-			} else {
-				next[k] = now
-			}
-		}
-	}
-	r.draining = next
 }
