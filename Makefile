@@ -104,7 +104,7 @@ node-bins:
 		CGO_ENABLED=0 $(GO) build -ldflags '$(K8S_LDFLAGS)' -o $(NODEBIN)/$$b k8s.io/kubernetes/cmd/$$b || exit 1; \
 	done
 
-# Kubernetes' own e2e suite (docs/conformance.md, "The suite"): e2e.test from k8s.io/kubernetes/test/e2e
+# Kubernetes' own e2e suite (docs/conformance-testbed.md, "The suite"): e2e.test from k8s.io/kubernetes/test/e2e
 # v1.34.10, a test binary built inside the nested module (go test -c of a dependency's package), with
 # the same version stamping so it reports v1.34.10. agnhost, the image its tests run, is make image-agnhost.
 conformance-bins:
@@ -112,7 +112,7 @@ conformance-bins:
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) test -c -ldflags '$(K8S_LDFLAGS)' -o $(NODEBIN)/e2e.test k8s.io/kubernetes/test/e2e
 	cd e2e/k8s && CGO_ENABLED=0 $(GO) build -o $(NODEBIN)/ginkgo github.com/onsi/ginkgo/v2/ginkgo
 
-# The suite's default selection (docs/conformance.md, "The suite"): every [sig-network] test less
+# The suite's default selection (docs/conformance-testbed.md, "The suite"): every [sig-network] test less
 # what needs a feature, a cloud, a load balancer, IPv6, SCTP or rewrites CoreDNS's ConfigMap (tests that need
 # SSH, more nodes or zones skip themselves).
 CONFORMANCE_FOCUS ?= \[sig-network\]
@@ -316,7 +316,7 @@ image-agnhost: ociimage image-coredns
 		--input porter-crt=$$porter/localhost.crt --input porter-key=$$porter/localhost.key \
 		--debs $(DEBCACHE) --out $(AGNHOST_ARCHIVE) --digest-file $(AGNHOST_ARCHIVE).digest
 
-# The other images the suite's default selection runs (hack/ociimage/recipes.go, docs/conformance.md):
+# The other images the suite's default selection runs (hack/ociimage/recipes.go, docs/conformance-testbed.md):
 # the DNS tests' jessie prober, and busybox, the conntrack regression server and distroless-iptables,
 # which only the tests that need two nodes run. Each under its upstream name, into bin/NAME-image.oci.tar.
 SUITE_IMAGES := jessie-dnsutils busybox regression-issue-74839 distroless-iptables
@@ -330,7 +330,7 @@ image-regression-issue-74839: ociimage
 
 # kube-proxy v1.34.10 as registry.k8s.io/kube-proxy:v1.34.10 (hack/ociimage's kube-proxy recipe):
 # the binary of make e2e-bins with iptables (a wrapper picks nft or legacy), ipset, modprobe and
-# nft from Debian 12; the node runs' reference proxy (NODE_PROXY=kube-proxy, docs/conformance.md).
+# nft from Debian 12; the node runs' reference proxy (NODE_PROXY=kube-proxy, docs/conformance-testbed.md).
 KUBE_PROXY_ARCHIVE ?= $(BIN)/kube-proxy-image.oci.tar
 KUBE_PROXY_IMAGE   := registry.k8s.io/kube-proxy:v1.34.10
 image-kube-proxy: ociimage e2e-bins

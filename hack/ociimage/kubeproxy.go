@@ -61,7 +61,7 @@ esac
 `
 
 // kubeProxyRecipe is registry.k8s.io/kube-proxy:v1.34.10, the reference proxy of the node runs
-// (e2e/node, docs/conformance.md): the kube-proxy binary built here (make e2e-bins, v1.34.10)
+// (e2e/node, docs/conformance-testbed.md): the kube-proxy binary built here (make e2e-bins, v1.34.10)
 // at /usr/local/bin/kube-proxy, where kubeadm's DaemonSet runs it, and what its IPVS mode runs
 // on a node, from Debian 12's packages as upstream's base image (distroless-iptables, Debian 12)
 // takes them: iptables (both backends) behind an iptables-wrapper that picks the node's, ipset

@@ -46,7 +46,7 @@ func recipes() map[string]recipe {
 		"agnhost": agnhostRecipe(),
 		"coredns": corednsRecipe(),
 		"echo":    echoRecipe(),
-		// The other images the e2e suite's default selection (docs/conformance.md) runs.
+		// The other images the e2e suite's default selection (docs/conformance-testbed.md) runs.
 		"jessie-dnsutils":        jessieDnsutilsRecipe(),
 		"busybox":                busyboxRecipe(),
 		"regression-issue-74839": regressionIssue74839Recipe(),
