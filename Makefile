@@ -28,10 +28,12 @@ E2EBIN       := $(CACHE)/e2e-bin
 E2E_TIMEOUT  ?= 40m
 E2E_ARGS     ?=
 KUSTOMIZE_VERSION := v5.8.1
-# helm, built from its Go module into TOOLS (one directory per version).
+# helm and promtool, built from their Go modules into TOOLS (one directory per version).
 TOOLS        := $(CACHE)/tools
 HELM_VERSION := v3.21.4
 HELM         := $(TOOLS)/helm-$(HELM_VERSION)/helm
+PROMTOOL_VERSION := $(shell sed -n 's|^[[:space:]]*\(require \)\{0,1\}github.com/prometheus/prometheus \(v[^ ]*\).*|\2|p' hack/promtool/go.mod)
+PROMTOOL     := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
 # make install: DESTDIR-aware; the unit goes where systemd looks for PREFIX's units.
 PREFIX       ?= /usr/local
 BINDIR       ?= $(PREFIX)/bin
@@ -50,7 +52,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-chart helm test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare bench-first-sync fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
+.PHONY: all build demo test test-unit test-chart helm promtool monitoring-scrape test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare bench-first-sync fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
 
 all: build
 
@@ -64,6 +66,13 @@ test: deps lint-quick test-unit test-chart test-configdiff test-kernel test-e2e 
 demo: deps build vm-prepare
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/echo ./e2e/echo
 	@$(GO) run ./e2e/vm/cmd/vmrun --cache $(VMCACHE) --timeout 10m --quiet --script e2e/demo/demo.sh
+
+# The demo, then kipvs's /metrics saved into deploy/monitoring/testdata/scrape.txt: the real
+# scrape the alerting rules' tests take their series from (deploy/monitoring/README.md).
+monitoring-scrape: deps build vm-prepare
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/echo ./e2e/echo
+	@$(GO) run ./e2e/vm/cmd/vmrun --cache $(VMCACHE) --timeout 10m --quiet --script e2e/demo/scrape.sh \
+		--artifacts deploy/monitoring/testdata
 
 test-unit:
 	$(GO) test -count=1 ./...
@@ -263,21 +272,31 @@ bench-first-sync: vm-prepare build
 	$(GO) run ./e2e/bench/cmd/firstsync --kipvs $(BIN)/kipvs --vm-cache $(VMCACHE) --n $(FIRSTSYNC_N) --e $(FIRSTSYNC_E) \
 		--out $(CACHE)/bench/firstsync $(FIRSTSYNC_ARGS)
 
-# The Helm chart, on the host in seconds: helm lint, helm template of both modes with a values file setting every value (charts/kipvs/ci/), the chart's
-# DaemonSet against the kustomize render's (deploy/chart_test.go).
-test-chart: $(HELM) $(BIN)/kustomize
+# The Helm chart and the alerting rules, on the host in seconds: helm lint, helm template of
+# both modes with a values file setting every value (charts/kipvs/ci/), the chart's
+# DaemonSet against the kustomize render's (deploy/chart_test.go), and promtool's unit
+# tests of deploy/monitoring's rules.
+test-chart: $(HELM) $(PROMTOOL) $(BIN)/kustomize
 	$(HELM) lint --strict charts/kipvs
 	@set -e; for f in charts/kipvs/ci/*-values.yaml; do \
 		echo "$(HELM) lint --strict charts/kipvs --values $$f && $(HELM) template kipvs charts/kipvs --namespace kube-system --values $$f"; \
 		$(HELM) lint --strict charts/kipvs --values $$f >/dev/null; \
 		$(HELM) template kipvs charts/kipvs --namespace kube-system --values $$f >/dev/null; \
 	done
-	KIPVS_HELM=$(HELM) KIPVS_KUSTOMIZE=$(BIN)/kustomize $(GO) test -count=1 -run 'Chart' ./deploy
+	$(PROMTOOL) check rules deploy/monitoring/kipvs.rules.yaml
+	$(PROMTOOL) test rules deploy/monitoring/kipvs.rules.test.yaml
+	KIPVS_HELM=$(HELM) KIPVS_KUSTOMIZE=$(BIN)/kustomize $(GO) test -count=1 -run 'Chart|Monitoring' ./deploy
 
 # helm from its Go module (cold: about 2 minutes on 2 cores).
 helm: $(HELM)
 $(HELM):
 	GOBIN=$(dir $@) CGO_ENABLED=0 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# promtool from the nested module hack/promtool (Prometheus's go.mod has a replace directive,
+# so go install ...@version refuses it).
+promtool: $(PROMTOOL)
+$(PROMTOOL): hack/promtool/go.mod
+	cd hack/promtool && CGO_ENABLED=0 $(GO) build -o $@ github.com/prometheus/prometheus/cmd/promtool
 
 # kustomize renders deploy/ for the e2e tests (installed from the Go module proxy).
 $(BIN)/kustomize:
