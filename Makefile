@@ -28,6 +28,12 @@ E2EBIN       := $(CACHE)/e2e-bin
 E2E_TIMEOUT  ?= 40m
 E2E_ARGS     ?=
 KUSTOMIZE_VERSION := v5.8.1
+# helm and promtool, built from their Go modules into TOOLS (one directory per version).
+TOOLS        := $(CACHE)/tools
+HELM_VERSION := v3.21.4
+HELM         := $(TOOLS)/helm-$(HELM_VERSION)/helm
+PROMTOOL_VERSION := $(shell sed -n 's|^[[:space:]]*\(require \)\{0,1\}github.com/prometheus/prometheus \(v[^ ]*\).*|\2|p' hack/promtool/go.mod)
+PROMTOOL     := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
 # make install: DESTDIR-aware; the unit goes where systemd looks for PREFIX's units.
 PREFIX       ?= /usr/local
 BINDIR       ?= $(PREFIX)/bin
@@ -46,20 +52,27 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare bench-first-sync fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
+.PHONY: all build demo test test-unit test-chart helm promtool monitoring-scrape test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare bench-first-sync fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kipvs ./cmd/kipvs
 
-test: deps lint-quick test-unit test-configdiff test-kernel test-e2e node-smoke
+test: deps lint-quick test-unit test-chart test-configdiff test-kernel test-e2e node-smoke
 
 # Boots the VM, runs kipvs on the standalone source e2e/demo/services.yaml with three
 # backends in network namespaces, and shows requests to the ClusterIP and ipvsadm -Ln.
 demo: deps build vm-prepare
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/echo ./e2e/echo
 	@$(GO) run ./e2e/vm/cmd/vmrun --cache $(VMCACHE) --timeout 10m --quiet --script e2e/demo/demo.sh
+
+# The demo, then kipvs's /metrics saved into deploy/monitoring/testdata/scrape.txt: the real
+# scrape the alerting rules' tests take their series from (deploy/monitoring/README.md).
+monitoring-scrape: deps build vm-prepare
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/echo ./e2e/echo
+	@$(GO) run ./e2e/vm/cmd/vmrun --cache $(VMCACHE) --timeout 10m --quiet --script e2e/demo/scrape.sh \
+		--artifacts deploy/monitoring/testdata
 
 test-unit:
 	$(GO) test -count=1 ./...
@@ -146,8 +159,10 @@ node-prepare: deps
 	@e2e/node/prepare.sh $(NODEPKGS)
 
 # The real node's smoke (e2e/node, docs/conformance.md): control plane on the host, kubelet +
-# containerd in the VM on a tap link (needs root), kipvs applied from deploy/ as the DaemonSet
-# from its imported image, one ClusterIP Service answering from a pod through kipvs.
+# containerd in the VM on a tap link (needs root), kipvs installed from charts/kipvs (helm
+# template on the host, applied with kubectl; make test-e2e and make conformance apply deploy/
+# with kustomize) as the DaemonSet from its imported image, one ClusterIP Service answering
+# from a pod through kipvs.
 # NODE_ARGS="--until node" (or kipvs) stops after that step; --memory, --timeout, --tap, --host-ip,
 # --node-ip: see `go run ./e2e/node/cmd/noderun -h`. NODE_DNS=1 also deploys kube-dns (CoreDNS,
 # make image-coredns) after the proxy and resolves a name through it from a pod (about 1 minute more).
@@ -157,9 +172,9 @@ NODE_ARGS    ?=
 NODE_DNS     ?=
 NODE_PROXY   ?= $(if $(findstring --proxy kube-proxy,$(NODE_ARGS)),kube-proxy,kipvs)
 NODE_PROXY_IMAGES = $(if $(filter kube-proxy,$(NODE_PROXY)),--image $(KUBE_PROXY_ARCHIVE) --kube-proxy-image $(KUBE_PROXY_IMAGE),--image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE))
-node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images $(if $(filter kube-proxy,$(NODE_PROXY)),image-kube-proxy) $(if $(NODE_DNS),image-coredns)
+node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images $(HELM) $(if $(filter kube-proxy,$(NODE_PROXY)),image-kube-proxy) $(if $(NODE_DNS),image-coredns)
 	$(GO) run ./e2e/node/cmd/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
-		--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e --proxy $(NODE_PROXY) $(NODE_PROXY_IMAGES) \
+		--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e --proxy $(NODE_PROXY) $(NODE_PROXY_IMAGES) --helm $(HELM) \
 		--image $(PAUSE_ARCHIVE) --pause-image registry.k8s.io/pause:3.10.1 \
 		--image $(ECHO_ARCHIVE) --echo-image $(ECHO_IMAGE) \
 		$(if $(NODE_DNS),--image $(COREDNS_ARCHIVE) --coredns-image $(COREDNS_IMAGE)) $(NODE_ARGS)
@@ -256,6 +271,32 @@ FIRSTSYNC_ARGS ?=
 bench-first-sync: vm-prepare build
 	$(GO) run ./e2e/bench/cmd/firstsync --kipvs $(BIN)/kipvs --vm-cache $(VMCACHE) --n $(FIRSTSYNC_N) --e $(FIRSTSYNC_E) \
 		--out $(CACHE)/bench/firstsync $(FIRSTSYNC_ARGS)
+
+# The Helm chart and the alerting rules, on the host in seconds: helm lint, helm template of
+# both modes with a values file setting every value (charts/kipvs/ci/), the chart's
+# DaemonSet against the kustomize render's (deploy/chart_test.go), and promtool's unit
+# tests of deploy/monitoring's rules.
+test-chart: $(HELM) $(PROMTOOL) $(BIN)/kustomize
+	$(HELM) lint --strict charts/kipvs
+	@set -e; for f in charts/kipvs/ci/*-values.yaml; do \
+		echo "$(HELM) lint --strict charts/kipvs --values $$f && $(HELM) template kipvs charts/kipvs --namespace kube-system --values $$f"; \
+		$(HELM) lint --strict charts/kipvs --values $$f >/dev/null; \
+		$(HELM) template kipvs charts/kipvs --namespace kube-system --values $$f >/dev/null; \
+	done
+	$(PROMTOOL) check rules deploy/monitoring/kipvs.rules.yaml
+	$(PROMTOOL) test rules deploy/monitoring/kipvs.rules.test.yaml
+	KIPVS_HELM=$(HELM) KIPVS_KUSTOMIZE=$(BIN)/kustomize $(GO) test -count=1 -run 'Chart|Monitoring' ./deploy
+
+# helm from its Go module (cold: about 2 minutes on 2 cores).
+helm: $(HELM)
+$(HELM):
+	GOBIN=$(dir $@) CGO_ENABLED=0 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# promtool from the nested module hack/promtool (Prometheus's go.mod has a replace directive,
+# so go install ...@version refuses it).
+promtool: $(PROMTOOL)
+$(PROMTOOL): hack/promtool/go.mod
+	cd hack/promtool && CGO_ENABLED=0 $(GO) build -o $@ github.com/prometheus/prometheus/cmd/promtool
 
 # kustomize renders deploy/ for the e2e tests (installed from the Go module proxy).
 $(BIN)/kustomize:

@@ -3,8 +3,11 @@ package node
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,19 +84,83 @@ images:
 	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }
 
-// deployKipvs applies deploy/ (through the overlay) with kubectl and waits for the DaemonSet's
-// pod on the node to be Ready: the kubelet started it with the manifests' securityContext,
-// mounts, probes and RBAC, from the imported image.
+// chartValues is the values file the run installs charts/kipvs with: what the overlay sets
+// in deploy/, through the chart's values.
+func (r *runner) chartValues() ([]byte, error) {
+	u, err := url.Parse(r.server())
+	if err != nil {
+		return nil, fmt.Errorf("apiserver URL %q: %w", r.server(), err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return nil, fmt.Errorf("apiserver URL %q has no port: %w", r.server(), err)
+	}
+	name, tag, ok := strings.Cut(r.cfg.KipvsImage, ":")
+	if !ok {
+		return nil, fmt.Errorf("kipvs image %q has no tag", r.cfg.KipvsImage)
+	}
+	return yaml.Marshal(map[string]any{
+		"image":              map[string]any{"repository": name, "tag": tag},
+		"apiServer":          map[string]any{"host": u.Hostname(), "port": port},
+		"clusterCIDR":        r.cfg.PodCIDR,
+		"metricsBindAddress": "0.0.0.0:10249",
+	})
+}
+
+// renderChart renders charts/kipvs with helm template (on the host: helm never talks to the
+// cluster) into a manifest file for kubectl.
+func (r *runner) renderChart(ctx context.Context) (string, error) {
+	dir := filepath.Join(r.cfg.State, "chart")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	values, err := r.chartValues()
+	if err != nil {
+		return "", err
+	}
+	vf := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(vf, values, 0o644); err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.cfg.Helm, "template", "kipvs", filepath.Join(r.cfg.Repo, "charts", "kipvs"),
+		"--namespace", "kube-system", "--values", vf)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("helm template charts/kipvs: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	mf := filepath.Join(dir, "kipvs.yaml")
+	return mf, os.WriteFile(mf, out, 0o644)
+}
+
+// deployKipvs applies deploy/ (through the overlay) or, with Config.Helm, charts/kipvs
+// rendered by helm template, with kubectl, and waits for the DaemonSet's pod on the node to
+// be Ready: the kubelet started it with the manifests' securityContext, mounts, probes and
+// RBAC, from the imported image.
 func (r *runner) deployKipvs(ctx context.Context) error {
-	dir, err := r.overlay()
+	var args []string
+	what := "deploy/"
+	if r.cfg.Helm != "" {
+		mf, err := r.renderChart(ctx)
+		if err != nil {
+			return err
+		}
+		args, what = []string{"apply", "--server-side", "-f", mf}, "charts/kipvs (helm template)"
+	} else {
+		dir, err := r.overlay()
+		if err != nil {
+			return err
+		}
+		args = []string{"apply", "--server-side", "-k", dir}
+	}
+	out, err := r.kubectlRun(ctx, time.Minute, nil, args...)
 	if err != nil {
 		return err
 	}
-	out, err := r.kubectlRun(ctx, time.Minute, nil, "apply", "--server-side", "-k", dir)
-	if err != nil {
-		return err
-	}
-	r.logf("applied deploy/:\n%s", strings.TrimSpace(out))
+	r.logf("applied %s:\n%s", what, strings.TrimSpace(out))
 	return r.waitPodsReady(ctx, 4*time.Minute, "kube-system", "app.kubernetes.io/name=kipvs", len(r.nodes))
 }
 

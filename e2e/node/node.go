@@ -34,6 +34,9 @@ type Config struct {
 	KipvsImage string   // the kipvs image's name:tag in Images (the DaemonSet's image becomes it)
 	EchoImage  string   // an image in Images with /echo (e2e/echo), for the smoke's pods
 	PauseImage string   // containerd's sandbox image, in Images
+	// Helm, when set, is a helm binary: kipvs is installed from charts/kipvs (helm template
+	// on the host, applied with kubectl) rather than from deploy/'s kustomization.
+	Helm string
 	// Proxy is the service proxy deployed: "kipvs" (deploy/, the default) or "kube-proxy"
 	// (kubeadm's DaemonSet, e2e/node/manifests/kube-proxy.yaml, from KubeProxyImage).
 	Proxy          string
@@ -249,6 +252,11 @@ func (r *runner) preflight(ctx context.Context) error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("binaries not built (make e2e-bins node-bins): %s", strings.Join(missing, ", "))
+	}
+	if c.Helm != "" {
+		if _, err := os.Stat(c.Helm); err != nil {
+			return fmt.Errorf("helm (make helm): %w", err)
+		}
 	}
 	cur, err := os.ReadFile(filepath.Join(c.NodePkgs, "current"))
 	if err != nil {

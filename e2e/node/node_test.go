@@ -169,3 +169,37 @@ func TestSuiteArgsSerialAndParallel(t *testing.T) {
 		t.Errorf("parallel args: %s", par)
 	}
 }
+
+// The chart's values set what the overlay sets in deploy/: the apiserver's host and port,
+// the pod CIDR, metrics reachable from the host, and the imported image.
+func TestChartValues(t *testing.T) {
+	r := &runner{cfg: Config{KipvsImage: "ghcr.io/kipvs/kipvs:node-e2e", PodCIDR: "10.245.0.0/16"}}
+	r.serverURL = "https://192.168.123.1:34567"
+	b, err := r.chartValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Image struct {
+			Repository string `json:"repository"`
+			Tag        string `json:"tag"`
+		} `json:"image"`
+		APIServer struct {
+			Host string `json:"host"`
+			Port int    `json:"port"`
+		} `json:"apiServer"`
+		ClusterCIDR        string `json:"clusterCIDR"`
+		MetricsBindAddress string `json:"metricsBindAddress"`
+	}
+	if err := yaml.UnmarshalStrict(b, &v); err != nil {
+		t.Fatalf("%v:\n%s", err, b)
+	}
+	if v.Image.Repository != "ghcr.io/kipvs/kipvs" || v.Image.Tag != "node-e2e" || v.APIServer.Host != "192.168.123.1" ||
+		v.APIServer.Port != 34567 || v.ClusterCIDR != "10.245.0.0/16" || v.MetricsBindAddress != "0.0.0.0:10249" {
+		t.Errorf("chart values:\n%s", b)
+	}
+	r.serverURL = "https://192.168.123.1"
+	if _, err := r.chartValues(); err == nil {
+		t.Error("an apiserver URL without a port gave values")
+	}
+}

@@ -217,6 +217,10 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 				RetryBackoff: reconcile.Backoff{Initial: time.Second, Max: cfg.IPVS.SyncPeriod},
 			}),
 		})
+		// The error counters exist at 0 from the start: rate() and increase() miss the
+		// first error of a counter that appears at 1, and alerts use them.
+		d.metrics.SyncErrors.WithLabelValues(f.String())
+		d.metrics.IPTablesRestoreFailuresTotal.WithLabelValues(f.String())
 	}
 	var report healthcheck.Reporter
 	if deps.Events != nil {

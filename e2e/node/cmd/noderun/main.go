@@ -31,6 +31,7 @@ func main() {
 	flag.StringVar(&cfg.State, "state", ".cache/node-e2e", "state directory (removed first): certificates, configurations, logs")
 	flag.Var(&images, "image", "OCI archive imported into containerd (repeatable)")
 	flag.StringVar(&cfg.KipvsImage, "kipvs-image", "", "the kipvs image's name:tag in the archives")
+	flag.StringVar(&cfg.Helm, "helm", "", "a helm binary: install kipvs from charts/kipvs (helm template, applied with kubectl) rather than deploy/")
 	flag.StringVar(&cfg.EchoImage, "echo-image", "", "an image with /echo (e2e/echo) in the archives")
 	flag.StringVar(&cfg.CorednsImage, "coredns-image", "", "CoreDNS's image in the archives: apply kube-dns ("+node.ClusterDNS+") after the proxy and resolve a name through it from a pod (empty: no kube-dns)")
 	flag.StringVar(&cfg.PauseImage, "pause-image", "registry.k8s.io/pause:3.10.1", "containerd's sandbox image, in the archives")
