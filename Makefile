@@ -5,10 +5,14 @@ CACHE        ?= $(CURDIR)/.cache
 VMCACHE      := $(CACHE)/vm
 BIN          := $(CURDIR)/bin
 # Evaluated once: a commit during a long target must not rename the image it built.
+# The release this tree is: the VERSION file, the one source of the version the binary reports,
+# make release's artifacts and deploy/'s image tag (deploy's TestImageTagIsVersion keeps them equal).
 ifeq ($(origin VERSION),undefined)
-VERSION      := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION      := $(shell cat $(CURDIR)/VERSION 2>/dev/null || echo dev)
 endif
+GIT_DESCRIBE := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 GIT_COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+GIT_TREE_STATE ?= $(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),dirty,clean)
 # The build date stamped into bin/kipvs is SOURCE_DATE_EPOCH when given (environment or
 # command line), else the last commit's time, never the clock: the same commit builds the
 # same binary (-trimpath, the same Go toolchain), and make image the same digest.
@@ -19,7 +23,7 @@ BUILD_EPOCH  := $(or $(shell git log -1 --format=%ct 2>/dev/null),0)
 endif
 BUILD_DATE   ?= $(shell date -u -d @$(BUILD_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 VPKG         := github.com/kipvs/kipvs/internal/version
-LDFLAGS      := -X $(VPKG).Version=$(VERSION) -X $(VPKG).GitCommit=$(GIT_COMMIT) -X $(VPKG).BuildDate=$(BUILD_DATE)
+LDFLAGS      := -X $(VPKG).Version=$(VERSION) -X $(VPKG).GitCommit=$(GIT_COMMIT) -X $(VPKG).GitTreeState=$(GIT_TREE_STATE) -X $(VPKG).BuildDate=$(BUILD_DATE)
 # Packages that hold kernel tests (files tagged `kernel`); they run inside the VM.
 KERNEL_PKGS  ?= $(shell grep -rl --include='*_test.go' '^//go:build.*\bkernel\b' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u)
 KERNEL_TIMEOUT ?= 25m
@@ -198,7 +202,7 @@ conformance: vm-prepare node-prepare e2e-bins node-bins conformance-bins node-im
 			   else echo --image $(KUBE_PROXY_ARCHIVE) --kube-proxy-image $(KUBE_PROXY_IMAGE); fi) \
 			--pause-image registry.k8s.io/pause:3.10.1 --echo-image $(ECHO_IMAGE) $(CONFORMANCE_IMAGES) \
 			--timeout $(CONFORMANCE_TIMEOUT) --suite $(NODEBIN)/e2e.test --report-dir $(CONFORMANCE_DIR)/$$p \
-			--metrics-out $(CONFORMANCE_DIR)/$$p/metrics.txt --commit $(VERSION) \
+			--metrics-out $(CONFORMANCE_DIR)/$$p/metrics.txt --commit $(GIT_DESCRIBE) \
 			--nodes $(CONFORMANCE_NODES) --focus '$(CONFORMANCE_FOCUS)' --skip '$(CONFORMANCE_SKIP)' $(CONFORMANCE_ARGS) \
 			|| { echo "make conformance: the $$p run failed at the step named above" >&2; exit 1; }; \
 	done
