@@ -50,7 +50,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare bench-first-sync fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
+.PHONY: release release-qemu all build demo test test-unit test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare bench-first-sync fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
 
 all: build
 
@@ -304,6 +304,51 @@ image: image-archive
 image-archive: build ociimage
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build kipvs --input kipvs=$(BIN)/kipvs --tag $(IMAGE) \
 		--debs $(DEBCACHE) --out $(IMAGE_ARCHIVE) --digest-file $(IMAGE_ARCHIVE).digest
+
+# A release into RELEASE_DIR (docs/release.md): static kipvs binaries for linux/amd64 and
+# linux/arm64, the image index of both (RELEASE_IMAGE, as IMAGE but for both architectures),
+# each architecture's SPDX SBOM, install.yaml (deploy/ rendered, the VERSION tag) and SHA256SUMS.
+# The index is built a second time in a temporary directory and the two digests must agree;
+# then release-qemu runs the arm64 image's kipvs and iptables under qemu-user.
+RELEASE_DIR  ?= $(BIN)/release
+RELEASE_ARCHES := amd64 arm64
+release: ociimage $(BIN)/kustomize
+	@set -e; rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR); \
+	for a in $(RELEASE_ARCHES); do \
+		echo "build kipvs-linux-$$a"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(RELEASE_DIR)/kipvs-linux-$$a ./cmd/kipvs; \
+	done; \
+	build() { SOURCE_DATE_EPOCH=$(BUILD_EPOCH) $(BIN)/ociimage build kipvs --arch amd64,arm64 \
+		--input kipvs=$(RELEASE_DIR)/kipvs-linux-{arch} --tag $(IMAGE) --debs $(DEBCACHE) --out $$1/kipvs-image.oci.tar \
+		--digest-file $$1/kipvs-image.oci.tar.digest --packages-out $$1/packages.json; }; \
+	build $(RELEASE_DIR); \
+	tmp=$$(mktemp -d); trap 'rm -rf '$$tmp EXIT; build $$tmp; \
+	if ! cmp -s $(RELEASE_DIR)/kipvs-image.oci.tar $$tmp/kipvs-image.oci.tar; then \
+		echo "make release: the image index is not reproducible: $$(cat $(RELEASE_DIR)/kipvs-image.oci.tar.digest) then $$(cat $$tmp/kipvs-image.oci.tar.digest)" >&2; exit 1; \
+	fi; \
+	echo "make release: the image index built twice: $$(cat $$tmp/kipvs-image.oci.tar.digest) both times"; \
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/sbom ./hack/sbom; \
+	for a in $(RELEASE_ARCHES); do \
+		SOURCE_DATE_EPOCH=$(BUILD_EPOCH) $(BIN)/sbom --binary $(RELEASE_DIR)/kipvs-linux-$$a --packages $(RELEASE_DIR)/packages.json \
+			--arch $$a --name kipvs-$(VERSION)-linux-$$a --out $(RELEASE_DIR)/kipvs-linux-$$a.spdx.json; \
+	done; \
+	rm $(RELEASE_DIR)/packages.json; \
+	$(BIN)/kustomize build deploy > $(RELEASE_DIR)/install.yaml; \
+	grep -q 'image: ghcr.io/kipvs/kipvs:$(VERSION)$$' $(RELEASE_DIR)/install.yaml || { echo "make release: install.yaml does not install ghcr.io/kipvs/kipvs:$(VERSION)" >&2; exit 1; }; \
+	v=$$($(RELEASE_DIR)/kipvs-linux-amd64 --version); [ "$$v" = "kipvs $(VERSION) (kube-proxy v1.34 compatible)" ] || { echo "make release: kipvs-linux-amd64 says $$v" >&2; exit 1; }; \
+	cd $(RELEASE_DIR) && sha256sum $$(ls | grep -v '^SHA256SUMS$$') > SHA256SUMS && cat SHA256SUMS
+	$(MAKE) release-qemu
+
+# The arm64 image's kipvs (version) and iptables (--version, with the image's own arm64
+# libraries and loader) under qemu-user emulation, from the image index's arm64 rootfs.
+release-qemu: ociimage
+	@set -e; command -v qemu-aarch64-static >/dev/null || { echo "make release-qemu: qemu-aarch64-static missing (apt-get install qemu-user-static)" >&2; exit 1; }; \
+	root=$$(mktemp -d); trap 'rm -rf '$$root EXIT; \
+	$(BIN)/ociimage unpack $(RELEASE_DIR)/kipvs-image.oci.tar --arch arm64 --out $$root; \
+	file -b $$root/usr/local/bin/kipvs; \
+	set -x; qemu-aarch64-static $$root/usr/local/bin/kipvs version; \
+	qemu-aarch64-static -L $$root $$root/usr/sbin/iptables-legacy --version; \
+	qemu-aarch64-static -L $$root $$root/usr/sbin/iptables-legacy-save --version
 
 # The pause image kubelet's pods need (registry.k8s.io/pause:3.10.1), from hack/pause.
 image-pause: ociimage

@@ -47,7 +47,7 @@ var multiarchTuples = map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "a
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: ociimage build|rootfs|list ...")
+		return errors.New("usage: ociimage build|rootfs|unpack|list ...")
 	}
 	cmd, args := args[0], args[1:]
 	if cmd == "list" {
@@ -56,8 +56,11 @@ func run(args []string) error {
 		}
 		return nil
 	}
+	if cmd == "unpack" {
+		return unpack(args)
+	}
 	if cmd != "build" && cmd != "rootfs" {
-		return fmt.Errorf("unknown command %q (build, rootfs, list)", cmd)
+		return fmt.Errorf("unknown command %q (build, rootfs, unpack, list)", cmd)
 	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return fmt.Errorf("%s: name a recipe first (%s)", cmd, strings.Join(recipeNames(), ", "))
@@ -355,4 +358,31 @@ func writeArchive(out string, imgs []oci.Image, tags []string, created time.Time
 		return "", err
 	}
 	return digest, nil
+}
+
+// unpack writes the file system of one architecture's image of a multi-platform archive
+// (ociimage unpack ARCHIVE --arch ARCH --out DIR), e.g. to run it under qemu-user.
+func unpack(args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return errors.New("unpack: name the archive first")
+	}
+	fl := flag.NewFlagSet("unpack", flag.ContinueOnError)
+	arch := fl.String("arch", "", "the architecture whose image to unpack")
+	out := fl.String("out", "", "the directory to write")
+	if err := fl.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *arch == "" || *out == "" {
+		return errors.New("unpack: --arch and --out are required")
+	}
+	a, err := oci.ReadIndexArchiveFile(args[0])
+	if err != nil {
+		return err
+	}
+	for _, img := range a.Images {
+		if img.Config.Architecture == *arch {
+			return img.Unpack(*out)
+		}
+	}
+	return fmt.Errorf("unpack: %s has no image for %s", args[0], *arch)
 }
