@@ -5,10 +5,14 @@ CACHE        ?= $(CURDIR)/.cache
 VMCACHE      := $(CACHE)/vm
 BIN          := $(CURDIR)/bin
 # Evaluated once: a commit during a long target must not rename the image it built.
+# The release this tree is: the VERSION file, the one source of the version the binary reports,
+# make release's artifacts and deploy/'s image tag (deploy's TestImageTagIsVersion keeps them equal).
 ifeq ($(origin VERSION),undefined)
-VERSION      := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION      := $(shell cat $(CURDIR)/VERSION 2>/dev/null || echo dev)
 endif
+GIT_DESCRIBE := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 GIT_COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+GIT_TREE_STATE ?= $(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),dirty,clean)
 # The build date stamped into bin/kipvs is SOURCE_DATE_EPOCH when given (environment or
 # command line), else the last commit's time, never the clock: the same commit builds the
 # same binary (-trimpath, the same Go toolchain), and make image the same digest.
@@ -19,7 +23,7 @@ BUILD_EPOCH  := $(or $(shell git log -1 --format=%ct 2>/dev/null),0)
 endif
 BUILD_DATE   ?= $(shell date -u -d @$(BUILD_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 VPKG         := github.com/kipvs/kipvs/internal/version
-LDFLAGS      := -X $(VPKG).Version=$(VERSION) -X $(VPKG).GitCommit=$(GIT_COMMIT) -X $(VPKG).BuildDate=$(BUILD_DATE)
+LDFLAGS      := -X $(VPKG).Version=$(VERSION) -X $(VPKG).GitCommit=$(GIT_COMMIT) -X $(VPKG).GitTreeState=$(GIT_TREE_STATE) -X $(VPKG).BuildDate=$(BUILD_DATE)
 # Packages that hold kernel tests (files tagged `kernel`); they run inside the VM.
 KERNEL_PKGS  ?= $(shell grep -rl --include='*_test.go' '^//go:build.*\bkernel\b' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u)
 KERNEL_TIMEOUT ?= 25m
@@ -52,7 +56,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: all build demo test test-unit test-chart helm promtool monitoring-scrape test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare bench-first-sync fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
+.PHONY: release release-qemu all build demo test test-unit test-chart helm promtool monitoring-scrape test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare bench-first-sync fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
 
 all: build
 
@@ -213,7 +217,7 @@ conformance: vm-prepare node-prepare e2e-bins node-bins conformance-bins node-im
 			   else echo --image $(KUBE_PROXY_ARCHIVE) --kube-proxy-image $(KUBE_PROXY_IMAGE); fi) \
 			--pause-image registry.k8s.io/pause:3.10.1 --echo-image $(ECHO_IMAGE) $(CONFORMANCE_IMAGES) \
 			--timeout $(CONFORMANCE_TIMEOUT) --suite $(NODEBIN)/e2e.test --report-dir $(CONFORMANCE_DIR)/$$p \
-			--metrics-out $(CONFORMANCE_DIR)/$$p/metrics.txt --commit $(VERSION) \
+			--metrics-out $(CONFORMANCE_DIR)/$$p/metrics.txt --commit $(GIT_DESCRIBE) \
 			--nodes $(CONFORMANCE_NODES) --focus '$(CONFORMANCE_FOCUS)' --skip '$(CONFORMANCE_SKIP)' $(CONFORMANCE_ARGS) \
 			|| { echo "make conformance: the $$p run failed at the step named above" >&2; exit 1; }; \
 	done
@@ -341,6 +345,51 @@ image: image-archive
 image-archive: build ociimage
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build kipvs --input kipvs=$(BIN)/kipvs --tag $(IMAGE) \
 		--debs $(DEBCACHE) --out $(IMAGE_ARCHIVE) --digest-file $(IMAGE_ARCHIVE).digest
+
+# A release into RELEASE_DIR (docs/release.md): static kipvs binaries for linux/amd64 and
+# linux/arm64, the image index of both (RELEASE_IMAGE, as IMAGE but for both architectures),
+# each architecture's SPDX SBOM, install.yaml (deploy/ rendered, the VERSION tag) and SHA256SUMS.
+# The index is built a second time in a temporary directory and the two digests must agree;
+# then release-qemu runs the arm64 image's kipvs and iptables under qemu-user.
+RELEASE_DIR  ?= $(BIN)/release
+RELEASE_ARCHES := amd64 arm64
+release: ociimage $(BIN)/kustomize
+	@set -e; rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR); \
+	for a in $(RELEASE_ARCHES); do \
+		echo "build kipvs-linux-$$a"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(RELEASE_DIR)/kipvs-linux-$$a ./cmd/kipvs; \
+	done; \
+	build() { SOURCE_DATE_EPOCH=$(BUILD_EPOCH) $(BIN)/ociimage build kipvs --arch amd64,arm64 \
+		--input kipvs=$(RELEASE_DIR)/kipvs-linux-{arch} --tag $(IMAGE) --debs $(DEBCACHE) --out $$1/kipvs-image.oci.tar \
+		--digest-file $$1/kipvs-image.oci.tar.digest --packages-out $$1/packages.json; }; \
+	build $(RELEASE_DIR); \
+	tmp=$$(mktemp -d); trap 'rm -rf '$$tmp EXIT; build $$tmp; \
+	if ! cmp -s $(RELEASE_DIR)/kipvs-image.oci.tar $$tmp/kipvs-image.oci.tar; then \
+		echo "make release: the image index is not reproducible: $$(cat $(RELEASE_DIR)/kipvs-image.oci.tar.digest) then $$(cat $$tmp/kipvs-image.oci.tar.digest)" >&2; exit 1; \
+	fi; \
+	echo "make release: the image index built twice: $$(cat $$tmp/kipvs-image.oci.tar.digest) both times"; \
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/sbom ./hack/sbom; \
+	for a in $(RELEASE_ARCHES); do \
+		SOURCE_DATE_EPOCH=$(BUILD_EPOCH) $(BIN)/sbom --binary $(RELEASE_DIR)/kipvs-linux-$$a --packages $(RELEASE_DIR)/packages.json \
+			--arch $$a --name kipvs-$(VERSION)-linux-$$a --out $(RELEASE_DIR)/kipvs-linux-$$a.spdx.json; \
+	done; \
+	rm $(RELEASE_DIR)/packages.json; \
+	$(BIN)/kustomize build deploy > $(RELEASE_DIR)/install.yaml; \
+	grep -q 'image: ghcr.io/kipvs/kipvs:$(VERSION)$$' $(RELEASE_DIR)/install.yaml || { echo "make release: install.yaml does not install ghcr.io/kipvs/kipvs:$(VERSION)" >&2; exit 1; }; \
+	v=$$($(RELEASE_DIR)/kipvs-linux-amd64 --version); [ "$$v" = "kipvs $(VERSION) (kube-proxy v1.34 compatible)" ] || { echo "make release: kipvs-linux-amd64 says $$v" >&2; exit 1; }; \
+	cd $(RELEASE_DIR) && sha256sum $$(ls | grep -v '^SHA256SUMS$$') > SHA256SUMS && cat SHA256SUMS
+	$(MAKE) release-qemu
+
+# The arm64 image's kipvs (version) and iptables (--version, with the image's own arm64
+# libraries and loader) under qemu-user emulation, from the image index's arm64 rootfs.
+release-qemu: ociimage
+	@set -e; command -v qemu-aarch64-static >/dev/null || { echo "make release-qemu: qemu-aarch64-static missing (apt-get install qemu-user-static)" >&2; exit 1; }; \
+	root=$$(mktemp -d); trap 'rm -rf '$$root EXIT; \
+	$(BIN)/ociimage unpack $(RELEASE_DIR)/kipvs-image.oci.tar --arch arm64 --out $$root; \
+	file -b $$root/usr/local/bin/kipvs; \
+	set -x; qemu-aarch64-static $$root/usr/local/bin/kipvs version; \
+	qemu-aarch64-static -L $$root $$root/usr/sbin/iptables-legacy --version; \
+	qemu-aarch64-static -L $$root $$root/usr/sbin/iptables-legacy-save --version
 
 # The pause image kubelet's pods need (registry.k8s.io/pause:3.10.1), from hack/pause.
 image-pause: ociimage

@@ -28,7 +28,13 @@ type kustomization struct {
 	APIVersion string   `json:"apiVersion"`
 	Kind       string   `json:"kind"`
 	Resources  []string `json:"resources"`
-	Patches    []struct {
+	Images     []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName,omitempty"`
+		NewTag  string `json:"newTag,omitempty"`
+		Digest  string `json:"digest,omitempty"`
+	} `json:"images,omitempty"`
+	Patches []struct {
 		Path   string          `json:"path,omitempty"`
 		Patch  string          `json:"patch,omitempty"`
 		Target *map[string]any `json:"target,omitempty"`

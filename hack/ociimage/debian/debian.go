@@ -28,14 +28,32 @@ type Package struct {
 // Fetcher downloads packages into Cache.
 type Fetcher struct {
 	Cache string
+	// Arch is the Debian architecture to fetch ("amd64", "arm64"); "" is apt's native one.
+	// A foreign architecture's packages go to Cache/ARCH, fetched through apt state of its
+	// own in Cache/ARCH/apt (package lists from the host's sources, fetched by the first
+	// build that needs them; remove the directory to fetch newer ones), leaving the host's
+	// apt and dpkg configuration, and Cache's native packages, alone.
+	Arch string
 	// Log, when set, gets one line per apt-get run.
 	Log func(format string, args ...any)
+	// foreign is set by Closure when Arch is not the native architecture (Cache is then
+	// Cache/ARCH).
+	foreign bool
 }
 
 // Closure returns names and everything they depend on (Depends and Pre-Depends, the first
 // alternative of each), except the packages in exclude and what depends only through them,
 // fetching what the cache lacks. The result is sorted by name.
 func (f Fetcher) Closure(names, exclude []string) ([]Package, error) {
+	if f.Arch != "" {
+		native, err := exec.Command("dpkg", "--print-architecture").Output()
+		if err != nil {
+			return nil, fmt.Errorf("dpkg --print-architecture: %w", err)
+		}
+		if f.foreign = strings.TrimSpace(string(native)) != f.Arch; f.foreign {
+			f.Cache = filepath.Join(f.Cache, f.Arch)
+		}
+	}
 	got := map[string]Package{}
 	queue := slices.Clone(names)
 	for len(queue) > 0 {
@@ -71,7 +89,55 @@ func (f Fetcher) Closure(names, exclude []string) ([]Package, error) {
 }
 
 func (f Fetcher) debs(name string) ([]string, error) {
-	return filepath.Glob(filepath.Join(f.Cache, name+"_*.deb"))
+	if !f.foreign {
+		return filepath.Glob(filepath.Join(f.Cache, name+"_*.deb"))
+	}
+	var out []string
+	for _, a := range []string{f.Arch, "all"} {
+		m, err := filepath.Glob(filepath.Join(f.Cache, name+"_*_"+a+".deb"))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m...)
+	}
+	return out, nil
+}
+
+// aptOptions are the apt-get options that fetch f.Arch: none for the native architecture,
+// else apt state of the architecture's own in the cache (set up, and its package lists
+// fetched, on first use).
+func (f Fetcher) aptOptions() ([]string, error) {
+	// As root, apt would hand the download to its _apt user, who may not write the cache.
+	opts := []string{"-q", "-o", "APT::Sandbox::User=root"}
+	if !f.foreign {
+		return opts, nil
+	}
+	state, err := filepath.Abs(filepath.Join(f.Cache, "apt"))
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, "-o", "APT::Architecture="+f.Arch, "-o", "APT::Architectures="+f.Arch,
+		"-o", "Dir::State::Lists="+filepath.Join(state, "lists"), "-o", "Dir::Cache="+filepath.Join(state, "cache"),
+		"-o", "Dir::State::status="+filepath.Join(state, "status"))
+	lists, err := filepath.Glob(filepath.Join(state, "lists", "*_Packages*"))
+	if err != nil || len(lists) > 0 {
+		return opts, err
+	}
+	for _, d := range []string{"lists/partial", "cache/archives/partial"} {
+		if err := os.MkdirAll(filepath.Join(state, d), 0o755); err != nil {
+			return nil, fmt.Errorf("apt state for %s: %w", f.Arch, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(state, "status"), nil, 0o644); err != nil {
+		return nil, fmt.Errorf("apt state for %s: %w", f.Arch, err)
+	}
+	if f.Log != nil {
+		f.Log("apt-get update for %s (into %s)", f.Arch, state)
+	}
+	if out, err := exec.Command("apt-get", append(opts, "update")...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("apt-get update for %s: %w\n%s", f.Arch, err, out)
+	}
+	return opts, nil
 }
 
 // fetch downloads those of names that have no .deb in the cache, in one apt-get run.
@@ -92,12 +158,14 @@ func (f Fetcher) fetch(names []string) error {
 	if err := os.MkdirAll(f.Cache, 0o755); err != nil {
 		return fmt.Errorf("package cache: %w", err)
 	}
+	opts, err := f.aptOptions()
+	if err != nil {
+		return err
+	}
 	if f.Log != nil {
 		f.Log("apt-get download %s (into %s)", strings.Join(need, " "), f.Cache)
 	}
-	// As root, apt would hand the download to its _apt user, who may not write the cache.
-	args := append([]string{"-q", "-o", "APT::Sandbox::User=root", "download"}, need...)
-	cmd := exec.Command("apt-get", args...)
+	cmd := exec.Command("apt-get", append(append(opts, "download"), need...)...)
 	cmd.Dir = f.Cache
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("apt-get download %s: %w\n%s", strings.Join(need, " "), err, out)
@@ -126,6 +194,9 @@ func (f Fetcher) cached(name string) (Package, error) {
 	p := Package{Name: fields["Package"], Version: fields["Version"], Arch: fields["Architecture"], File: m[0]}
 	if p.Name != name {
 		return Package{}, fmt.Errorf("%s holds package %q, not %s", m[0], p.Name, name)
+	}
+	if f.Arch != "" && p.Arch != f.Arch && p.Arch != "all" {
+		return Package{}, fmt.Errorf("%s is for %s, not %s", m[0], p.Arch, f.Arch)
 	}
 	p.Depends = append(ParseDepends(fields["Pre-Depends"]), ParseDepends(fields["Depends"])...)
 	return p, nil

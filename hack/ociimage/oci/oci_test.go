@@ -283,3 +283,71 @@ func TestReadArchiveRejectsCorruption(t *testing.T) {
 		t.Errorf("a changed manifest (%s) was read without complaint: %v", digest, err)
 	}
 }
+
+// TestWriteIndex writes an amd64 and an arm64 image as one index and reads it back: index.json
+// names the image index once per name, the image index lists both manifests with their
+// platforms, each the same manifest Write gives that image alone, and every blob checks out. The
+// same images give the same archive; another arm64 image another index digest; two images for
+// one platform are refused.
+func TestWriteIndex(t *testing.T) {
+	imgFor := func(arch, app string) Image {
+		tr := sampleTree(t, []int{0, 1, 2, 3, 4})
+		if err := tr.AddFile("usr/local/bin/app", []byte(app), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return Image{Layers: []*Tree{tr}, Config: Config{Entrypoint: []string{"/usr/local/bin/app"}}, Created: epoch, Arch: arch}
+	}
+	write := func(imgs ...Image) ([]byte, string) {
+		t.Helper()
+		var buf bytes.Buffer
+		d, err := WriteIndex(&buf, imgs, []string{"x:1", "x:latest"}, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes(), d
+	}
+	amd, arm := imgFor("amd64", "app amd64"), imgFor("arm64", "app arm64")
+	raw, digest := write(amd, arm)
+	a, err := ReadIndexArchive(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.IndexDigest != digest {
+		t.Errorf("WriteIndex returned %s, index.json names %s", digest, a.IndexDigest)
+	}
+	var names []string
+	for _, e := range a.Index.Manifests {
+		names = append(names, e.Annotations[AnnotationRefName]+"="+e.Annotations[AnnotationImageName])
+	}
+	if want := []string{"x:1=x:1", "x:latest=x:latest"}; !slices.Equal(names, want) {
+		t.Errorf("index.json names %v, want %v", names, want)
+	}
+	if len(a.Images) != 2 {
+		t.Fatalf("image index lists %d images, want 2", len(a.Images))
+	}
+	for i, img := range []Image{amd, arm} {
+		_, alone := writeImage(t, img, []string{"x:1"})
+		m := a.ImageIndex.Manifests[i]
+		if m.Platform == nil || m.Platform.OS != "linux" || m.Platform.Architecture != img.Arch || m.Digest != alone {
+			t.Errorf("image index entry %d: %+v platform %+v, want linux/%s manifest %s", i, m, m.Platform, img.Arch, alone)
+		}
+		at := slices.IndexFunc(a.Images[i].Layers[0], func(e Entry) bool { return e.Path == "usr/local/bin/app" })
+		if at < 0 || string(a.Images[i].Layers[0][at].Data) != "app "+img.Arch {
+			t.Errorf("%s image: /usr/local/bin/app missing or not its own (index %d)", img.Arch, at)
+		}
+	}
+	for _, f := range a.Files {
+		if f == "manifest.json" {
+			t.Error("the multi-platform archive has a docker manifest.json")
+		}
+	}
+	if again, d := write(amd, arm); d != digest || !bytes.Equal(again, raw) {
+		t.Errorf("same images again: index %s, first %s (archives equal: %v)", d, digest, bytes.Equal(again, raw))
+	}
+	if _, d := write(amd, imgFor("arm64", "app arm64 v2")); d == digest {
+		t.Errorf("another arm64 binary kept the index digest %s", d)
+	}
+	if _, err := WriteIndex(io.Discard, []Image{amd, imgFor("amd64", "other")}, nil, epoch); err == nil || !strings.Contains(err.Error(), "two images for linux/amd64") {
+		t.Errorf("two amd64 images: err = %v, want two images for linux/amd64", err)
+	}
+}

@@ -31,8 +31,101 @@ type Archive struct {
 // ReadArchive reads and checks an archive Write wrote: every blob's digest and size, the
 // layers' diff IDs.
 func ReadArchive(r io.Reader) (*Archive, error) {
-	files := map[string][]byte{}
-	a := &Archive{}
+	l, err := readLayout(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(l.index.Manifests) == 0 {
+		return nil, fmt.Errorf("index.json: no manifests")
+	}
+	for _, m := range l.index.Manifests {
+		if m.Digest != l.index.Manifests[0].Digest {
+			return nil, fmt.Errorf("index.json: entries name different manifests (%s, %s)", l.index.Manifests[0].Digest, m.Digest)
+		}
+	}
+	a, err := l.image(l.index.Manifests[0])
+	if err != nil {
+		return nil, err
+	}
+	a.Index = l.index
+	return a, nil
+}
+
+// IndexArchive is a multi-platform archive WriteIndex wrote, read back.
+type IndexArchive struct {
+	// Index is index.json; ImageIndex the image index blob its entries name.
+	Index       Index
+	IndexDigest string
+	ImageIndex  Index
+	// Images are the platforms' images, in ImageIndex's order.
+	Images []*Archive
+	Files  []string
+}
+
+// ReadIndexArchive reads and checks an archive WriteIndex wrote, as ReadArchive does one
+// image, for each platform.
+func ReadIndexArchive(r io.Reader) (*IndexArchive, error) {
+	l, err := readLayout(r)
+	if err != nil {
+		return nil, err
+	}
+	a := &IndexArchive{Index: l.index, Files: l.files}
+	if len(l.index.Manifests) == 0 {
+		return nil, fmt.Errorf("index.json: no entries")
+	}
+	top := l.index.Manifests[0]
+	for _, m := range l.index.Manifests {
+		if m.Digest != top.Digest || m.MediaType != MediaTypeIndex {
+			return nil, fmt.Errorf("index.json: entry %s (%s) is not the one image index %s", m.Digest, m.MediaType, top.Digest)
+		}
+	}
+	a.IndexDigest = top.Digest
+	raw, err := l.blob(top)
+	if err != nil {
+		return nil, fmt.Errorf("image index: %w", err)
+	}
+	if err := json.Unmarshal(raw, &a.ImageIndex); err != nil {
+		return nil, fmt.Errorf("image index: %w", err)
+	}
+	for _, m := range a.ImageIndex.Manifests {
+		if m.MediaType != MediaTypeManifest || m.Platform == nil {
+			return nil, fmt.Errorf("image index: entry %s is no image manifest with a platform", m.Digest)
+		}
+		img, err := l.image(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", m.Platform.OS, m.Platform.Architecture, err)
+		}
+		if img.Config.Architecture != m.Platform.Architecture || img.Config.OS != m.Platform.OS {
+			return nil, fmt.Errorf("image index: entry for %s/%s holds an image for %s/%s", m.Platform.OS, m.Platform.Architecture, img.Config.OS, img.Config.Architecture)
+		}
+		a.Images = append(a.Images, img)
+	}
+	return a, nil
+}
+
+// ReadIndexArchiveFile reads the multi-platform archive at path.
+func ReadIndexArchiveFile(path string) (*IndexArchive, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	a, err := ReadIndexArchive(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return a, nil
+}
+
+// layout is an archive's members and index.json.
+type layout struct {
+	files   []string
+	members map[string][]byte
+	index   Index
+}
+
+func readLayout(r io.Reader) (*layout, error) {
+	l := &layout{members: map[string][]byte{}}
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -42,7 +135,7 @@ func ReadArchive(r io.Reader) (*Archive, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read archive: %w", err)
 		}
-		a.Files = append(a.Files, hdr.Name)
+		l.files = append(l.files, hdr.Name)
 		if hdr.Typeflag != tar.TypeReg {
 			continue
 		}
@@ -50,45 +143,44 @@ func ReadArchive(r io.Reader) (*Archive, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read archive %s: %w", hdr.Name, err)
 		}
-		files[hdr.Name] = data
+		l.members[hdr.Name] = data
 	}
-	getBlob := func(d Descriptor) ([]byte, error) {
-		name, ok := strings.CutPrefix(d.Digest, "sha256:")
-		if !ok {
-			return nil, fmt.Errorf("blob %q: not a sha256 digest", d.Digest)
-		}
-		data, ok := files["blobs/sha256/"+name]
-		if !ok {
-			return nil, fmt.Errorf("blob %s: not in the archive", d.Digest)
-		}
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != name {
-			return nil, fmt.Errorf("blob %s: content does not match its digest", d.Digest)
-		}
-		if int64(len(data)) != d.Size {
-			return nil, fmt.Errorf("blob %s: %d bytes, descriptor says %d", d.Digest, len(data), d.Size)
-		}
-		return data, nil
-	}
-	if err := json.Unmarshal(files["index.json"], &a.Index); err != nil {
+	if err := json.Unmarshal(l.members["index.json"], &l.index); err != nil {
 		return nil, fmt.Errorf("index.json: %w", err)
 	}
-	if len(a.Index.Manifests) == 0 {
-		return nil, fmt.Errorf("index.json: no manifests")
+	return l, nil
+}
+
+// blob is d's content, checked against d's digest and size.
+func (l *layout) blob(d Descriptor) ([]byte, error) {
+	name, ok := strings.CutPrefix(d.Digest, "sha256:")
+	if !ok {
+		return nil, fmt.Errorf("blob %q: not a sha256 digest", d.Digest)
 	}
-	for _, m := range a.Index.Manifests {
-		if m.Digest != a.Index.Manifests[0].Digest {
-			return nil, fmt.Errorf("index.json: entries name different manifests (%s, %s)", a.Index.Manifests[0].Digest, m.Digest)
-		}
+	data, ok := l.members["blobs/sha256/"+name]
+	if !ok {
+		return nil, fmt.Errorf("blob %s: not in the archive", d.Digest)
 	}
-	a.ManifestDigest = a.Index.Manifests[0].Digest
-	manJSON, err := getBlob(a.Index.Manifests[0])
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != name {
+		return nil, fmt.Errorf("blob %s: content does not match its digest", d.Digest)
+	}
+	if int64(len(data)) != d.Size {
+		return nil, fmt.Errorf("blob %s: %d bytes, descriptor says %d", d.Digest, len(data), d.Size)
+	}
+	return data, nil
+}
+
+// image reads the image whose manifest man names.
+func (l *layout) image(man Descriptor) (*Archive, error) {
+	a := &Archive{Files: l.files, ManifestDigest: man.Digest}
+	manJSON, err := l.blob(man)
 	if err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
 	if err := json.Unmarshal(manJSON, &a.Manifest); err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
-	cfgJSON, err := getBlob(a.Manifest.Config)
+	cfgJSON, err := l.blob(a.Manifest.Config)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -98,8 +190,8 @@ func ReadArchive(r io.Reader) (*Archive, error) {
 	if len(a.Config.RootFS.DiffIDs) != len(a.Manifest.Layers) {
 		return nil, fmt.Errorf("config lists %d diff IDs for %d layers", len(a.Config.RootFS.DiffIDs), len(a.Manifest.Layers))
 	}
-	for i, l := range a.Manifest.Layers {
-		gz, err := getBlob(l)
+	for i, ld := range a.Manifest.Layers {
+		gz, err := l.blob(ld)
 		if err != nil {
 			return nil, fmt.Errorf("layer %d: %w", i, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"sort"
 	"time"
 )
@@ -123,11 +124,85 @@ func newBlob(data []byte) blob {
 // (each carrying both org.opencontainers.image.ref.name and io.containerd.image.name), and
 // returns the manifest's digest ("sha256:...").
 func Write(w io.Writer, img Image, names []string) (string, error) {
+	im, err := buildImage(img)
+	if err != nil {
+		return "", err
+	}
+	idx := Index{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: namedEntries(im.manifest, names)}
+	idxJSON, err := json.Marshal(idx)
+	if err != nil {
+		return "", fmt.Errorf("index: %w", err)
+	}
+	dm := dockerManifest{Config: blobPath(im.config.Digest), RepoTags: names}
+	for _, l := range im.layers {
+		dm.Layers = append(dm.Layers, blobPath(l.Digest))
+	}
+	dmJSON, err := json.Marshal([]dockerManifest{dm})
+	if err != nil {
+		return "", fmt.Errorf("manifest.json: %w", err)
+	}
+	if err := writeLayout(w, img.Created, im.blobs, idxJSON, dmJSON); err != nil {
+		return "", err
+	}
+	return im.manifest.Digest, nil
+}
+
+// WriteIndex writes imgs, one per platform, as a multi-platform OCI image-layout archive to
+// w: an image index blob listing each image's manifest with its platform, which index.json
+// names once per name in names (as Write names a manifest). It returns the image index's
+// digest, the one a registry serves for the names and a signature signs. The archive has no
+// docker manifest.json: docker load takes one platform only.
+func WriteIndex(w io.Writer, imgs []Image, names []string, created time.Time) (string, error) {
+	if len(imgs) == 0 {
+		return "", fmt.Errorf("index has no images")
+	}
+	nested := Index{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: []Descriptor{}}
+	var blobs []blob
+	seen := map[Platform]bool{}
+	for _, img := range imgs {
+		im, err := buildImage(img)
+		if err != nil {
+			return "", err
+		}
+		if seen[*im.manifest.Platform] {
+			return "", fmt.Errorf("index: two images for %s/%s", im.manifest.Platform.OS, im.manifest.Platform.Architecture)
+		}
+		seen[*im.manifest.Platform] = true
+		nested.Manifests = append(nested.Manifests, im.manifest)
+		blobs = append(blobs, im.blobs...)
+	}
+	nestedJSON, err := json.Marshal(nested)
+	if err != nil {
+		return "", fmt.Errorf("image index: %w", err)
+	}
+	nb := newBlob(nestedJSON)
+	blobs = append(blobs, nb)
+	desc := Descriptor{MediaType: MediaTypeIndex, Digest: nb.digest, Size: int64(len(nestedJSON))}
+	idxJSON, err := json.Marshal(Index{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: namedEntries(desc, names)})
+	if err != nil {
+		return "", fmt.Errorf("index: %w", err)
+	}
+	if err := writeLayout(w, created, blobs, idxJSON, nil); err != nil {
+		return "", err
+	}
+	return nb.digest, nil
+}
+
+// builtImage is one image's blobs (layers, config, manifest) and the descriptors naming them.
+type builtImage struct {
+	blobs    []blob
+	layers   []Descriptor
+	config   Descriptor
+	manifest Descriptor // with the image's platform
+}
+
+func buildImage(img Image) (builtImage, error) {
+	var out builtImage
 	if len(img.Layers) == 0 {
-		return "", fmt.Errorf("image has no layers")
+		return out, fmt.Errorf("image has no layers")
 	}
 	if img.History != nil && len(img.History) != len(img.Layers) {
-		return "", fmt.Errorf("image has %d layers but %d history entries", len(img.Layers), len(img.History))
+		return out, fmt.Errorf("image has %d layers but %d history entries", len(img.Layers), len(img.History))
 	}
 	os, arch := img.OS, img.Arch
 	if os == "" {
@@ -137,20 +212,19 @@ func Write(w io.Writer, img Image, names []string) (string, error) {
 		arch = "amd64"
 	}
 	created := img.Created.UTC().Format(time.RFC3339)
-	var blobs []blob
 	cfg := ImageConfig{Created: created, Architecture: arch, OS: os, Config: img.Config, RootFS: RootFS{Type: "layers"}}
 	man := Manifest{SchemaVersion: 2, MediaType: MediaTypeManifest}
 	for i, layer := range img.Layers {
 		raw, err := LayerTar(layer, img.Created)
 		if err != nil {
-			return "", fmt.Errorf("layer %d: %w", i, err)
+			return out, fmt.Errorf("layer %d: %w", i, err)
 		}
 		gz, err := compress(raw)
 		if err != nil {
-			return "", fmt.Errorf("layer %d: %w", i, err)
+			return out, fmt.Errorf("layer %d: %w", i, err)
 		}
 		b := newBlob(gz)
-		blobs = append(blobs, b)
+		out.blobs = append(out.blobs, b)
 		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, newBlob(raw).digest)
 		man.Layers = append(man.Layers, Descriptor{MediaType: MediaTypeLayer, Digest: b.digest, Size: int64(len(gz))})
 		h := History{Created: created}
@@ -161,44 +235,43 @@ func Write(w io.Writer, img Image, names []string) (string, error) {
 	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
-		return "", fmt.Errorf("image config: %w", err)
+		return out, fmt.Errorf("image config: %w", err)
 	}
 	cfgBlob := newBlob(cfgJSON)
-	blobs = append(blobs, cfgBlob)
+	out.blobs = append(out.blobs, cfgBlob)
 	man.Config = Descriptor{MediaType: MediaTypeConfig, Digest: cfgBlob.digest, Size: int64(len(cfgJSON))}
 	manJSON, err := json.Marshal(man)
 	if err != nil {
-		return "", fmt.Errorf("manifest: %w", err)
+		return out, fmt.Errorf("manifest: %w", err)
 	}
 	manBlob := newBlob(manJSON)
-	blobs = append(blobs, manBlob)
+	out.blobs = append(out.blobs, manBlob)
+	out.layers, out.config = man.Layers, man.Config
+	out.manifest = Descriptor{MediaType: MediaTypeManifest, Digest: manBlob.digest, Size: int64(len(manJSON)),
+		Platform: &Platform{Architecture: arch, OS: os}}
+	return out, nil
+}
 
-	idx := Index{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: []Descriptor{}}
+// namedEntries is index.json's entries for desc: one per name, or one unnamed.
+func namedEntries(desc Descriptor, names []string) []Descriptor {
+	out := []Descriptor{}
 	for _, n := range names {
-		idx.Manifests = append(idx.Manifests, Descriptor{MediaType: MediaTypeManifest, Digest: manBlob.digest, Size: int64(len(manJSON)),
-			Annotations: map[string]string{AnnotationRefName: n, AnnotationImageName: n},
-			Platform:    &Platform{Architecture: arch, OS: os}})
+		e := desc
+		e.Annotations = map[string]string{AnnotationRefName: n, AnnotationImageName: n}
+		out = append(out, e)
 	}
 	if len(names) == 0 {
-		idx.Manifests = append(idx.Manifests, Descriptor{MediaType: MediaTypeManifest, Digest: manBlob.digest, Size: int64(len(manJSON)),
-			Platform: &Platform{Architecture: arch, OS: os}})
+		out = append(out, desc)
 	}
-	idxJSON, err := json.Marshal(idx)
-	if err != nil {
-		return "", fmt.Errorf("index: %w", err)
-	}
-	dm := dockerManifest{Config: blobPath(cfgBlob.digest), RepoTags: names}
-	for _, l := range man.Layers {
-		dm.Layers = append(dm.Layers, blobPath(l.Digest))
-	}
-	dmJSON, err := json.Marshal([]dockerManifest{dm})
-	if err != nil {
-		return "", fmt.Errorf("manifest.json: %w", err)
-	}
+	return out
+}
 
+// writeLayout writes the image layout: the blobs (sorted by digest, each once), oci-layout,
+// index.json and, when given, the docker manifest.json; every member stamped with created.
+func writeLayout(w io.Writer, created time.Time, blobs []blob, idxJSON, dmJSON []byte) error {
 	tw := tar.NewWriter(w)
 	put := func(name string, data []byte) error {
-		hdr := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: img.Created}
+		hdr := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: created}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
@@ -208,10 +281,11 @@ func Write(w io.Writer, img Image, names []string) (string, error) {
 		return nil
 	}
 	for _, d := range []string{"blobs/", "blobs/sha256/"} {
-		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: img.Created}); err != nil {
-			return "", fmt.Errorf("write %s: %w", d, err)
+		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: created}); err != nil {
+			return fmt.Errorf("write %s: %w", d, err)
 		}
 	}
+	blobs = slices.Clone(blobs)
 	sort.Slice(blobs, func(i, j int) bool { return blobs[i].digest < blobs[j].digest })
 	seen := map[string]bool{}
 	for _, b := range blobs {
@@ -220,25 +294,31 @@ func Write(w io.Writer, img Image, names []string) (string, error) {
 		}
 		seen[b.digest] = true
 		if err := put(blobPath(b.digest), b.data); err != nil {
-			return "", err
+			return err
 		}
 	}
-	for _, f := range []struct {
+	files := []struct {
 		name string
 		data []byte
 	}{
 		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 		{"index.json", idxJSON},
-		{"manifest.json", dmJSON},
-	} {
+	}
+	if dmJSON != nil {
+		files = append(files, struct {
+			name string
+			data []byte
+		}{"manifest.json", dmJSON})
+	}
+	for _, f := range files {
 		if err := put(f.name, f.data); err != nil {
-			return "", err
+			return err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return "", fmt.Errorf("close archive: %w", err)
+		return fmt.Errorf("close archive: %w", err)
 	}
-	return manBlob.digest, nil
+	return nil
 }
 
 func blobPath(digest string) string {
