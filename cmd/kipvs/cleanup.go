@@ -46,7 +46,7 @@ as with run, the file's ipvs.excludeCIDRs counts and the flag is ignored).`,
 				boot.ReplayConsole()
 				return err
 			}
-			log, err := logging.New(string(cfg.LogFormat), cfg.Verbosity)
+			log, err := logging.New(string(cfg.LogFormat), cfg.Verbosity, cfg.VModule)
 			if err != nil {
 				boot.ReplayConsole()
 				return err

@@ -151,7 +151,7 @@ func listServiceCIDRs(ctx context.Context, client kubernetes.Interface) ([]netip
 // --kipvs-service-cidr, which Load refuses, is kept: judging that mistake is doctor's job
 // (its cluster CIDR check fails on it).
 func loadDoctorConfig(fs *pflag.FlagSet, flags *config.Flags) (config.Config, error) {
-	boot, _ := logging.New("console", 0)
+	boot, _ := logging.New("text", 0, "")
 	cfg, err := config.Load(flags, boot)
 	if err == nil {
 		return cfg, nil

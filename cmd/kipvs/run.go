@@ -42,14 +42,16 @@ a switch back to kube-proxy keeps every live connection.`,
 				boot.ReplayConsole()
 				return err
 			}
-			log, err := logging.New(string(cfg.LogFormat), cfg.Verbosity)
+			log, err := logging.New(string(cfg.LogFormat), cfg.Verbosity, cfg.VModule)
 			if err != nil {
 				boot.ReplayConsole()
 				return err
 			}
 			boot.Replay(log)
 			defer func() { _ = log.Sync() }()
-			logging.BridgeKlog(log)
+			if err := logging.BridgeKlog(log, cfg.Verbosity, cfg.VModule); err != nil {
+				return err
+			}
 			opts := runOptions{oomScoreAdjPath: oomScoreAdjPath}
 			if cfg.ConfigFile != "" && cfg.WriteConfigTo == "" && !cfg.Cleanup && !cfg.InitOnly {
 				// Watched from now on, so that a change while kipvs starts is not missed.

@@ -6,7 +6,7 @@ import (
 )
 
 // AdoptionPlan is what one family's first full sync changed of the kernel state kipvs found
-// (the "adoption plan" debug line, logged with -v 1 and --kipvs-log-format json): one
+// (the "adoption plan" debug line, logged with -v 4 and --logging-format json): one
 // change per line in apply order ("update rs tcp/10.96.0.10:80 -> 10.244.0.11:8080 w=1",
 // "apply iptables rules", ...), and for a rules apply, how the kernel's KUBE-* chains
 // differed from kipvs's.

@@ -36,7 +36,7 @@ const switchKubeProxyLimit = 3 * time.Minute
 // node too) and two connections held through the ClusterIP and the NodePort stay open.
 //
 //   - No request fails and the held connections carry data at every stage and at the end.
-//   - kipvs's first sync (its adoption plan, logged at -v 1) changes only what a deliberate
+//   - kipvs's first sync (its adoption plan, logged at -v 4) changes only what a deliberate
 //     difference from kube-proxy explains: each change must be visible in the kernel dump
 //     (IPVS, KUBE-* sets, KUBE-* rules, kube-ipvs0, sysctls) taken before kipvs started and
 //     after its first sync, and every line of that dump's difference must be explained by
@@ -126,7 +126,7 @@ func TestLiveSwitchKubeProxy(t *testing.T) {
 	byKubeProxy := harness.ReadOracleDump(t)
 	kp.Stop(t)               // SIGTERM, as the kubelet or systemd stops it
 	waitLoops(time.Now(), 3) // the kernel serves on its own while no proxy runs
-	k := harness.StartKipvs(t, s.env, harness.RunArgs(s.env, "--v=1", "--kipvs-log-format=json")...)
+	k := harness.StartKipvs(t, s.env, harness.RunArgs(s.env, "--v=4", "--logging-format=json")...)
 	d = k.WaitSynced(t, startLimit, "kipvs's first sync", switchFamiliesSynced(families))
 	t.Logf("kipvs synced %.1fs after start", d.Seconds())
 	byKipvs := harness.ReadOracleDump(t)

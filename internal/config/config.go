@@ -54,12 +54,12 @@ func LocalModes() []LocalMode {
 	return []LocalMode{LocalModeClusterCIDR, LocalModeNodeCIDR, LocalModeBridgeInterface, LocalModeInterfaceNamePrefix}
 }
 
-// LogFormat is the format of kipvs's log (--kipvs-log-format).
+// LogFormat is the format of kipvs's log (logging.format, --logging-format).
 type LogFormat string
 
 const (
-	// LogFormatConsole is human-readable text (kube-proxy's logging.format "text").
-	LogFormatConsole LogFormat = "console"
+	// LogFormatText is klog's text lines (kube-proxy's logging.format "text").
+	LogFormatText LogFormat = "text"
 	// LogFormatJSON is one JSON object per line (kube-proxy's logging.format "json").
 	LogFormatJSON LogFormat = "json"
 )
@@ -129,10 +129,13 @@ type Config struct {
 	// feature gates and does not act on them.
 	FeatureGates map[string]bool
 
-	// LogFormat and Verbosity configure kipvs's logger (logging.format, --kipvs-log-format or
-	// --logging-format; logging.verbosity, -v).
+	// LogFormat and Verbosity configure kipvs's logger (logging.format, --logging-format or
+	// its deprecated alias --kipvs-log-format; logging.verbosity, -v).
 	LogFormat LogFormat
 	Verbosity int
+	// VModule is the per-file verbosity (logging.vmodule, --vmodule) in the flag's syntax,
+	// pattern=N,...
+	VModule string
 
 	Kipvs Kipvs
 
@@ -329,7 +332,7 @@ func FileDefaults() Config {
 			TCPCloseWaitTimeout:   time.Hour,
 		},
 		OOMScoreAdj: DefaultOOMScoreAdj,
-		LogFormat:   LogFormatConsole,
+		LogFormat:   LogFormatText,
 		Kipvs: Kipvs{
 			GracefulPeriod:       30 * time.Second,
 			MaxServiceSetMembers: 32768,

@@ -107,7 +107,7 @@ func TestFlagsMatchKubeProxy(t *testing.T) {
 		}
 	})
 	for name, def := range map[string]string{
-		"kipvs-source-file": "", "kipvs-service-cidr": "", "kipvs-graceful-period": "30s", "kipvs-log-format": "console",
+		"kipvs-source-file": "", "kipvs-service-cidr": "", "kipvs-graceful-period": "30s", "kipvs-log-format": "text",
 		"kipvs-endpoint-metrics": "false", "kipvs-debug-endpoints": "false", "kipvs-max-service-set-members": "32768", "kipvs-max-set-members": "1048576",
 		"kipvs-max-service-virtual-servers": "32768", "kipvs-max-service-real-servers": "65536", "kipvs-max-real-servers": "1048576",
 		"kipvs-max-service-series": "140000", "kipvs-external-ip-cidrs": "", "kipvs-load-balancer-ip-cidrs": "",

@@ -237,11 +237,11 @@ func parseNodePortAddresses(s setting, items []string) ([]netip.Prefix, bool, []
 func logFormatFromKubeProxy(s setting, f string) (LogFormat, error) {
 	switch f {
 	case "", "text":
-		return LogFormatConsole, nil
+		return LogFormatText, nil
 	case "json":
 		return LogFormatJSON, nil
 	}
-	return LogFormatConsole, s.invalid(f, `must be "text" or "json"`)
+	return LogFormatText, s.invalid(f, `must be "text" or "json"`)
 }
 
 // ignoredNotices lists the fields kipvs does not act on that the file sets to something

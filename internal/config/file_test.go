@@ -273,7 +273,7 @@ func TestParseIgnoredFieldNotices(t *testing.T) {
 		{"changed values are reported", head + "iptables:\n  syncPeriod: 10s\n  localhostNodePorts: false\noomScoreAdj: -500\n" +
 			"nftables:\n  masqueradeAll: true\nwinkernel:\n  enableDSR: true\nportRange: 30000-32767\n" +
 			"showHiddenMetricsForVersion: '1.33'\nlogging:\n  vmodule:\n  - filePattern: proxier.go\n    verbosity: 4\n  options:\n    text:\n      splitStream: true\n",
-			[]string{"iptables.localhostNodePorts", "iptables.syncPeriod", "logging.options", "logging.vmodule", "nftables.masqueradeAll",
+			[]string{"iptables.localhostNodePorts", "iptables.syncPeriod", "logging.options", "nftables.masqueradeAll",
 				"portRange", "showHiddenMetricsForVersion", "winkernel"}},
 		// What kube-proxy's --write-config-to writes in IPVS mode: the other modes' sync
 		// periods are 0s.

@@ -63,6 +63,8 @@ func TestFlagParsing(t *testing.T) {
 			}},
 		{"logging", []string{"-v", "4", "--logging-format=json"}, func(c *Config) { c.Verbosity, c.LogFormat = 4, LogFormatJSON }},
 		{"long -v form", []string{"--v=2"}, func(c *Config) { c.Verbosity = 2 }},
+		{"vmodule", []string{"--vmodule=proxier=4,sync*=2"}, func(c *Config) { c.VModule = "proxier=4,sync*=2" }},
+		{"kipvs log format is an alias", []string{"--kipvs-log-format=console"}, func(c *Config) { c.LogFormat = LogFormatText }},
 		{"kipvs log format wins", []string{"--logging-format=json", "--kipvs-log-format=console"}, func(c *Config) {}},
 		{"kipvs flags", []string{"--kipvs-source-file=/srv/services.yaml", "--kipvs-service-cidr=10.96.0.0/12,fd00:96::/108",
 			"--kipvs-graceful-period=0", "--kipvs-log-format=json", "--kipvs-endpoint-metrics", "--kipvs-debug-endpoints",
@@ -85,7 +87,7 @@ func TestFlagParsing(t *testing.T) {
 		{"feature gates are kept", []string{"--feature-gates=A=true,B=false", "--feature-gates=C=true"},
 			func(c *Config) { c.FeatureGates = map[string]bool{"A": true, "B": false, "C": true} }},
 		{"ignored flags parse", []string{"--iptables-sync-period=10s", "--iptables-min-sync-period=0", "--iptables-localhost-nodeports=false",
-			"--show-hidden-metrics-for-version=1.33", "--vmodule=proxier=4", "--log-flush-frequency=1s",
+			"--show-hidden-metrics-for-version=1.33", "--log-flush-frequency=1s",
 			"--log-text-split-stream", "--log-text-info-buffer-size=1Mi", "--log-json-split-stream", "--log-json-info-buffer-size=1Mi"},
 			func(c *Config) {}},
 		// kube-proxy ignores an empty --hostname-override and --bind-address.
@@ -200,8 +202,10 @@ func TestFlagErrors(t *testing.T) {
 			{Field: "configSyncPeriod", Flag: "--config-sync-period", Value: "0s"}}},
 		{"logging format", []string{"--logging-format=xml"}, []FieldError{
 			{Field: "logging.format", Flag: "--logging-format", Value: "xml"}}},
-		{"kipvs log format", []string{"--kipvs-log-format=text"}, []FieldError{
-			{Field: "logging.format", Flag: "--kipvs-log-format", Value: "text"}}},
+		{"kipvs log format", []string{"--kipvs-log-format=xml"}, []FieldError{
+			{Field: "logging.format", Flag: "--kipvs-log-format", Value: "xml"}}},
+		{"vmodule", []string{"--vmodule=proxier"}, []FieldError{
+			{Field: "logging.vmodule", Flag: "--vmodule", Value: "proxier"}}},
 		{"service CIDR syntax", []string{"--kipvs-service-cidr=10.96.0.0"}, []FieldError{
 			{Flag: "--kipvs-service-cidr", Value: "10.96.0.0"}}},
 		{"oom score adjustment", []string{"--oom-score-adj=1001"}, []FieldError{

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/kipvs/kipvs/internal/ipvsmode"
+	"github.com/kipvs/kipvs/internal/logging"
 )
 
 // The rows of the settings table, by section. Help texts are the flags' --help.
@@ -198,7 +200,7 @@ func localEntries() []entry {
 func loggingEntries() []entry {
 	return []entry{
 		{field: "logging.format", flag: "logging-format", withConfig: true, sample: "json",
-			help: `kube-proxy's log format flag: "text" (kipvs's console format) or "json". --kipvs-log-format takes precedence.`,
+			help: `Log format: "text" (klog's lines, as kube-proxy's) or "json" (component-base's JSON lines, as kube-proxy's).`,
 			register: parsedFlag((*pflag.FlagSet).StringVar, constant("text"), func(r *flagRun, s setting, v string) {
 				lf, err := logFormatFromKubeProxy(s, v)
 				r.add(err)
@@ -218,9 +220,16 @@ func loggingEntries() []entry {
 			target: func(c *Config) []any { return []any{&c.LogFormat} }},
 		// Applied after --logging-format, over which it takes precedence.
 		{field: "logging.format", flag: "kipvs-log-format", withConfig: true, sample: "json",
-			help: `Log format: "console" (human-readable) or "json" (one object per line). Takes precedence over --logging-format and logging.format.`,
+			help: `Deprecated: use --logging-format ("console" is "text"). Takes precedence over --logging-format and logging.format.`,
 			register: parsedFlag((*pflag.FlagSet).StringVar, func(d *Config) string { return string(d.LogFormat) },
-				func(r *flagRun, _ setting, v string) { r.c.LogFormat = LogFormat(v) }),
+				func(r *flagRun, s setting, v string) {
+					if v == "console" {
+						v = "text"
+					}
+					lf, err := logFormatFromKubeProxy(s, v)
+					r.add(err)
+					r.c.LogFormat = lf
+				}),
 			target: func(c *Config) []any { return []any{&c.LogFormat} }},
 		{field: "logging.verbosity", flag: "v", withConfig: true, sample: "4",
 			help: "Log verbosity: 0 logs the essentials, higher numbers log more detail.",
@@ -236,5 +245,46 @@ func loggingEntries() []entry {
 			read:   func(r *fileRun, _ setting) { r.c.Verbosity = int(r.kp.Logging.Verbosity) },
 			write:  func(c *Config, k *kpConfig) { k.Logging.Verbosity = logsapi.VerbosityLevel(max(c.Verbosity, 0)) },
 			target: func(c *Config) []any { return []any{&c.Verbosity} }},
+		vmoduleEntry(),
 	}
+}
+
+// vmoduleEntry is --vmodule (klog's pattern=N,...) and the file's logging.vmodule list, kept
+// in Config.VModule in the flag's syntax.
+func vmoduleEntry() entry {
+	return entry{field: "logging.vmodule", flag: "vmodule", withConfig: true,
+		sample: "proxier=4", fileSample: "[{filePattern: proxier, verbosity: 4}]",
+		help: "Per-file log verbosity: comma-separated pattern=N, a pattern matching a source file's base name without .go (as klog does).",
+		register: parsedFlag(textVar("pattern=N,..."), constant(""), func(r *flagRun, s setting, v string) {
+			if err := logging.CheckVModule(v); err != nil {
+				r.add(s.wrap(v, err, "must be a comma-separated list of pattern=N"))
+			}
+			r.c.VModule = v
+		}),
+		read: func(r *fileRun, s setting) {
+			items := make([]string, 0, len(r.kp.Logging.VModule))
+			for _, it := range r.kp.Logging.VModule {
+				if strings.ContainsAny(it.FilePattern, ",=") {
+					r.add(s.invalid(it.FilePattern, "a filePattern cannot hold ',' or '='"))
+					continue
+				}
+				items = append(items, fmt.Sprintf("%s=%d", it.FilePattern, it.Verbosity))
+			}
+			v := strings.Join(items, ",")
+			if err := logging.CheckVModule(v); err != nil {
+				r.add(s.wrap(v, err, "must be a list of filePattern and verbosity"))
+			}
+			r.c.VModule = v
+		},
+		write: func(c *Config, k *kpConfig) {
+			k.Logging.VModule = nil
+			for _, it := range strings.Split(c.VModule, ",") {
+				pat, lv, _ := strings.Cut(it, "=")
+				n, err := strconv.ParseUint(lv, 10, 32)
+				if pat != "" && err == nil {
+					k.Logging.VModule = append(k.Logging.VModule, logsapi.VModuleItem{FilePattern: pat, Verbosity: logsapi.VerbosityLevel(n)})
+				}
+			}
+		},
+		target: func(c *Config) []any { return []any{&c.VModule} }}
 }

@@ -72,11 +72,6 @@ func ignoredLoggingEntries() []entry {
 			reason: "log buffering is not supported",
 			help:   "Longest time log output is buffered." + ignoredHelp, register: unusedFlag((*pflag.FlagSet).DurationVar, 5*time.Second),
 			unused: func(k *kpConfig) any { return k.Logging.FlushFrequency.Duration.Duration }},
-		{field: "logging.vmodule", flag: "vmodule", kind: kindIgnored, withConfig: true,
-			sample: "proxier=4", fileSample: "[{filePattern: proxier.go, verbosity: 4}]",
-			reason: "per-file verbosity is not supported; use logging.verbosity", flagReason: "per-file verbosity is not supported; use -v",
-			help: "Per-file log verbosity." + ignoredHelp, register: unusedFlag(textVar("pattern=N,..."), ""),
-			unused: func(k *kpConfig) any { return len(k.Logging.VModule) }},
 		{field: "logging.options", kind: kindIgnored, sample: "{text: {splitStream: true}}",
 			reason: "split output streams and buffering are not supported",
 			unused: func(k *kpConfig) any {

@@ -131,8 +131,8 @@ func (c *Config) validateConntrack(r *findings, named func(string) setting) {
 
 // validateLogging checks the logging settings and kipvs's own.
 func (c *Config) validateLogging(r *findings, named func(string) setting) {
-	if c.LogFormat != LogFormatConsole && c.LogFormat != LogFormatJSON {
-		r.add(named("kipvs-log-format").invalid(string(c.LogFormat), "must be %q or %q", LogFormatConsole, LogFormatJSON))
+	if c.LogFormat != LogFormatText && c.LogFormat != LogFormatJSON {
+		r.add(named("logging-format").invalid(string(c.LogFormat), "must be %q or %q", LogFormatText, LogFormatJSON))
 	}
 	if c.Verbosity < 0 || c.Verbosity > math.MaxInt32 {
 		r.add(named("v").invalid(strconv.Itoa(c.Verbosity), "must be between 0 and %d", math.MaxInt32))

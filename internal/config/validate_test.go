@@ -88,8 +88,8 @@ func TestValidate(t *testing.T) {
 			FieldError{Field: "conntrack.udpTimeout", Flag: "--conntrack-udp-timeout", Value: "-1s"}},
 		{"conntrack udp stream", func(c *Config) { c.Conntrack.UDPStreamTimeout = -time.Second },
 			FieldError{Field: "conntrack.udpStreamTimeout", Flag: "--conntrack-udp-timeout-stream", Value: "-1s"}},
-		{"log format", func(c *Config) { c.LogFormat = "text" },
-			FieldError{Field: "logging.format", Flag: "--kipvs-log-format", Value: "text"}},
+		{"log format", func(c *Config) { c.LogFormat = "console" },
+			FieldError{Field: "logging.format", Flag: "--logging-format", Value: "console"}},
 		{"verbosity", func(c *Config) { c.Verbosity = -1 },
 			FieldError{Field: "logging.verbosity", Flag: "-v", Value: "-1"}},
 		{"service CIDRs of one family", func(c *Config) {

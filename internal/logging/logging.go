@@ -1,44 +1,58 @@
 package logging
 
 import (
+	"flag"
 	"fmt"
+	"os"
+	"strconv"
 
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
+	"go.uber.org/zap/buffer"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	"k8s.io/klog/v2"
 )
 
-// New returns a logger writing JSON ("json") or human-readable console lines ("console" or
-// "") to stderr. verbosity is kube-proxy's -v: V(n) messages appear when n <= verbosity.
-func New(format string, verbosity int) (*zap.Logger, error) {
-	var cfg zap.Config
+// New returns a logger writing kube-proxy's log lines to stderr: klog's text format
+// ("text", "console" or "") or component-base's JSON format ("json"). verbosity is
+// kube-proxy's -v and vmodule its --vmodule (pattern=N,...): a V(n) line is written when n
+// is at most verbosity, or at most the level of the first pattern matching its source file.
+// kipvs's own Debug lines are V(DebugV).
+func New(format string, verbosity int, vmodule string) (*zap.Logger, error) {
+	mods, err := parseVModule(vmodule)
+	if err != nil {
+		return nil, err
+	}
+	var enc encoder
 	switch format {
 	case "json":
-		cfg = zap.NewProductionConfig()
-		cfg.EncoderConfig.TimeKey = "ts"
-		cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+		enc = jsonEncoder()
 	case "", "console", "text":
-		cfg = zap.NewDevelopmentConfig()
-		cfg.DisableStacktrace = true
-		cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+		enc = textEncoder{pid: os.Getpid(), pool: buffer.NewPool()}
 	default:
-		return nil, fmt.Errorf("log format %q: must be json or console", format)
+		return nil, fmt.Errorf("log format %q: must be text or json", format)
 	}
-	cfg.Sampling = nil
-	cfg.Development = false
-	if verbosity < 0 {
-		verbosity = 0
-	}
-	// zapr maps V(n) to zap level -n; Info is level 0.
-	cfg.Level = zap.NewAtomicLevelAt(zapcore.Level(-min(verbosity, 127)))
-	return cfg.Build()
+	c := &core{enc: enc, out: zapcore.Lock(os.Stderr), gate: newGate(verbosity, mods)}
+	return zap.New(c, zap.AddCaller()), nil
 }
 
-// BridgeKlog sends everything client-go logs through klog to log.
-func BridgeKlog(log *zap.Logger) {
-	klog.SetLogger(zapr.NewLogger(log.WithOptions(zap.AddCallerSkip(0)).Named("client-go")))
+// BridgeKlog sends everything client-go logs through klog to log, and sets klog's own
+// verbosity (which gates client-go's klog.V(n) calls before they reach log) to verbosity and
+// vmodule.
+func BridgeKlog(log *zap.Logger, verbosity int, vmodule string) error {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	if err := fs.Set("v", strconv.Itoa(max(verbosity, 0))); err != nil {
+		return fmt.Errorf("klog verbosity: %w", err)
+	}
+	if err := fs.Set("vmodule", vmodule); err != nil {
+		return fmt.Errorf("klog vmodule: %w", err)
+	}
+	// zapr logs V(n) at zap level -n; klogCore moves those levels off kipvs's Debug level.
+	bridged := log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return klogCore{c} }))
+	klog.SetLogger(zapr.NewLoggerWithOptions(bridged, zapr.ErrorKey(errorKey)))
+	return nil
 }
 
 // Boot holds what is logged while the configuration, and with it the log format, is read
@@ -64,10 +78,10 @@ func (b *Boot) Replay(log *zap.Logger) {
 	}
 }
 
-// ReplayConsole replays the entries as console lines: for when the configuration could
-// not be read, so its format is unknown.
+// ReplayConsole replays the entries as text lines: for when the configuration could not
+// be read, so its format is unknown.
 func (b *Boot) ReplayConsole() {
-	if log, err := New("console", 0); err == nil {
+	if log, err := New("text", 0, ""); err == nil {
 		b.Replay(log)
 		_ = log.Sync()
 	}
