@@ -498,3 +498,42 @@ func TestDrainStateRebuiltAfterRestart(t *testing.T) {
 		t.Errorf("drain after restart + period: %q", res.Plan)
 	}
 }
+
+// Removed SCTP real servers are deleted at once, connections or not, as kube-proxy does for
+// UDP and SCTP (its IsRsGracefulTerminationNeeded): the whole IPVS table after the removal
+// holds the remaining real server only, and nothing is left draining. A full sync over a
+// weight-0 SCTP real server left by an older kipvs deletes it too.
+func TestSCTPRealServersDeletedAtOnce(t *testing.T) {
+	e := newEnv(t)
+	k := ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.SCTP, Addr: netip.MustParseAddr("10.96.0.20"), Port: 3868}
+	gone := netip.MustParseAddrPort("10.244.2.6:3868")
+	e.set(svc("diameter", "10.96.0.20", sctp), eps("diameter", v1.ProtocolSCTP, 3868, "10.244.1.5", "10.244.2.6"))
+	e.full()
+	if err := e.ipvs.SetDestinationConns(k, gone, 3, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.sync(e.set(svc("diameter", "10.96.0.20", sctp), eps("diameter", v1.ProtocolSCTP, 3868, "10.244.1.5")))
+	got, err := e.ipvs.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "-A --sctp-service 10.96.0.20:3868 -s rr\n-a --sctp-service 10.96.0.20:3868 -r 10.244.1.5:3868 -m -w 1\n"
+	if got != want {
+		t.Errorf("IPVS after removing an SCTP endpoint with connections:\n%s\nwant:\n%s", got, want)
+	}
+	if d := e.rec.Draining(); len(d) != 0 {
+		t.Errorf("draining %v, want none", d)
+	}
+
+	// A weight-0 leftover (an older kipvs drained SCTP) goes at the next full sync.
+	if err := e.ipvs.AddDestination(k, masq(gone.Addr(), gone.Port(), 0)); err != nil {
+		t.Fatal(err)
+	}
+	e.full()
+	if got, _ := e.ipvs.Dump(); got != want {
+		t.Errorf("IPVS after a full sync over a weight-0 SCTP real server:\n%s\nwant:\n%s", got, want)
+	}
+	if d := e.rec.Draining(); len(d) != 0 {
+		t.Errorf("draining after the full sync %v, want none", d)
+	}
+}

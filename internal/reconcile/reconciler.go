@@ -45,7 +45,7 @@ type Options struct {
 	Family inet.Family
 	// ExcludeCIDRs: virtual servers with an address inside are never deleted or changed.
 	ExcludeCIDRs []netip.Prefix
-	// GracefulPeriod is the longest a removed TCP/SCTP real server drains at weight 0; 0
+	// GracefulPeriod is the longest a removed TCP real server drains at weight 0; 0
 	// deletes at once.
 	GracefulPeriod time.Duration
 	Clock          clock.Clock
@@ -362,7 +362,7 @@ func (r *Reconciler) rebuildDraining(d *proxy.Desired, obs *state) {
 	now := r.opts.Clock.Now()
 	next := map[DrainKey]time.Time{}
 	for vk, vs := range obs.vs {
-		if vk.Protocol == inet.UDP {
+		if !drains(vk.Protocol) {
 			continue
 		}
 		want := d.VirtualServer(vk)
