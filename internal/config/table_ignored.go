@@ -129,7 +129,7 @@ func kipvsEntries() []entry {
 			func(c *Config) *[]netip.Prefix { return &c.Kipvs.ServiceCIDRs }),
 		flagOnly(k("kipvs-graceful-period", "5s",
 			"How long a removed TCP endpoint keeps its IPVS real server at weight 0 so open connections can finish, before it is deleted. "+
-				"UDP and SCTP real servers are deleted at once, as kube-proxy does. 0 deletes at once."),
+				"UDP and SCTP real servers are deleted at once, as kube-proxy does. 0: no time limit, a removed TCP real server drains until its connections end, as kube-proxy does."),
 			(*pflag.FlagSet).DurationVar, func(c *Config) *time.Duration { return &c.Kipvs.GracefulPeriod }),
 		kipvsCIDRs(k("kipvs-external-ip-cidrs", "203.0.113.0/24,fd00:e::/64",
 			"Comma-separated CIDRs (both families) that Services' spec.externalIPs may come from; an external IP outside them is not served "+

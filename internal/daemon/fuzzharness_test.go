@@ -133,9 +133,9 @@ func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*f
 	cfg.DetectLocalMode = config.LocalMode(localMode)
 	cfg.IPVS.MinSyncPeriod = 0
 	cfg.IPVS.SyncPeriod = time.Hour
-	cfg.Kipvs.GracefulPeriod = 0 // removed real servers go at once, so removal converges exactly
 	cfg.Kipvs.MaxServiceSetMembers = fuzzMaxServiceSetMembers
 	deps := Deps{
+		deleteRemovedAtOnce: true, // removed real servers go at once, so removal converges exactly
 		Source: src, IPVS: n.ipvs,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
 			nf := n.nf4

@@ -133,7 +133,8 @@ type diffInput struct {
 	desired  *proxy.Desired
 	observed *state
 	exclude  []netip.Prefix
-	// graceful is how long removed TCP real servers drain; 0 deletes them at once.
+	// graceful is how long removed TCP real servers drain; 0 deletes them at once;
+	// NoDrainLimit drains them until their connections end.
 	graceful time.Duration
 }
 
@@ -321,7 +322,7 @@ func diffExtraDests(in *diffInput, p *Plan, k proxy.VSKey, want *proxy.VirtualSe
 		}
 		cur := have.dests[ap]
 		switch {
-		case !drains(k.Protocol) || in.graceful <= 0:
+		case !drains(k.Protocol) || in.graceful == 0:
 			p.IPVSDelete = append(p.IPVSDelete, ipvs.DeleteDestinationOp(svc.ServiceKey, ap))
 			if k.Protocol == inet.UDP {
 				p.Conntrack = append(p.Conntrack, conntrack.Filter{Protocol: inet.UDP,

@@ -537,3 +537,48 @@ func TestSCTPRealServersDeletedAtOnce(t *testing.T) {
 		t.Errorf("draining after the full sync %v, want none", d)
 	}
 }
+
+// With NoDrainLimit (--kipvs-graceful-period=0), a removed TCP real server drains at weight 0
+// until its active and inactive connections reach 0, however long that takes, as kube-proxy
+// does; it is then deleted at the next drain check.
+func TestDrainWithoutLimitWaitsForConnections(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.GracefulPeriod = NoDrainLimit })
+	k := ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
+	b := netip.MustParseAddrPort("10.244.2.6:8080")
+	e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5", "10.244.2.6"))
+	e.full()
+	if err := e.ipvs.SetDestinationConns(k, b, 1, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.sync(e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5")))
+	draining := "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n-a -t 10.96.0.10:80 -r 10.244.2.6:8080 -m -w 0\n"
+	for _, step := range []time.Duration{0, time.Minute, 24 * time.Hour} {
+		e.clk.Step(step)
+		if _, err := e.rec.Drain(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := e.ipvs.Dump(); got != draining {
+			t.Fatalf("%s after the removal, connections open: IPVS\n%s\nwant\n%s", step, got, draining)
+		}
+	}
+	// Only inactive connections left (FIN_WAIT, TIME_WAIT): still waiting, as kube-proxy.
+	if err := e.ipvs.SetDestinationConns(k, b, 0, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rec.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.ipvs.Dump(); got != draining {
+		t.Fatalf("inactive connections left: IPVS\n%s\nwant\n%s", got, draining)
+	}
+	if err := e.ipvs.SetDestinationConns(k, b, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rec.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n"
+	if got, _ := e.ipvs.Dump(); got != want || len(e.rec.Draining()) != 0 {
+		t.Fatalf("connections ended: IPVS\n%s\nwant\n%s\ndraining %v", got, want, e.rec.Draining())
+	}
+}
