@@ -135,8 +135,7 @@ func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*f
 	cfg.IPVS.SyncPeriod = time.Hour
 	cfg.Kipvs.MaxServiceSetMembers = fuzzMaxServiceSetMembers
 	deps := Deps{
-		deleteRemovedAtOnce: true, // removed real servers go at once, so removal converges exactly
-		Source:              src, IPVS: n.ipvs,
+		Source: src, IPVS: n.ipvs,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
 			nf := n.nf4
 			if f == inet.IPv6 {
@@ -154,6 +153,7 @@ func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*f
 		Registry:          prometheus.NewRegistry(),
 		HealthCheckListen: newMemListener,
 	}
+	deps.deleteRemovedAtOnce = true // removed real servers go at once, so removal converges exactly
 	if mutate != nil {
 		mutate(&cfg, &deps)
 	}
