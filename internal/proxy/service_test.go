@@ -201,6 +201,12 @@ func buildCases() []buildCase {
 			slices: []*discoveryv1.EndpointSlice{slice("sh", "sh-1", "http", 8080, tcp, "10.244.1.5")},
 		},
 		{
+			// The kernel's schedulers beyond kube-proxy's documented ones.
+			name:   "scheduler-annotation-twos",
+			svc:    svc("default", "twos", "10.96.0.22", annotate(AnnotationScheduler, "twos")),
+			slices: []*discoveryv1.EndpointSlice{slice("twos", "t-1", "http", 8080, tcp, "10.244.1.5")},
+		},
+		{
 			name:   "scheduler-annotation-unknown-keeps-global",
 			svc:    svc("default", "bad", "10.96.0.23", annotate(AnnotationScheduler, "fastest")),
 			slices: []*discoveryv1.EndpointSlice{slice("bad", "b-1", "http", 8080, tcp, "10.244.1.5")},
