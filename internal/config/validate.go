@@ -12,7 +12,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	netutils "k8s.io/utils/net"
-
 )
 
 // Validate checks every field of c and returns an errors.Join of one *FieldError per bad
