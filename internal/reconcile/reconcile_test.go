@@ -62,8 +62,8 @@ func newEnv(t testing.TB, mod ...func(*Options)) *env {
 		ctx:   context.Background(),
 		opts: &proxy.Options{
 			Family: inet.IPv4, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14,
-			NodePortAddresses: []netip.Addr{netip.MustParseAddr("192.168.1.10")},
-			LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
+			NodePortAddresses: []netip.Addr{netip.MustParseAddr("192.168.1.10")}, NodeIP: netip.MustParseAddr("192.168.1.10"),
+			LocalDetector: proxy.LocalDetector{Mode: proxy.LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
 		},
 		desired: proxy.NewDesired(inet.IPv4),
 	}
