@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
 
@@ -31,7 +34,7 @@ func TestKernelSchedulers(t *testing.T) {
 				"--conntrack-max-per-core", "0", "--ipvs-sync-period", "1h", "--ipvs-min-sync-period", "0",
 				"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
 				"--kipvs-debug-endpoints", "--ipvs-scheduler", sched}
-			if !kernelHasModule(t, "ip_vs_"+sched) {
+			if !kernelHasScheduler(t, ns, sched) {
 				r := kipvs(t, ns, append([]string{"run"}, flags...)...)
 				out := r.stdout + r.stderr
 				if r.code == 0 || !strings.Contains(out, "ip_vs_"+sched) {
@@ -67,23 +70,23 @@ func newSchedNode(t *testing.T) *netnstest.NS {
 	return ns
 }
 
-// kernelHasModule reports whether the running kernel has module name, loadable or built in.
-func kernelHasModule(t *testing.T, name string) bool {
+// kernelHasScheduler asks the kernel itself: it creates and deletes a virtual server with
+// scheduler sched in ns, which loads ip_vs_<sched>; ENOENT means no such module.
+func kernelHasScheduler(t *testing.T, ns *netnstest.NS, sched string) bool {
 	t.Helper()
-	dir := filepath.Join("/lib/modules", uname(t))
-	re := regexp.MustCompile(`(?m)(^|/)` + regexp.QuoteMeta(name) + `\.ko(\.[a-z]+)?(:|$)`)
-	found := false
-	for _, f := range []string{"modules.dep", "modules.builtin"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			if f == "modules.dep" {
-				t.Fatalf("read the kernel's module list: %v", err)
-			}
-			continue
-		}
-		found = found || re.Match(b)
+	c := newClient(t, ns)
+	k := key(inet.TCP, "198.51.100.9:9")
+	err := c.AddService(ipvs.Service{ServiceKey: k, Scheduler: sched})
+	if kerr.IsNotFound(err) {
+		return false
 	}
-	return found
+	if err != nil {
+		t.Fatalf("probe scheduler %s: %v", sched, err)
+	}
+	if err := c.DeleteService(k); err != nil {
+		t.Fatal(err)
+	}
+	return true
 }
 
 func uname(t *testing.T) string {
