@@ -40,7 +40,7 @@ func TestLoadDoctorConfig(t *testing.T) {
 	}
 
 	for _, args := range [][]string{
-		{"--cluster-cidr", "10.96.0.0/12", "--kipvs-service-cidr", "10.96.0.0/12", "--ipvs-scheduler", "bogus"},
+		{"--cluster-cidr", "10.96.0.0/12", "--kipvs-service-cidr", "10.96.0.0/12", "--iptables-masquerade-bit", "40"},
 		{"--cluster-cidr", "10.244.0.0/16", "--kipvs-service-cidr", "not-a-cidr"},
 		{"--ipvs-sync-period", "-1s"},
 	} {

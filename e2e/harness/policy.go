@@ -260,7 +260,7 @@ func IsTimeout(err error) bool {
 }
 
 // IPVSServing returns a condition for WaitSynced like IPVSHas, except that real servers at
-// weight 0 (TCP and SCTP ones draining after their endpoint left) are ignored: want lists
+// weight 0 (TCP ones draining after their endpoint left) are ignored: want lists
 // the real servers that get new connections.
 func IPVSServing(want map[string]map[string]int) func() (bool, string) {
 	return func() (bool, string) {

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
 
 // The page is rendered from the data file: editing one without the other fails here.
@@ -71,5 +73,34 @@ func TestParseRefuses(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "differences.yaml") {
 			t.Errorf("%s: error %q does not name the file", name, err)
 		}
+	}
+}
+
+// The schedulers the differences page (and docs/traffic-policy.md) name for the
+// kipvs.io/scheduler annotation are the ones kipvs takes (ipvsmode.Schedulers), in order.
+func TestSchedulerListInStep(t *testing.T) {
+	ds, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join(ipvsmode.Schedulers(), ", ")
+	found := false
+	for _, d := range ds {
+		if d.ID == "per-service-scheduler" {
+			found = true
+			if !strings.Contains(d.Kipvs, "("+want+")") {
+				t.Errorf("differences.yaml per-service-scheduler does not list the schedulers (%s):\n%s", want, d.Kipvs)
+			}
+		}
+	}
+	if !found {
+		t.Error("differences.yaml has no per-service-scheduler entry")
+	}
+	page, err := os.ReadFile("../../docs/traffic-policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "`kipvs.io/scheduler` ("+want+")") {
+		t.Errorf("docs/traffic-policy.md does not list the schedulers `kipvs.io/scheduler` (%s)", want)
 	}
 }

@@ -256,8 +256,9 @@ type Kipvs struct {
 	// ServiceCIDRs are the Service (ClusterIP) CIDRs, used to refuse a clusterCIDR that is
 	// really the service CIDR before the API says what it is (--kipvs-service-cidr).
 	ServiceCIDRs []netip.Prefix
-	// GracefulPeriod is how long a removed TCP or SCTP real server drains at weight 0 before
-	// it is deleted; 0 deletes at once (--kipvs-graceful-period).
+	// GracefulPeriod is the longest a removed TCP real server drains at weight 0 before
+	// it is deleted; 0 means no limit: until its connections end, as kube-proxy
+	// (--kipvs-graceful-period).
 	GracefulPeriod time.Duration
 	// EndpointMetrics adds per-endpoint traffic series (kipvs_endpoint_*, at most 10000
 	// endpoints per scrape) to the per-Service ones (--kipvs-endpoint-metrics).

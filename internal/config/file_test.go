@@ -91,7 +91,6 @@ func TestParseFileErrors(t *testing.T) {
 		{"bad-values.yaml", []FieldError{
 			{Field: "clusterCIDR", Flag: "--cluster-cidr", Value: "10.244.0.0/16,10.245.0.0/16", Detail: "dual-stack pair"},
 			{Field: "iptables.masqueradeBit", Flag: "--iptables-masquerade-bit", Value: "32", Detail: "[0, 31]"},
-			{Field: "ipvs.scheduler", Flag: "--ipvs-scheduler", Value: "fastest", Detail: "rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh"},
 			{Field: "ipvs.minSyncPeriod", Flag: "--ipvs-min-sync-period", Value: "1m0s", Detail: "ipvs.syncPeriod (10s)"},
 			{Field: "ipvs.tcpTimeout", Flag: "--ipvs-tcp-timeout", Value: "-5s", Detail: "greater than or equal to 0"},
 			{Field: "ipvs.excludeCIDRs", Value: "10.0.0.0/33", Detail: "valid CIDR"},

@@ -181,8 +181,6 @@ func TestFlagErrors(t *testing.T) {
 			{Field: "nodePortAddresses", Flag: "--nodeport-addresses", Value: "300.0.0.0/8"}}},
 		{"exclude CIDR", []string{"--ipvs-exclude-cidrs=10.0.0.0"}, []FieldError{
 			{Field: "ipvs.excludeCIDRs", Flag: "--ipvs-exclude-cidrs", Value: "10.0.0.0"}}},
-		{"scheduler", []string{"--ipvs-scheduler=RR"}, []FieldError{
-			{Field: "ipvs.scheduler", Flag: "--ipvs-scheduler", Value: "RR"}}},
 		{"sync periods", []string{"--ipvs-sync-period=0", "--ipvs-min-sync-period=-1s"}, []FieldError{
 			{Field: "ipvs.syncPeriod", Flag: "--ipvs-sync-period", Value: "0s", Detail: "greater than 0"},
 			{Field: "ipvs.minSyncPeriod", Flag: "--ipvs-min-sync-period", Value: "-1s", Detail: "greater than or equal to 0"}}},
@@ -218,8 +216,8 @@ func TestFlagErrors(t *testing.T) {
 			{Flag: "--kipvs-external-ip-cidrs", Value: "8.8.8.8"}}},
 		{"load balancer IP CIDRs syntax", []string{"--kipvs-load-balancer-ip-cidrs=,"}, []FieldError{
 			{Flag: "--kipvs-load-balancer-ip-cidrs", Value: ""}, {Flag: "--kipvs-load-balancer-ip-cidrs", Value: ""}}},
-		{"several at once", []string{"--ipvs-scheduler=x", "--iptables-masquerade-bit=40", "--proxy-mode=userspace"}, []FieldError{
-			{Field: "ipvs.scheduler", Flag: "--ipvs-scheduler", Value: "x"},
+		{"several at once", []string{"--ipvs-sync-period=0", "--iptables-masquerade-bit=40", "--proxy-mode=userspace"}, []FieldError{
+			{Field: "ipvs.syncPeriod", Flag: "--ipvs-sync-period", Value: "0s"},
 			{Field: "iptables.masqueradeBit", Flag: "--iptables-masquerade-bit", Value: "40"},
 			{Field: "mode", Flag: "--proxy-mode", Value: "userspace"}}},
 	} {
@@ -374,7 +372,7 @@ func TestPortFlagsIgnoredWithWriteConfigTo(t *testing.T) {
 // A bad file and bad flags are reported together, the file's errors under its name.
 func TestLoadReportsFileAndFlagErrorsTogether(t *testing.T) {
 	file := writeFile(t, "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n"+
-		"clusterCIDR: 10.0.0.0/40\nipvs:\n  scheduler: bogus\n")
+		"clusterCIDR: 10.0.0.0/40\niptables:\n  masqueradeBit: 40\n")
 	_, err := loadArgs(t, nil, "--config", file, "--hostname-override=node_1")
 	if err == nil {
 		t.Fatal("no error")
@@ -384,7 +382,7 @@ func TestLoadReportsFileAndFlagErrorsTogether(t *testing.T) {
 	}
 	wantFieldErrors(t, err,
 		FieldError{Field: "clusterCIDR", Value: "10.0.0.0/40"},
-		FieldError{Field: "ipvs.scheduler", Flag: "--ipvs-scheduler", Value: "bogus"},
+		FieldError{Field: "iptables.masqueradeBit", Flag: "--iptables-masquerade-bit", Value: "40"},
 		FieldError{Field: "hostnameOverride", Flag: "--hostname-override", Value: "node_1"},
 	)
 }

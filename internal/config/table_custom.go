@@ -69,7 +69,7 @@ func hostnameEntry() entry {
 
 func bindAddressEntry() entry {
 	return entry{field: "bindAddress", flag: "bind-address", sample: "192.168.1.10",
-		help: "This node's primary IP address; 0.0.0.0 or :: means take it from the Node object. (No socket is bound to it; the name is historical.)",
+		help: "This node's IP address of its family, as in kube-proxy: the NodePort address with nodePortAddresses \"primary\", and the address a loadBalancerSourceRanges entry must contain to let the node itself reach the load balancer IP; 0.0.0.0 or :: means take it from the Node object. (No socket is bound to it; the name is historical.)",
 		register: parsedFlag(textVar("ip"), func(d *Config) string { return addrString(d.BindAddress) }, func(r *flagRun, s setting, v string) {
 			if v == "" { // kube-proxy ignores an empty --bind-address
 				return
@@ -236,7 +236,7 @@ func cidrListFlag(get func(*Config) *[]netip.Prefix) registerFunc {
 func nodePortAddressesEntry() entry {
 	return entry{field: "nodePortAddresses", flag: "nodeport-addresses", sample: "192.168.1.0/24,10.0.0.0/8",
 		fileSample: "[192.168.1.0/24, 10.0.0.0/8]",
-		help:       `Comma-separated CIDRs: NodePorts are served only on node IPs inside them. The single word "primary" serves them only on the node's primary IPs from the Node object. Empty: every local IP.`,
+		help:       `Comma-separated CIDRs: NodePorts are served only on node IPs inside them. The single word "primary" serves them only on the node's primary IPs (--bind-address for its family, else the Node object's). Empty: every local IP.`,
 		register: parsedFlag((*pflag.FlagSet).StringSliceVar, constant[[]string](nil), func(r *flagRun, s setting, v []string) {
 			ps, primary, errs := parseNodePortAddresses(s, v)
 			r.add(errs...)

@@ -128,7 +128,8 @@ func ipvsEntries() []entry {
 			"Shortest time between two resyncs (e.g. '1s', '500ms'); 0 resyncs on every Service or EndpointSlice change. At most --ipvs-sync-period.",
 			func(v *IPVS) *time.Duration { return &v.MinSyncPeriod }, func(k *kpConfig) *metav1.Duration { return &k.IPVS.MinSyncPeriod }, fromDuration),
 		both(entry{field: "ipvs.scheduler", flag: "ipvs-scheduler", sample: "wrr",
-			help: "IPVS scheduler of every virtual server: " + strings.Join(ipvsmode.Schedulers(), ", ") + ". Empty means rr."},
+			help: "IPVS scheduler of every virtual server, any the kernel has (" + strings.Join(ipvsmode.Schedulers(), ", ") +
+				"); kipvs loads its module ip_vs_<name> when it starts and exits if it cannot. Empty means rr."},
 			(*pflag.FlagSet).StringVar, func(c *Config) *string { return &c.IPVS.Scheduler },
 			func(k *kpConfig) *string { return &k.IPVS.Scheduler }, always, same),
 		excludeCIDRsEntry(),

@@ -123,8 +123,8 @@ func kipvsEntries() []entry {
 				"A --cluster-cidr that equals or overlaps it is reported (ERROR, Node Event, metric) and not used to detect local traffic. Used until the Service CIDRs are known from the API server."),
 			func(c *Config) *[]netip.Prefix { return &c.Kipvs.ServiceCIDRs }),
 		flagOnly(k("kipvs-graceful-period", "5s",
-			"How long a removed TCP or SCTP endpoint keeps its IPVS real server at weight 0 so open connections can finish, before it is deleted. "+
-				"UDP real servers are deleted at once. 0 deletes at once."),
+			"How long a removed TCP endpoint keeps its IPVS real server at weight 0 so open connections can finish, before it is deleted. "+
+				"UDP and SCTP real servers are deleted at once, as kube-proxy does. 0: no time limit, a removed TCP real server drains until its connections end, as kube-proxy does."),
 			(*pflag.FlagSet).DurationVar, func(c *Config) *time.Duration { return &c.Kipvs.GracefulPeriod }),
 		kipvsCIDRs(k("kipvs-external-ip-cidrs", "203.0.113.0/24,fd00:e::/64",
 			"Comma-separated CIDRs (both families) that Services' spec.externalIPs may come from; an external IP outside them is not served "+

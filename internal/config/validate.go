@@ -6,15 +6,12 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	netutils "k8s.io/utils/net"
-
-	"github.com/kipvs/kipvs/internal/ipvsmode"
 )
 
 // Validate checks every field of c and returns an errors.Join of one *FieldError per bad
@@ -106,9 +103,8 @@ func (c *Config) validateIPVS(r *findings, named func(string) setting) {
 	if v.MinSyncPeriod >= 0 && v.SyncPeriod > 0 && v.MinSyncPeriod > v.SyncPeriod {
 		r.add(named("ipvs-min-sync-period").invalid(v.MinSyncPeriod.String(), "must not be greater than %s (%s)", named("ipvs-sync-period").field(), v.SyncPeriod))
 	}
-	if v.Scheduler != "" && !slices.Contains(ipvsmode.Schedulers(), v.Scheduler) {
-		r.add(named("ipvs-scheduler").invalid(v.Scheduler, "must be one of %s", strings.Join(ipvsmode.Schedulers(), ", ")))
-	}
+	// Any scheduler name, as kube-proxy: the daemon's start-up probe loads its kernel module
+	// (ip_vs_<name>) and refuses to start, naming the module, when it cannot.
 	r.add(validatePrefixes(named("ipvs-exclude-cidrs"), v.ExcludeCIDRs)...)
 	r.add(nonNegative(named("ipvs-tcp-timeout"), v.TCPTimeout))
 	r.add(nonNegative(named("ipvs-tcpfin-timeout"), v.TCPFinTimeout))

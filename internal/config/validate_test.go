@@ -66,8 +66,6 @@ func TestValidate(t *testing.T) {
 			FieldError{Field: "ipvs.minSyncPeriod", Flag: "--ipvs-min-sync-period", Value: "-1ms"}},
 		{"min sync period above sync period", func(c *Config) { c.IPVS.MinSyncPeriod = time.Minute },
 			FieldError{Field: "ipvs.minSyncPeriod", Flag: "--ipvs-min-sync-period", Value: "1m0s", Detail: "ipvs.syncPeriod (30s)"}},
-		{"scheduler", func(c *Config) { c.IPVS.Scheduler = "RR" },
-			FieldError{Field: "ipvs.scheduler", Flag: "--ipvs-scheduler", Value: "RR"}},
 		{"exclude CIDR", func(c *Config) { c.IPVS.ExcludeCIDRs = []netip.Prefix{{}} },
 			FieldError{Field: "ipvs.excludeCIDRs", Flag: "--ipvs-exclude-cidrs", Value: "invalid Prefix"}},
 		{"ipvs tcp timeout", func(c *Config) { c.IPVS.TCPTimeout = -time.Second },
@@ -149,11 +147,10 @@ func TestValidateAccepts(t *testing.T) {
 
 func TestValidateReportsEveryBadField(t *testing.T) {
 	c := Defaults()
-	c.Mode, c.MasqueradeBit, c.IPVS.Scheduler, c.IPVS.SyncPeriod = "nftables", 40, "fast", 0
+	c.Mode, c.MasqueradeBit, c.IPVS.SyncPeriod = "nftables", 40, 0
 	wantFieldErrors(t, c.Validate(),
 		FieldError{Field: "mode", Flag: "--proxy-mode", Value: "nftables"},
 		FieldError{Field: "iptables.masqueradeBit", Flag: "--iptables-masquerade-bit", Value: "40"},
-		FieldError{Field: "ipvs.scheduler", Flag: "--ipvs-scheduler", Value: "fast"},
 		FieldError{Field: "ipvs.syncPeriod", Flag: "--ipvs-sync-period", Value: "0s"},
 	)
 }
@@ -227,4 +224,17 @@ func TestSeed001File(t *testing.T) {
 	}
 	wantFieldErrors(t, CheckClusterCIDR(c.ClusterCIDRs, []netip.Prefix{mustPrefix("10.96.0.0/12")}),
 		FieldError{Field: "clusterCIDR", Flag: "--cluster-cidr", Value: "10.96.0.0/12", Detail: "is the Service CIDR 10.96.0.0/12"})
+}
+
+// ipvs.scheduler takes any name, as kube-proxy's validation does: the kernel's schedulers
+// beyond kube-proxy's documented ones (fo, ovf, twos), and a name no kernel has, which the
+// daemon's start-up probe refuses, naming the module, as kube-proxy's does.
+func TestValidateAcceptsAnyScheduler(t *testing.T) {
+	for _, s := range []string{"fo", "ovf", "twos", "fastest"} {
+		c := Defaults()
+		c.IPVS.Scheduler = s
+		if err := c.Validate(); err != nil {
+			t.Errorf("scheduler %s: %v", s, err)
+		}
+	}
 }

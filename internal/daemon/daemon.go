@@ -83,12 +83,27 @@ type Deps struct {
 	// firstSynced, if set (by this package's tests), is closed after the first successful
 	// sync.
 	firstSynced chan struct{}
+	// deleteRemovedAtOnce, if set (by this package's tests), deletes removed real servers
+	// at once instead of draining them, so a removal converges within its sync.
+	deleteRemovedAtOnce bool
 	// passChunk, if set (by this package's tests), is how many objects one step of a
 	// periodic full sync compares under the lock (default reconcile.StepSize).
 	passChunk int
 	// passStepped, if set (by this package's tests), is called after each step of a
 	// periodic full sync, without d.mu.
 	passStepped func([]*reconcile.Pass)
+}
+
+// drainLimit is the reconciler's GracefulPeriod for --kipvs-graceful-period: 0 means no time
+// limit (a removed TCP real server drains until its connections end, as kube-proxy does).
+func drainLimit(graceful time.Duration, atOnce bool) time.Duration {
+	switch {
+	case atOnce:
+		return 0
+	case graceful == 0:
+		return reconcile.NoDrainLimit
+	}
+	return graceful
 }
 
 // Daemon is a running kipvs.
@@ -212,7 +227,7 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 			noLocalInternal: map[types.NamespacedName]bool{},
 			noLocalExternal: map[types.NamespacedName]bool{},
 			rec: reconcile.New(k, reconcile.Options{
-				Family: f, ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs, GracefulPeriod: cfg.Kipvs.GracefulPeriod,
+				Family: f, ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs, GracefulPeriod: drainLimit(cfg.Kipvs.GracefulPeriod, deps.deleteRemovedAtOnce),
 				Clock: deps.Clock, Logger: log.With(zap.String("family", f.String())), Metrics: d.metrics,
 				RetryBackoff: reconcile.Backoff{Initial: time.Second, Max: cfg.IPVS.SyncPeriod},
 			}),

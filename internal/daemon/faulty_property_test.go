@@ -746,6 +746,7 @@ func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful tim
 	deps.passChunk = 2 // periodic passes of several steps, with other steps between them
 	cfg := testConfig(t)
 	cfg.Kipvs.GracefulPeriod = graceful
+	deps.deleteRemovedAtOnce = graceful == 0
 	cfg.Kipvs.MaxServiceSetMembers = faultyMaxServiceSetMembers
 	cfg.Kipvs.MaxServiceVirtualServers = faultyMaxServiceVirtualServers
 	cfg.Kipvs.MaxServiceRealServers = faultyMaxServiceRealServers

@@ -133,7 +133,6 @@ func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*f
 	cfg.DetectLocalMode = config.LocalMode(localMode)
 	cfg.IPVS.MinSyncPeriod = 0
 	cfg.IPVS.SyncPeriod = time.Hour
-	cfg.Kipvs.GracefulPeriod = 0 // removed real servers go at once, so removal converges exactly
 	cfg.Kipvs.MaxServiceSetMembers = fuzzMaxServiceSetMembers
 	deps := Deps{
 		Source: src, IPVS: n.ipvs,
@@ -154,6 +153,7 @@ func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*f
 		Registry:          prometheus.NewRegistry(),
 		HealthCheckListen: newMemListener,
 	}
+	deps.deleteRemovedAtOnce = true // removed real servers go at once, so removal converges exactly
 	if mutate != nil {
 		mutate(&cfg, &deps)
 	}

@@ -74,3 +74,40 @@ func TestNodePortAddressesPerFamily(t *testing.T) {
 		}
 	}
 }
+
+// --bind-address (bindAddress) is the node's IP of its family, as kube-proxy's
+// detectNodeIPs: it is the one NodePort address of that family with nodePortAddresses
+// "primary", and the node IP a load balancer source range must contain to let the node in;
+// the other family keeps the Node's address. Unspecified, the Node's addresses are used,
+// and without a Node the loopback address (kube-proxy's fallback).
+func TestBindAddressIsTheNodeIP(t *testing.T) {
+	node := &v1.Node{Status: v1.NodeStatus{Addresses: []v1.NodeAddress{
+		{Type: v1.NodeInternalIP, Address: "192.0.2.10"},
+		{Type: v1.NodeInternalIP, Address: "2001:db8::10"},
+	}}}
+	host := []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.20"), netip.MustParseAddr("2001:db8::10")}
+	a := netip.MustParseAddr
+	for _, tc := range []struct {
+		name    string
+		bind    netip.Addr
+		node    *v1.Node
+		primary bool
+		family  inet.Family
+		nodeIP  netip.Addr
+		ports   []netip.Addr
+	}{
+		{"bind, primary", a("192.0.2.20"), node, true, inet.IPv4, a("192.0.2.20"), []netip.Addr{a("192.0.2.20")}},
+		{"bind of the other family", a("192.0.2.20"), node, true, inet.IPv6, a("2001:db8::10"), []netip.Addr{a("2001:db8::10")}},
+		{"bind, every address", a("192.0.2.20"), node, false, inet.IPv4, a("192.0.2.20"), []netip.Addr{a("192.0.2.10"), a("192.0.2.20")}},
+		{"unspecified bind", netip.IPv4Unspecified(), node, true, inet.IPv4, a("192.0.2.10"), []netip.Addr{a("192.0.2.10")}},
+		{"bind without a Node", a("192.0.2.20"), nil, true, inet.IPv4, a("192.0.2.20"), []netip.Addr{a("192.0.2.20")}},
+		{"no bind, no Node", netip.IPv4Unspecified(), nil, false, inet.IPv4, a("127.0.0.1"), []netip.Addr{a("192.0.2.10"), a("192.0.2.20")}},
+		{"no bind, no Node, IPv6", netip.IPv4Unspecified(), nil, false, inet.IPv6, a("::1"), []netip.Addr{a("2001:db8::10")}},
+	} {
+		cfg := config.Config{BindAddress: tc.bind, NodePortPrimary: tc.primary}
+		o := buildOptions(&cfg, tc.family, "node-a", tc.node, host)
+		if o.NodeIP != tc.nodeIP || !slices.Equal(o.NodePortAddresses, tc.ports) {
+			t.Errorf("%s: NodeIP %s, NodePortAddresses %v; want %s, %v", tc.name, o.NodeIP, o.NodePortAddresses, tc.nodeIP, tc.ports)
+		}
+	}
+}

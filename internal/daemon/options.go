@@ -44,8 +44,13 @@ func buildOptions(cfg *config.Config, f inet.Family, nodeName string, node *v1.N
 			o.LocalAddresses = append(o.LocalAddresses, a)
 		}
 	}
+	o.NodeIP = nodeIP(cfg, f, node)
 	switch {
 	case cfg.NodePortPrimary:
+		if bind := bindIP(cfg, f); bind.IsValid() {
+			o.NodePortAddresses = append(o.NodePortAddresses, bind)
+			break
+		}
 		for _, a := range nodePrimaryIPs(node) {
 			if f.Matches(a) {
 				o.NodePortAddresses = append(o.NodePortAddresses, a)
@@ -125,6 +130,33 @@ func localDetector(cfg *config.Config, f inet.Family, node *v1.Node) proxy.Local
 		d.Interface = cfg.InterfaceNamePrefix
 	}
 	return d
+}
+
+// bindIP is --bind-address (bindAddress) when it is an address of family f and not the
+// unspecified address: kube-proxy then takes it as the node's IP of that family.
+func bindIP(cfg *config.Config, f inet.Family) netip.Addr {
+	a := cfg.BindAddress.Unmap()
+	if !a.IsValid() || a.IsUnspecified() || !f.Matches(a) {
+		return netip.Addr{}
+	}
+	return a
+}
+
+// nodeIP is family f's node IP as kube-proxy's detectNodeIPs picks it: --bind-address of
+// that family, else the Node's primary address of that family, else the loopback address.
+func nodeIP(cfg *config.Config, f inet.Family, node *v1.Node) netip.Addr {
+	if a := bindIP(cfg, f); a.IsValid() {
+		return a
+	}
+	for _, a := range nodePrimaryIPs(node) {
+		if f.Matches(a) {
+			return a
+		}
+	}
+	if f == inet.IPv6 {
+		return netip.IPv6Loopback()
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
 // nodePrimaryIPs are the Node's InternalIP addresses (first usable per family), or its

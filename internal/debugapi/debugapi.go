@@ -52,7 +52,8 @@ const StatePath = "/debug/kipvs/state"
 type State struct {
 	// Dummy is the link the VIPs are bound on (kube-ipvs0).
 	Dummy string `json:"dummy"`
-	// GracefulPeriod is how long a removed real server drains at weight 0 (Go duration).
+	// GracefulPeriod is how long a removed TCP real server drains at weight 0 at most (Go
+	// duration); 0: until its connections end.
 	GracefulPeriod string `json:"gracefulPeriod"`
 	// Schedulers maps every IPVS scheduler the daemon probed (the configured one, and those
 	// Services ask for with kipvs.io/scheduler) to whether it is available.
@@ -129,7 +130,7 @@ type SetState struct {
 }
 
 // DrainingRealServer is a real server kipvs set to weight 0 and will delete once it has no
-// connections, or GracefulPeriod after Since.
+// connections, or GracefulPeriod after Since (never, when GracefulPeriod is 0).
 type DrainingRealServer struct {
 	Protocol string `json:"protocol"`
 	Address  string `json:"address"`

@@ -570,6 +570,17 @@ func TestBrokenNode(t *testing.T) {
 			},
 			want: []expect{{check: "draining real servers", status: OK, finding: []string{"1 real servers draining"}}},
 		},
+		{
+			name: "real server draining for hours with no time limit",
+			breaK: func(f *fixture) {
+				f.state.GracefulPeriod = "0s"
+				f.state.Families[0].Draining = []debugapi.DrainingRealServer{
+					{Protocol: "TCP", Address: "10.96.0.10", Port: 80, RealServer: "10.244.0.12:8080", Since: f.now.Add(-5 * time.Hour)},
+				}
+			},
+			want: []expect{{check: "draining real servers", status: OK,
+				finding: []string{"1 real servers draining until their connections end", "--kipvs-graceful-period=0"}}},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

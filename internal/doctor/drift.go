@@ -461,7 +461,7 @@ func (c *checkup) checkDraining() {
 		for _, d := range f.Draining {
 			n++
 			age := now.Sub(d.Since)
-			if age > grace+DrainSlack {
+			if grace > 0 && age > grace+DrainSlack {
 				a, _ := netip.ParseAddr(d.Address)
 				stuck = append(stuck, fmt.Sprintf("%s of %s at weight 0 since %s (%s ago)", d.RealServer, vsID(d.Protocol, a, d.Port),
 					d.Since.UTC().Format(time.RFC3339), age.Truncate(time.Second)))
@@ -472,6 +472,10 @@ func (c *checkup) checkDraining() {
 	if len(stuck) > 0 {
 		c.add(check, Warn, fmt.Sprintf("%s, longer than the graceful period %s: kipvs fails to delete drained real servers", listSome(stuck, 3), grace),
 			"read kipvs's log for failed drains (\"draining real servers failed\"); ipvsadm -d removes one by hand")
+		return
+	}
+	if grace == 0 {
+		c.add(check, OK, fmt.Sprintf("%d real servers draining until their connections end (--kipvs-graceful-period=0: no time limit)", n), "")
 		return
 	}
 	c.add(check, OK, fmt.Sprintf("%d real servers draining, none for longer than the graceful period %s", n, grace), "")

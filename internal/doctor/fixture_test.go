@@ -214,7 +214,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 
 	nodeIP := netip.MustParseAddr("192.168.50.10")
 	opts := &proxy.Options{Family: inet.IPv4, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14,
-		NodePortAddresses: []netip.Addr{nodeIP}, LocalAddresses: []netip.Addr{nodeIP, netip.MustParseAddr("10.244.0.1")},
+		NodePortAddresses: []netip.Addr{nodeIP}, NodeIP: nodeIP, LocalAddresses: []netip.Addr{nodeIP, netip.MustParseAddr("10.244.0.1")},
 		LocalDetector: proxy.LocalDetector{Mode: proxy.LocalClusterCIDR, CIDRs: f.cfg.ClusterCIDRs}}
 	desired := proxy.NewDesired(inet.IPv4)
 	for _, lb := range []bool{false, true} {

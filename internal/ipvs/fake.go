@@ -15,7 +15,7 @@ import (
 
 // Schedulers the fake accepts: the kernel's schedulers (it loads ip_vs_<name> on demand
 // and answers ENOENT when there is no such module) and "none".
-var fakeSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "none"}
+var fakeSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos", "none"}
 
 // Persistence engines the fake accepts (the kernel has ip_vs_pe_sip).
 var fakePEs = []string{"sip"}

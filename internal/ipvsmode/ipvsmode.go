@@ -20,10 +20,11 @@ const (
 // DefaultScheduler is the IPVS scheduler used when none is configured, as in kube-proxy.
 const DefaultScheduler = "rr"
 
-// Schedulers returns the IPVS schedulers kipvs accepts (ipvs.scheduler, and the
-// kipvs.io/scheduler annotation): kube-proxy's documented set plus mh.
+// Schedulers returns the IPVS schedulers of the Linux kernel (net/netfilter/ipvs, one module
+// ip_vs_<name> each; twos since 6.7): the ones the kipvs.io/scheduler annotation takes.
+// ipvs.scheduler takes any name, as kube-proxy's does, and the start-up probe loads it.
 func Schedulers() []string {
-	return []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
+	return []string{"rr", "wrr", "lc", "wlc", "fo", "ovf", "lblc", "lblcr", "dh", "sh", "mh", "sed", "nq", "twos"}
 }
 
 // The scheduler flags (kipvs.io/scheduler-flags), as ipvsadm names them: the sh and mh

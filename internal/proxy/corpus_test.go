@@ -68,6 +68,7 @@ func corpusOptions(f inet.Family) *Options {
 	if f == inet.IPv6 {
 		o.Family = inet.IPv6
 		o.NodePortAddresses = []netip.Addr{netip.MustParseAddr("fd00:1::10"), netip.MustParseAddr("fd00:2::10")}
+		o.NodeIP = netip.MustParseAddr("fd00:1::10")
 		o.LocalDetector = LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/56")}}
 	}
 	return o

@@ -21,6 +21,7 @@ func testOptions() *Options {
 		NodeName:          testNode,
 		NodeLabels:        map[string]string{ZoneLabel: "zone-a"},
 		NodePortAddresses: []netip.Addr{netip.MustParseAddr("192.168.1.10"), netip.MustParseAddr("192.168.2.10")},
+		NodeIP:            netip.MustParseAddr("192.168.1.10"),
 		MasqueradeBit:     14,
 		LocalDetector:     LocalDetector{Mode: LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
 	}

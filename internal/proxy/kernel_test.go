@@ -80,7 +80,7 @@ func kernelSync(t *testing.T, fam inet.Family, nodeAddr string, svcs []kernelSvc
 	rec := reconcile.New(reconcile.Kernel{IPVS: ipv, Filter: iptables.New(fam, ipset.NewFake(), netfilter.NewFake(nff)), Dummy: dummy, Conntrack: conntrack.NewFake()},
 		reconcile.Options{Family: fam, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))})
 	opts := &proxy.Options{Family: fam, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14,
-		NodePortAddresses: []netip.Addr{netip.MustParseAddr(nodeAddr)}}
+		NodePortAddresses: []netip.Addr{netip.MustParseAddr(nodeAddr)}, NodeIP: netip.MustParseAddr(nodeAddr)}
 	d := proxy.NewDesired(fam)
 	for _, s := range svcs {
 		d.Update(types.NamespacedName{Namespace: s.svc.Namespace, Name: s.svc.Name}, proxy.BuildService(proxy.ServiceInput{Service: s.svc, Slices: s.slices}, opts), nil)

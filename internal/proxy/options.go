@@ -51,6 +51,11 @@ type Options struct {
 	// NodePortAddresses are this family's node addresses NodePort virtual servers listen on
 	// (the kernel's addresses filtered by --nodeport-addresses; never kube-ipvs0's).
 	NodePortAddresses []netip.Addr
+	// NodeIP is this family's node IP as kube-proxy picks it: --bind-address when it is of
+	// this family, else the Node's primary address of this family, else the loopback
+	// address. A load balancer source range containing it lets the node itself reach the LB
+	// IP (the -SOURCE-IP set), as kube-proxy's allowFromNode.
+	NodeIP netip.Addr
 	// LocalAddresses are addresses already assigned to links other than kube-ipvs0; a
 	// LoadBalancer ingress IP among them is served but not bound again.
 	LocalAddresses []netip.Addr

@@ -355,7 +355,8 @@ func (b *builder) scheduler() (string, []string) {
 
 // sourceRanges records loadBalancerSourceRanges for one LB ip:port: the -FW set marks it
 // as filtered, -SOURCE-CIDR holds the allowed ranges, and -SOURCE-IP lets the node itself
-// (or a backend hairpinning through the LB IP) in when a range covers a node address.
+// (or a backend hairpinning through the LB IP) in when a range covers the node IP (NodeIP,
+// as kube-proxy's allowFromNode).
 func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto inet.Protocol, port uint16) {
 	if len(b.svc.Spec.LoadBalancerSourceRanges) == 0 {
 		return
@@ -386,10 +387,8 @@ func (b *builder) sourceRanges(portIdx int, ip netip.Addr, proto inet.Protocol, 
 	allowNode := false
 	for _, p := range cidrs {
 		b.member(Member{Set: SetLoadBalancerSourceNet, Addr: ip, Proto: proto, Port: port, Source: p})
-		for _, a := range b.o.NodePortAddresses {
-			if p.Contains(a) {
-				allowNode = true
-			}
+		if b.o.NodeIP.IsValid() && p.Contains(b.o.NodeIP) {
+			allowNode = true
 		}
 	}
 	if allowNode {

@@ -175,6 +175,15 @@ func buildCases() []buildCase {
 			slices: []*discoveryv1.EndpointSlice{slice("fw", "fw-1", "http", 8080, tcp, "10.244.1.5")},
 		},
 		{
+			// A range covering a node address that is not the node IP (kube-proxy's nodeIP,
+			// --bind-address) does not let the node in, as kube-proxy.
+			name: "loadbalancer-source-ranges-cover-another-node-address",
+			svc: svc("default", "fw", "10.96.0.18", lbIngress("203.0.113.42"), ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30083}), func(s *v1.Service) {
+				s.Spec.LoadBalancerSourceRanges = []string{"192.168.2.0/24"}
+			}),
+			slices: []*discoveryv1.EndpointSlice{slice("fw", "fw-1", "http", 8080, tcp, "10.244.1.5")},
+		},
+		{
 			name:   "health-check-node-port",
 			svc:    svc("default", "hc", "10.96.0.19", lbIngress("203.0.113.50"), etpLocal, ports(v1.ServicePort{Name: "http", Port: 80, NodePort: 30084}), func(s *v1.Service) { s.Spec.HealthCheckNodePort = 32000 }),
 			slices: []*discoveryv1.EndpointSlice{slice("hc", "hc-1", "http", 8080, tcp, "10.244.1.5:local", "10.244.1.6:local", "10.244.1.7")},
@@ -199,6 +208,12 @@ func buildCases() []buildCase {
 			name:   "scheduler-annotation",
 			svc:    svc("default", "sh", "10.96.0.22", annotate(AnnotationScheduler, "sh"), annotate(AnnotationSchedulerFlags, "sh-port, sh-fallback,mh-port")),
 			slices: []*discoveryv1.EndpointSlice{slice("sh", "sh-1", "http", 8080, tcp, "10.244.1.5")},
+		},
+		{
+			// The kernel's schedulers beyond kube-proxy's documented ones.
+			name:   "scheduler-annotation-twos",
+			svc:    svc("default", "twos", "10.96.0.22", annotate(AnnotationScheduler, "twos")),
+			slices: []*discoveryv1.EndpointSlice{slice("twos", "t-1", "http", 8080, tcp, "10.244.1.5")},
 		},
 		{
 			name:   "scheduler-annotation-unknown-keeps-global",

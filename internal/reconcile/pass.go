@@ -14,7 +14,6 @@ import (
 
 	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dummyif"
-	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
@@ -614,7 +613,7 @@ func (p *Pass) rebuildDraining(keys []proxy.VSKey) {
 	for _, k := range keys {
 		vs := r.applied.vs[k]
 		want := p.d.VirtualServer(k)
-		if vs == nil || want == nil || k.Protocol == inet.UDP {
+		if vs == nil || want == nil || !drains(k.Protocol) {
 			continue
 		}
 		for ap, dst := range vs.dests {

@@ -133,7 +133,8 @@ type diffInput struct {
 	desired  *proxy.Desired
 	observed *state
 	exclude  []netip.Prefix
-	// graceful is how long removed TCP/SCTP real servers drain; 0 deletes them at once.
+	// graceful is how long removed TCP real servers drain; 0 deletes them at once;
+	// NoDrainLimit drains them until their connections end.
 	graceful time.Duration
 }
 
@@ -273,8 +274,13 @@ func diffVS(in *diffInput, p *Plan, k proxy.VSKey) {
 	}
 }
 
+// drains reports whether removed real servers of protocol p drain at weight 0 (TCP) rather
+// than go at once (UDP and SCTP, whose connections the kernel expires on their next packet
+// with expire_nodest_conn), as kube-proxy's IsRsGracefulTerminationNeeded.
+func drains(p inet.Protocol) bool { return p != inet.UDP && p != inet.SCTP }
+
 // diffExtraDests plans the real servers of have that want does not list: deleted, or
-// drained (TCP and SCTP with a graceful period).
+// drained (TCP with a graceful period).
 func diffExtraDests(in *diffInput, p *Plan, k proxy.VSKey, want *proxy.VirtualServer, have *vsState) {
 	svc := toIPVSService(want)
 	wanted := make(map[netip.AddrPort]bool, len(want.Destinations))
@@ -287,14 +293,14 @@ func diffExtraDests(in *diffInput, p *Plan, k proxy.VSKey, want *proxy.VirtualSe
 		}
 		cur := have.dests[ap]
 		switch {
-		case k.Protocol == inet.UDP || in.graceful <= 0:
+		case !drains(k.Protocol) || in.graceful == 0:
 			p.IPVSDelete = append(p.IPVSDelete, ipvs.DeleteDestinationOp(svc.ServiceKey, ap))
 			if k.Protocol == inet.UDP {
 				p.Conntrack = append(p.Conntrack, conntrack.Filter{Protocol: inet.UDP,
 					OrigDst: k.Address, OrigDstPort: k.Port, ReplySrc: ap.Addr()})
 			}
 		case cur.weight != 0:
-			// TCP and SCTP drain: no new connections, existing ones finish (seed-004).
+			// TCP drains: no new connections, existing ones finish (seed-004).
 			p.IPVS = append(p.IPVS, ipvs.UpdateDestinationOp(svc.ServiceKey, masq(ap.Addr(), ap.Port(), 0)))
 			p.Drains = append(p.Drains, DrainKey{VS: k, Dest: ap})
 		}

@@ -62,8 +62,8 @@ func newEnv(t testing.TB, mod ...func(*Options)) *env {
 		ctx:   context.Background(),
 		opts: &proxy.Options{
 			Family: inet.IPv4, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14,
-			NodePortAddresses: []netip.Addr{netip.MustParseAddr("192.168.1.10")},
-			LocalDetector:     proxy.LocalDetector{Mode: proxy.LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
+			NodePortAddresses: []netip.Addr{netip.MustParseAddr("192.168.1.10")}, NodeIP: netip.MustParseAddr("192.168.1.10"),
+			LocalDetector: proxy.LocalDetector{Mode: proxy.LocalClusterCIDR, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
 		},
 		desired: proxy.NewDesired(inet.IPv4),
 	}
@@ -496,5 +496,89 @@ func TestDrainStateRebuiltAfterRestart(t *testing.T) {
 	e.clk.Step(30 * time.Second)
 	if res, _ := restarted.Drain(e.ctx); res.Plan.Len() != 1 {
 		t.Errorf("drain after restart + period: %q", res.Plan)
+	}
+}
+
+// Removed SCTP real servers are deleted at once, connections or not, as kube-proxy does for
+// UDP and SCTP (its IsRsGracefulTerminationNeeded): the whole IPVS table after the removal
+// holds the remaining real server only, and nothing is left draining. A full sync over a
+// weight-0 SCTP real server left by an older kipvs deletes it too.
+func TestSCTPRealServersDeletedAtOnce(t *testing.T) {
+	e := newEnv(t)
+	k := ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.SCTP, Addr: netip.MustParseAddr("10.96.0.20"), Port: 3868}
+	gone := netip.MustParseAddrPort("10.244.2.6:3868")
+	e.set(svc("diameter", "10.96.0.20", sctp), eps("diameter", v1.ProtocolSCTP, 3868, "10.244.1.5", "10.244.2.6"))
+	e.full()
+	if err := e.ipvs.SetDestinationConns(k, gone, 3, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.sync(e.set(svc("diameter", "10.96.0.20", sctp), eps("diameter", v1.ProtocolSCTP, 3868, "10.244.1.5")))
+	got, err := e.ipvs.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "-A --sctp-service 10.96.0.20:3868 -s rr\n-a --sctp-service 10.96.0.20:3868 -r 10.244.1.5:3868 -m -w 1\n"
+	if got != want {
+		t.Errorf("IPVS after removing an SCTP endpoint with connections:\n%s\nwant:\n%s", got, want)
+	}
+	if d := e.rec.Draining(); len(d) != 0 {
+		t.Errorf("draining %v, want none", d)
+	}
+
+	// A weight-0 leftover (an older kipvs drained SCTP) goes at the next full sync.
+	if err := e.ipvs.AddDestination(k, masq(gone.Addr(), gone.Port(), 0)); err != nil {
+		t.Fatal(err)
+	}
+	e.full()
+	if got, _ := e.ipvs.Dump(); got != want {
+		t.Errorf("IPVS after a full sync over a weight-0 SCTP real server:\n%s\nwant:\n%s", got, want)
+	}
+	if d := e.rec.Draining(); len(d) != 0 {
+		t.Errorf("draining after the full sync %v, want none", d)
+	}
+}
+
+// With NoDrainLimit (--kipvs-graceful-period=0), a removed TCP real server drains at weight 0
+// until its active and inactive connections reach 0, however long that takes, as kube-proxy
+// does; it is then deleted at the next drain check.
+func TestDrainWithoutLimitWaitsForConnections(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.GracefulPeriod = NoDrainLimit })
+	k := ipvs.ServiceKey{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
+	b := netip.MustParseAddrPort("10.244.2.6:8080")
+	e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5", "10.244.2.6"))
+	e.full()
+	if err := e.ipvs.SetDestinationConns(k, b, 1, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.sync(e.set(svc("web", "10.96.0.10"), eps("web", v1.ProtocolTCP, 8080, "10.244.1.5")))
+	draining := "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n-a -t 10.96.0.10:80 -r 10.244.2.6:8080 -m -w 0\n"
+	for _, step := range []time.Duration{0, time.Minute, 24 * time.Hour} {
+		e.clk.Step(step)
+		if _, err := e.rec.Drain(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := e.ipvs.Dump(); got != draining {
+			t.Fatalf("%s after the removal, connections open: IPVS\n%s\nwant\n%s", step, got, draining)
+		}
+	}
+	// Only inactive connections left (FIN_WAIT, TIME_WAIT): still waiting, as kube-proxy.
+	if err := e.ipvs.SetDestinationConns(k, b, 0, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rec.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.ipvs.Dump(); got != draining {
+		t.Fatalf("inactive connections left: IPVS\n%s\nwant\n%s", got, draining)
+	}
+	if err := e.ipvs.SetDestinationConns(k, b, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rec.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n"
+	if got, _ := e.ipvs.Dump(); got != want || len(e.rec.Draining()) != 0 {
+		t.Fatalf("connections ended: IPVS\n%s\nwant\n%s\ndraining %v", got, want, e.rec.Draining())
 	}
 }

@@ -45,8 +45,8 @@ type Options struct {
 	Family inet.Family
 	// ExcludeCIDRs: virtual servers with an address inside are never deleted or changed.
 	ExcludeCIDRs []netip.Prefix
-	// GracefulPeriod is the longest a removed TCP/SCTP real server drains at weight 0; 0
-	// deletes at once.
+	// GracefulPeriod is the longest a removed TCP real server drains at weight 0; 0
+	// deletes at once; NoDrainLimit drains until its connections end, however long.
 	GracefulPeriod time.Duration
 	Clock          clock.Clock
 	Logger         *zap.Logger
@@ -183,8 +183,12 @@ func (r *Reconciler) Sync(ctx context.Context, d *proxy.Desired, po *proxy.Optio
 	}, p.CreateSets)
 }
 
+// NoDrainLimit is the GracefulPeriod that lets a removed TCP real server drain until its
+// active and inactive connections reach 0, with no time limit, as kube-proxy does.
+const NoDrainLimit time.Duration = -1
+
 // Drain deletes draining real servers that have no connections left or whose graceful
-// period is over. It reads only the virtual servers that have draining real servers.
+// period (if it has one) is over. It reads only the virtual servers that have draining real servers.
 func (r *Reconciler) Drain(ctx context.Context) (Result, error) {
 	res := Result{Plan: &Plan{}}
 	if r.applied == nil || len(r.draining) == 0 {
@@ -217,7 +221,7 @@ func (r *Reconciler) Drain(ctx context.Context) (Result, error) {
 				delete(r.draining, k) // gone or re-weighted by someone: no longer ours to drain
 				continue
 			}
-			if conns[k.Dest] == 0 || now.Sub(r.draining[k]) >= r.opts.GracefulPeriod {
+			if conns[k.Dest] == 0 || (r.opts.GracefulPeriod > 0 && now.Sub(r.draining[k]) >= r.opts.GracefulPeriod) {
 				res.Plan.IPVSDelete = append(res.Plan.IPVSDelete, ipvs.DeleteDestinationOp(toIPVSKey(vk), k.Dest))
 			}
 		}
