@@ -48,7 +48,7 @@ func ParseNFT(b []byte) (Programmed, error) {
 		return Programmed{}, err
 	}
 	p := Programmed{Endpoints: map[VIP]map[netip.AddrPort]bool{}, Chains: map[VIP]string{}}
-	targets := map[string][]string{}     // chain -> the endpoint chains its rules jump to
+	targets := map[string][]string{}    // chain -> the endpoint chains its rules jump to
 	dnat := map[string]netip.AddrPort{} // endpoint chain -> its destination
 	for _, o := range objs {
 		if m, ok := o["map"].(map[string]any); ok && m["name"] == nftServiceIPs && m["table"] == NFTTable {
