@@ -24,6 +24,9 @@ func LoadModes() []string { return []string{LoadTCPNew, LoadTCPKeepAlive, LoadUD
 // LoadResult is one load generator measurement: a mode against one target, a number of
 // workers for a duration.
 type LoadResult struct {
+	// Path is which way the bench sent it (PathFloor and the others; cmd/loadgen leaves it
+	// empty).
+	Path    string  `json:"path,omitempty"`
 	Mode    string  `json:"mode"`
 	Target  string  `json:"target"` // ADDR:PORT
 	Workers int     `json:"workers"`
