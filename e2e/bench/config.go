@@ -216,3 +216,19 @@ func ParseNs(s string) ([]int, error) {
 	slices.Sort(out)
 	return slices.Compact(out), nil
 }
+
+// ExtraModules are the kernel modules the VM loads for kube-proxy's nftables and iptables
+// modes beyond the e2e VM's defaults (vm.DefaultModules): the nftables expressions
+// kube-proxy's nftables rules use (conntrack, NAT, masquerade, numgen, fib, reject, limit,
+// hash) and the iptables matches of its iptables rules (statistic, recent, tcp/udp).
+func ExtraModules() []string {
+	return []string{
+		"nft_ct", "nft_nat", "nft_masq", "nft_numgen", "nft_fib_ipv4", "nft_fib_ipv6", "nft_fib_inet",
+		"nft_reject_inet", "nft_reject_ipv4", "nft_reject_ipv6", "nft_limit", "nft_hash", "nft_redir", "nft_objref",
+		"xt_statistic", "xt_recent", "xt_tcpudp",
+	}
+}
+
+// LoadgenEnv names the load generator (cmd/loadgen) in the VM's environment; with
+// KIPVS_ECHO_BIN (the echo backend) it turns the data path measurement on.
+const LoadgenEnv = "KIPVS_BENCH_LOADGEN"
