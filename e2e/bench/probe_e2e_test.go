@@ -57,8 +57,13 @@ func (p ipvsProbe) read(vip VIP) (map[netip.AddrPort]bool, bool) {
 const chainReadLimit = 8
 
 // ruleProbe reads kube-proxy's nftables table (ip kube-proxy) or iptables nat table. A
-// round of a few Services whose chains it has seen lists those chains alone; any other
-// round lists the whole table.
+// round of a few Services whose chains it has seen lists those chains alone. Any other round
+// first lists only which cluster IPs are programmed (the service-ips map, the KUBE-SERVICES
+// chain: N lines, not the N x E endpoints) and, only once every Service of the round is
+// there, the whole table: kube-proxy writes each sync in one transaction (nft -f,
+// iptables-restore), so polling a first sync of 10,000 Services costs a short listing
+// each time, and the whole table is read (and every endpoint checked) once it may be
+// complete.
 type ruleProbe struct {
 	mode     string // "nftables" or "iptables"
 	chains   map[VIP]string
@@ -74,6 +79,15 @@ func (p *ruleProbe) begin(vips []VIP) (time.Time, error) {
 		known = known && p.chains[v] != ""
 	}
 	if !known {
+		present, err := p.programmedVIPs()
+		if err != nil {
+			return start, err
+		}
+		for _, v := range vips {
+			if !present[v] {
+				return start, nil // not all there yet: every read misses
+			}
+		}
 		prog, err := p.table()
 		if err != nil {
 			return start, err
@@ -122,6 +136,41 @@ func (p *ruleProbe) table() (Programmed, error) {
 		return ParseIPTablesSave(string(out))
 	}
 	return Programmed{}, nil
+}
+
+// programmedVIPs lists which cluster IPs, protocols and ports have a Service chain.
+func (p *ruleProbe) programmedVIPs() (map[VIP]bool, error) {
+	var prog Programmed
+	var err error
+	if p.mode == "nftables" {
+		out, xerr := exec.Command("nft", "-j", "list", "map", "ip", NFTTable, nftServiceIPs).Output()
+		if xerr != nil {
+			return nil, nil // no table yet
+		}
+		prog, err = ParseNFT(out)
+	} else {
+		variants := []string{"iptables-nft", "iptables-legacy"}
+		if p.iptables != "" {
+			variants = []string{p.iptables}
+		}
+		for _, v := range variants {
+			out, xerr := exec.Command(v, "-t", "nat", "-S", "KUBE-SERVICES").Output()
+			if xerr != nil {
+				continue // no chain (yet) in this variant
+			}
+			p.iptables = v
+			prog, err = ParseIPTablesSave(string(out))
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[VIP]bool{}
+	for v := range prog.Chains {
+		out[v] = true
+	}
+	return out, nil
 }
 
 // chain lists one Service's chain.

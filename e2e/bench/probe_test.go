@@ -111,3 +111,34 @@ func TestParseIPTablesChain(t *testing.T) {
 		t.Error("ParseIPTablesChain of an unterminated quote: no error")
 	}
 }
+
+// The first-sync polls list only the programmed cluster IPs: the service-ips map, the
+// KUBE-SERVICES chain.
+func TestParseProgrammedVIPs(t *testing.T) {
+	nft, err := os.ReadFile("testdata/nft-service-ips.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipt, err := os.ReadFile("testdata/iptables-services-chain.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromNFT, err := ParseNFT(nft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromIPT, err := ParseIPTablesSave(string(ipt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]Programmed{"nft": fromNFT, "iptables": fromIPT} {
+		if len(p.Chains) != 2 || p.Chains[vip0] == "" || p.Chains[vip1] == "" {
+			t.Errorf("%s: chains %v, want one for each of %s and %s", name, p.Chains, vip0, vip1)
+		}
+		for vip, eps := range p.Endpoints {
+			if len(eps) != 0 {
+				t.Errorf("%s: %s has endpoints %v from a listing without endpoint chains", name, vip, sortedKeys(eps))
+			}
+		}
+	}
+}
