@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -183,6 +184,7 @@ func cleanNode(t *testing.T, env harness.Env, kubeProxy bool) {
 		if out, err := harness.Run(env.RequireKubeProxy(t), "--cleanup", "--proxy-mode=ipvs"); err != nil {
 			t.Logf("kube-proxy --cleanup: %v\n%s", err, out)
 		}
+		removeKubeletFirewall(t)
 	}
 	if out, err := harness.RunCleanup(env); err != nil {
 		t.Fatalf("kipvs cleanup: %v\n%s", err, out)
@@ -192,6 +194,37 @@ func cleanNode(t *testing.T, env harness.Env, kubeProxy bool) {
 	}
 	if left := leftovers(t); len(left) > 0 {
 		t.Fatalf("kernel state left after the clean-up:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// removeKubeletFirewall removes the filter table's KUBE-FIREWALL chain and its jumps from
+// INPUT and OUTPUT (IPv4 and IPv6, nft and legacy iptables where present): the kubelet's
+// chain, which kube-proxy's iptables mode creates as a duplicate at its start and, by
+// design, never deletes (its CleanupLeftovers skips the kubelet's chains), so --cleanup
+// leaves it. Nothing else is removed here: the leftovers check still sees the rest.
+func removeKubeletFirewall(t *testing.T) {
+	t.Helper()
+	const chain = "KUBE-FIREWALL"
+	for _, bin := range []string{"iptables-nft", "ip6tables-nft", "iptables-legacy", "ip6tables-legacy"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			continue
+		}
+		if _, err := harness.Run(bin, "-t", "filter", "-S", chain); err != nil {
+			continue // not there
+		}
+		for _, from := range []string{"INPUT", "OUTPUT"} {
+			for {
+				if _, err := harness.Run(bin, "-t", "filter", "-D", from, "-j", chain); err != nil {
+					break // no (more) jump
+				}
+			}
+		}
+		for _, args := range [][]string{{"-F", chain}, {"-X", chain}} {
+			if out, err := harness.Run(bin, append([]string{"-t", "filter"}, args...)...); err != nil {
+				t.Errorf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+			}
+		}
+		t.Logf("removed the kubelet's %s chain kube-proxy left in %s's filter table (--cleanup keeps it by design)", chain, bin)
 	}
 }
 

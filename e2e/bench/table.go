@@ -9,7 +9,7 @@ import (
 // and proxy, in the order of the run.
 func MarkdownTable(run Run) string {
 	var b strings.Builder
-	b.WriteString("| Services x endpoints | proxy | first complete sync (IPVS) | first sync reported | CPU of the first sync | change latency p50 / p99 / max | own network programming p50 / p99 | idle CPU | peak RSS | host load |\n")
+	b.WriteString("| Services x endpoints | proxy | first complete sync (programmed) | first sync reported | CPU of the first sync | change latency p50 / p99 / max | own network programming p50 / p99 | idle CPU | peak RSS | host load |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range run.Records {
 		row := []string{
