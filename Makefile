@@ -239,17 +239,25 @@ image-echo: ociimage
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build echo --input echo=$(BIN)/echo --tag $(ECHO_IMAGE) \
 		--out $(ECHO_ARCHIVE) --digest-file $(ECHO_ARCHIVE).digest
 
-# kube-proxy v1.34.10 (IPVS mode) and kipvs side by side (e2e/bench, docs/performance.md): etcd and
+# kube-proxy v1.34.10 and kipvs side by side (e2e/bench, docs/performance.md): etcd and
 # kube-apiserver on the host, BENCH_N ClusterIP Services x BENCH_E endpoints loaded from the host, one
-# VM boot per N running each proxy of BENCH_PROXIES in turn on the same objects. Results in
-# .cache/bench/$(BENCH_NAME).json and .svg; BENCH_DOCS=docs/bench copies them there.
-# BENCH_ARGS="--profiles kipvs" (or kube-proxy,kipvs) takes Go profiles (CPU over the changes and
-# the idle window, heap) into .cache/bench/profiles/$(BENCH_NAME)-PROXY-N/; off by default, as the
-# profiler's own memory and CPU count in the profiled proxy's figures. About 35 minutes at the
-# defaults; e.g.
+# VM boot per N running each proxy of BENCH_PROXIES in turn on the same objects, on a clean node
+# (the clean-up between proxies is checked). BENCH_PROXIES names kube-proxy (IPVS mode),
+# kube-proxy-nftables, kube-proxy-iptables (the same binary in those modes) and kipvs; the default
+# is kube-proxy,kipvs. Each proxy's control-plane figures, then its data path: cmd/loadgen in a
+# client namespace against a Service created last with echo backends in their own namespaces
+# (new TCP connections, kept-alive requests and UDP through the cluster IP, the node port and
+# straight to a backend; BENCH_ARGS="--loadgen-workers 4 --loadgen-duration 10s" are the
+# defaults), and how held connections and session affinity behave. Results in
+# $(BENCH_OUT)/$(BENCH_NAME).json and .svg (BENCH_OUT defaults to .cache/bench); BENCH_DOCS=docs/bench
+# copies them there. BENCH_ARGS="--profiles kipvs" (or kube-proxy,kipvs) takes Go profiles (CPU
+# over the changes and the idle window, heap) into $(BENCH_OUT)/profiles/$(BENCH_NAME)-PROXY-N/;
+# off by default, as the profiler's own memory and CPU count in the profiled proxy's figures.
+# About 35 minutes at the defaults; e.g.
 # make bench-compare BENCH_N=10000 BENCH_PROXIES=kipvs BENCH_NAME=kipvs-10k.
-# BENCH_ARGS=--keep-state starts etcd on the objects an earlier run loaded (.cache/bench/state)
-# rather than loading them again (50,000 Services x 4 take about 45 minutes to load).
+# BENCH_ARGS=--keep-state starts etcd on the objects an earlier run loaded ($(BENCH_STATE), by
+# default .cache/bench/state) rather than loading them again (50,000 Services x 4 take about 45
+# minutes to load). BENCH_BIN is where the bench's VM binaries (bench.test, loadgen, echo) are built.
 BENCH_N       ?= 500 1000 2000
 BENCH_E       ?= 10
 BENCH_CHANGES ?= 50
@@ -257,13 +265,19 @@ BENCH_PROXIES ?= kube-proxy,kipvs
 BENCH_NAME    ?= bench-compare
 BENCH_DOCS    ?=
 BENCH_ARGS    ?=
+BENCH_STATE   ?= $(CACHE)/bench/state
+BENCH_OUT     ?= $(CACHE)/bench
+BENCH_BIN     ?= $(E2EBIN)
 bench-compare: vm-prepare e2e-bins build
-	@mkdir -p $(E2EBIN)
-	CGO_ENABLED=0 $(GO) test -c -tags e2e -o $(E2EBIN)/bench.test ./e2e/bench
-	$(GO) run ./e2e/bench/cmd/benchcompare --k8s-bin $(K8SBIN) --state $(CACHE)/bench/state --vm-cache $(VMCACHE) \
-		--out $(CACHE)/bench --name $(BENCH_NAME) --n "$(BENCH_N)" --e $(BENCH_E) --changes $(BENCH_CHANGES) --proxies $(BENCH_PROXIES) \
-		$(if $(BENCH_DOCS),--docs $(BENCH_DOCS)) --test $(E2EBIN)/bench.test \
-		--env KIPVS_BIN=$(BIN)/kipvs --env KIPVS_KUBE_PROXY_BIN=$(K8SBIN)/kube-proxy $(BENCH_ARGS)
+	@mkdir -p $(BENCH_BIN)
+	CGO_ENABLED=0 $(GO) test -c -tags e2e -o $(BENCH_BIN)/bench.test ./e2e/bench
+	CGO_ENABLED=0 $(GO) build -o $(BENCH_BIN)/loadgen ./e2e/bench/cmd/loadgen
+	CGO_ENABLED=0 $(GO) build -o $(BENCH_BIN)/echo ./e2e/echo
+	$(GO) run ./e2e/bench/cmd/benchcompare --k8s-bin $(K8SBIN) --state $(BENCH_STATE) --vm-cache $(VMCACHE) \
+		--out $(BENCH_OUT) --name $(BENCH_NAME) --n "$(BENCH_N)" --e $(BENCH_E) --changes $(BENCH_CHANGES) --proxies $(BENCH_PROXIES) \
+		$(if $(BENCH_DOCS),--docs $(BENCH_DOCS)) --test $(BENCH_BIN)/bench.test \
+		--env KIPVS_BIN=$(BIN)/kipvs --env KIPVS_KUBE_PROXY_BIN=$(K8SBIN)/kube-proxy \
+		--env KIPVS_ECHO_BIN=$(BENCH_BIN)/echo --env KIPVS_BENCH_LOADGEN=$(BENCH_BIN)/loadgen $(BENCH_ARGS)
 
 # kipvs's first sync of FIRSTSYNC_N ClusterIP Services x FIRSTSYNC_E endpoints in the VM, from a
 # source file holding bench-compare's objects (no apiserver: loading 50,000 Services into it takes

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -54,8 +55,17 @@ func TestBenchCompare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := harness.LoadProxyEnv(t)
-	if slices.Contains(cfg.Proxies, "kube-proxy") {
+	// The data path needs the echo backend and the load generator; without them (a bench
+	// binary run by hand) the control-plane figures are measured alone.
+	dataPath := os.Getenv("KIPVS_ECHO_BIN") != "" && os.Getenv(LoadgenEnv) != ""
+	var env harness.Env
+	if dataPath {
+		env = harness.LoadEnv(t)
+	} else {
+		env = harness.LoadProxyEnv(t)
+		t.Logf("KIPVS_ECHO_BIN or %s not set: no data path figures", LoadgenEnv)
+	}
+	if slices.ContainsFunc(cfg.Proxies, IsKubeProxy) {
 		env.RequireKubeProxy(t) // stage it now, outside any timing
 	}
 	api := harness.NewCluster(t, env)
@@ -79,6 +89,10 @@ func TestBenchCompare(t *testing.T) {
 		}
 	}
 	cleanNode(t, env, false)
+	var dp *dataPathSetup
+	if dataPath {
+		dp = newDataPathSetup(t, env, api, cfg)
+	}
 	sysctls := harness.Sysctls(t)
 	timeouts := harness.MustRun(t, "ipvsadm", "-L", "--timeout")
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.N)))
@@ -109,14 +123,14 @@ func TestBenchCompare(t *testing.T) {
 			}()
 			t.Cleanup(func() {
 				start := time.Now()
-				cleanNode(t, env, p == "kube-proxy")
+				cleanNode(t, env, IsKubeProxy(p))
 				harness.RestoreSysctls(t, sysctls)
 				if f := strings.Fields(timeouts); len(f) >= 3 { // "Timeout (tcp tcpfin udp): 900 120 300"
 					harness.MustRun(t, "ipvsadm", "--set", f[len(f)-3], f[len(f)-2], f[len(f)-1])
 				}
 				t.Logf("node cleaned after %s in %.1fs", p, time.Since(start).Seconds())
 			})
-			r := &runner{t: t, cfg: cfg, env: env, cs: api.CS, svcs: svcs, hz: hz, rng: rng, newAddr: newAddr, rec: &rec}
+			r := &runner{t: t, cfg: cfg, env: env, cs: api.CS, api: api, svcs: svcs, hz: hz, rng: rng, newAddr: newAddr, rec: &rec, dp: dp}
 			r.run(p)
 		})
 	}
@@ -161,14 +175,16 @@ func listLoaded(t *testing.T, cs kubernetes.Interface, cfg Config) []*benchServi
 	return out
 }
 
-// cleanNode removes what a proxy left (kube-proxy --cleanup after kube-proxy, then kipvs
-// cleanup) and fails the test when something of a proxy's is still there.
+// cleanNode removes what a proxy left (kube-proxy --cleanup after kube-proxy in any mode:
+// it removes what each of its modes programs; then kipvs cleanup) and fails the test when
+// something of a proxy's is still there (leftovers).
 func cleanNode(t *testing.T, env harness.Env, kubeProxy bool) {
 	t.Helper()
 	if kubeProxy {
 		if out, err := harness.Run(env.RequireKubeProxy(t), "--cleanup", "--proxy-mode=ipvs"); err != nil {
 			t.Logf("kube-proxy --cleanup: %v\n%s", err, out)
 		}
+		removeKubeletFirewall(t)
 	}
 	if out, err := harness.RunCleanup(env); err != nil {
 		t.Fatalf("kipvs cleanup: %v\n%s", err, out)
@@ -176,8 +192,39 @@ func cleanNode(t *testing.T, env harness.Env, kubeProxy bool) {
 	if _, err := harness.Run("conntrack", "-F"); err != nil {
 		t.Logf("conntrack -F: %v", err)
 	}
-	if left := harness.Leftovers(t); len(left) > 0 {
+	if left := leftovers(t); len(left) > 0 {
 		t.Fatalf("kernel state left after the clean-up:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// removeKubeletFirewall removes the filter table's KUBE-FIREWALL chain and its jumps from
+// INPUT and OUTPUT (IPv4 and IPv6, nft and legacy iptables where present): the kubelet's
+// chain, which kube-proxy's iptables mode creates as a duplicate at its start and, by
+// design, never deletes (its CleanupLeftovers skips the kubelet's chains), so --cleanup
+// leaves it. Nothing else is removed here: the leftovers check still sees the rest.
+func removeKubeletFirewall(t *testing.T) {
+	t.Helper()
+	const chain = "KUBE-FIREWALL"
+	for _, bin := range []string{"iptables-nft", "ip6tables-nft", "iptables-legacy", "ip6tables-legacy"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			continue
+		}
+		if _, err := harness.Run(bin, "-t", "filter", "-S", chain); err != nil {
+			continue // not there
+		}
+		for _, from := range []string{"INPUT", "OUTPUT"} {
+			for {
+				if _, err := harness.Run(bin, "-t", "filter", "-D", from, "-j", chain); err != nil {
+					break // no (more) jump
+				}
+			}
+		}
+		for _, args := range [][]string{{"-F", chain}, {"-X", chain}} {
+			if out, err := harness.Run(bin, append([]string{"-t", "filter"}, args...)...); err != nil {
+				t.Errorf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+			}
+		}
+		t.Logf("removed the kubelet's %s chain kube-proxy left in %s's filter table (--cleanup keeps it by design)", chain, bin)
 	}
 }
 
@@ -187,6 +234,7 @@ type runner struct {
 	cfg     Config
 	env     harness.Env
 	cs      kubernetes.Interface
+	api     *harness.Cluster
 	svcs    []*benchService
 	hz      uint64
 	rng     *rand.Rand
@@ -195,7 +243,9 @@ type runner struct {
 	proc    *harness.Kipvs
 	exited  <-chan struct{} // closed when proc has exited
 	ipvs    *ipvs.Client
-	profDir string // where this proxy's profiles go; "" when it is not profiled
+	probe   probe          // reads what the proxy programmed (newProbe)
+	dp      *dataPathSetup // nil: no data path figures
+	profDir string         // where this proxy's profiles go; "" when it is not profiled
 }
 
 func (r *runner) run(proxy string) {
@@ -203,13 +253,10 @@ func (r *runner) run(proxy string) {
 	if r.cfg.Profiled(proxy) {
 		r.profDir = ProfileDir(r.cfg.ProfileRoot, r.cfg.Name, proxy, r.cfg.N)
 	}
-	file := r.writeConfig()
-	var bin string
-	switch proxy {
-	case "kube-proxy":
+	file := r.writeConfig(proxy)
+	bin := r.env.KipvsBin
+	if IsKubeProxy(proxy) {
 		bin = r.env.RequireKubeProxy(t)
-	default:
-		bin = r.env.KipvsBin
 	}
 	r.rec.Version = strings.TrimSpace(harness.MustRun(t, bin, "--version"))
 	cl, err := ipvs.New(netns.None())
@@ -218,13 +265,14 @@ func (r *runner) run(proxy string) {
 	}
 	defer cl.Close()
 	r.ipvs = cl
+	r.probe = newProbe(proxy, cl)
 
 	threads, err := NewThreads("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if proxy == "kube-proxy" {
+	if IsKubeProxy(proxy) {
 		r.proc = harness.StartKubeProxy(t, r.env, "--config", file)
 	} else {
 		r.proc = harness.StartKipvs(t, r.env, "run", "--config", file)
@@ -245,7 +293,7 @@ func (r *runner) run(proxy string) {
 	}
 	r.rec.PeakRSSFirstSyncBytes = r.peakRSS()
 	r.heapProfile(ProfileHeapFirstSync)
-	if proxy != "kube-proxy" {
+	if !IsKubeProxy(proxy) {
 		r.rec.FirstSyncLog = FirstSyncLogLines(r.proc.Log())
 		t.Logf("%s's first sync:\n%s", proxy, strings.Join(r.rec.FirstSyncLog, "\n"))
 	}
@@ -311,6 +359,9 @@ func (r *runner) run(proxy string) {
 	}
 	t.Logf("%s: peak RSS %.1f MB (%.1f MB after the first sync, %.1f MB after the changes); %v IPv4 syncs, %.3fs each on average; %v full syncs, %.3fs each on average (both families)",
 		proxy, float64(r.rec.PeakRSSBytes)/1e6, float64(r.rec.PeakRSSFirstSyncBytes)/1e6, float64(r.rec.PeakRSSChangesBytes)/1e6, r.rec.SyncCount, r.rec.SyncAvgSeconds, r.rec.FullSyncCount, r.rec.FullSyncAvgSeconds)
+	if r.dp != nil {
+		r.measureDataPath(proxy)
+	}
 	r.proc.Stop(t)
 }
 
@@ -397,13 +448,14 @@ func (r *runner) alive() {
 	}
 }
 
-// writeConfig writes the KubeProxyConfiguration both proxies get: IPVS mode, the defaults
-// for everything that is not about reaching the apiserver and the node (syncPeriod 30s).
-func (r *runner) writeConfig() string {
+// writeConfig writes the KubeProxyConfiguration every proxy gets: its mode (ProxyMode:
+// IPVS but for kube-proxy-nftables and kube-proxy-iptables), the defaults for everything
+// that is not about reaching the apiserver and the node (syncPeriod 30s).
+func (r *runner) writeConfig(proxy string) string {
 	cfg := map[string]any{
 		"apiVersion":          "kubeproxy.config.k8s.io/v1alpha1",
 		"kind":                "KubeProxyConfiguration",
-		"mode":                "ipvs",
+		"mode":                ProxyMode(proxy),
 		"clientConnection":    map[string]any{"kubeconfig": r.env.Kubeconfig},
 		"hostnameOverride":    harness.NodeName,
 		"clusterCIDR":         harness.ClusterCIDR.String(),
@@ -523,17 +575,28 @@ func (r *runner) waitFirstSync(start time.Time, threads *Threads) (hi, lo time.T
 		r.alive()
 		t0 := time.Now()
 		misses := 0
+		vips := make([]VIP, len(pending))
+		for j, i := range pending {
+			vips[j] = vipOf(r.svcs[i].key)
+		}
+		taken, err := r.probe.begin(vips)
+		if err != nil {
+			t.Logf("%s: reading what it programmed: %v", r.proc.Name, err)
+		}
 		pending = slices.DeleteFunc(pending, func(i int) bool {
 			if misses >= missLimit {
 				return false
 			}
 			before := time.Now()
-			dests, err := r.ipvs.Destinations(r.svcs[i].key)
-			if err == nil && sameSet(activeSet(dests), wants[i]) {
+			if !taken.IsZero() {
+				before = taken // the state read is no older than the round's start
+			}
+			eps, ok := r.probe.read(vipOf(r.svcs[i].key))
+			if ok && sameSet(eps, wants[i]) {
 				hi = time.Now()
 				return true
 			}
-			lo = later(lo, before) // missing (err) or incomplete when read
+			lo = later(lo, before) // missing or incomplete when read
 			misses++
 			return false
 		})
@@ -625,9 +688,27 @@ func (r *runner) noteReported(start time.Time) bool {
 }
 
 // checkTable reads the whole IPVS table (harness.ReadIPVS) and checks every benchmark
-// virtual server has exactly its real servers at weight 1.
+// virtual server has exactly its real servers at weight 1; for kube-proxy's nftables and
+// iptables modes, it reads the whole table and checks every Service has exactly its
+// endpoints.
 func (r *runner) checkTable() {
 	t := r.t
+	if rp, ok := r.probe.(*ruleProbe); ok {
+		prog, err := rp.table()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bad []string
+		for _, s := range r.svcs {
+			if got := prog.Endpoints[vipOf(s.key)]; !sameSet(got, s.want()) {
+				bad = append(bad, fmt.Sprintf("%s: %d endpoints programmed, want %d", vipOf(s.key), len(got), len(s.want())))
+			}
+		}
+		if len(bad) > 0 {
+			t.Fatalf("%d Services differ from what %s programmed after the first sync, e.g.:\n%s", len(bad), r.proc.Name, strings.Join(bad[:min(len(bad), 5)], "\n"))
+		}
+		return
+	}
 	tab, err := harness.ReadIPVS()
 	if err != nil {
 		t.Fatal(err)
@@ -750,10 +831,17 @@ func (r *runner) changes() Latency {
 		}
 		r.alive()
 		var still []*change
+		vips := make([]VIP, len(active))
+		for i, c := range active {
+			vips[i] = vipOf(c.svc.key)
+		}
+		if _, err := r.probe.begin(vips); err != nil {
+			t.Logf("%s: reading what it programmed: %v", r.proc.Name, err)
+		}
 		for _, c := range active {
-			dests, err := r.ipvs.Destinations(c.svc.key)
+			eps, ok := r.probe.read(vipOf(c.svc.key))
 			now := time.Now()
-			seen := err == nil && activeSet(dests)[c.addr]
+			seen := ok && eps[c.addr]
 			if !seen && now.Sub(c.wrote) < r.cfg.ChangeLimit {
 				still = append(still, c)
 				continue
@@ -762,7 +850,7 @@ func (r *runner) changes() Latency {
 			if !seen {
 				lat = r.cfg.ChangeLimit
 				timedOut++
-				t.Logf("change of %s (new real server %s) not in IPVS after %s", c.svc.slice.Name, c.addr, r.cfg.ChangeLimit)
+				t.Logf("change of %s (new endpoint %s) not programmed after %s", c.svc.slice.Name, c.addr, r.cfg.ChangeLimit)
 			}
 			samples = append(samples, lat.Seconds())
 			mu.Lock()

@@ -8,8 +8,30 @@ import (
 	"time"
 )
 
-// KnownProxies are the proxies TestBenchCompare can run, in the default order.
-func KnownProxies() []string { return []string{"kube-proxy", "kipvs"} }
+// KnownProxies are the proxies TestBenchCompare can run: kube-proxy v1.34.10 in its IPVS,
+// nftables and iptables modes (one binary, the mode set in its KubeProxyConfiguration) and
+// kipvs.
+func KnownProxies() []string {
+	return []string{"kube-proxy", "kube-proxy-nftables", "kube-proxy-iptables", "kipvs"}
+}
+
+// DefaultProxies are the proxies make bench-compare runs unless told otherwise, in order.
+func DefaultProxies() []string { return []string{"kube-proxy", "kipvs"} }
+
+// ProxyMode is the KubeProxyConfiguration mode proxy runs in: "ipvs" for kube-proxy and
+// kipvs, "nftables" and "iptables" for kube-proxy-nftables and kube-proxy-iptables.
+func ProxyMode(proxy string) string {
+	switch proxy {
+	case "kube-proxy-nftables":
+		return "nftables"
+	case "kube-proxy-iptables":
+		return "iptables"
+	}
+	return "ipvs"
+}
+
+// IsKubeProxy says whether proxy is kube-proxy in one of its modes.
+func IsKubeProxy(proxy string) bool { return strings.HasPrefix(proxy, "kube-proxy") }
 
 // Config is what TestBenchCompare measures, passed into the VM as BENCH_* variables.
 type Config struct {
@@ -42,6 +64,10 @@ type Config struct {
 	Profiles    []string
 	ProfileRoot string // in the VM
 	Name        string // the run's name (make bench-compare's BENCH_NAME)
+	// LoadWorkers and LoadDuration are the load generator's concurrent workers and the
+	// length of each of its measurements (the data path figures).
+	LoadWorkers  int
+	LoadDuration time.Duration
 }
 
 // DefaultConfig has the defaults of make bench-compare, for one N.
@@ -51,8 +77,9 @@ func DefaultConfig(n int) Config {
 		Interval: 3 * time.Second, Idle: 60 * time.Second,
 		FirstSyncLimit: 30 * time.Minute, ChangeLimit: 5 * time.Minute,
 		PollInterval: time.Second, ChangePoll: 20 * time.Millisecond,
-		Proxies: KnownProxies(), Seed: 1,
+		Proxies: DefaultProxies(), Seed: 1,
 		VMMemoryMB: 3072, Accel: "tcg",
+		LoadWorkers: 4, LoadDuration: 10 * time.Second,
 	}
 }
 
@@ -72,6 +99,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			return fmt.Errorf("bench: %s %s: want > 0", name, d)
 		}
+	}
+	if c.LoadWorkers < 1 || c.LoadDuration <= 0 {
+		return fmt.Errorf("bench: load generator: %d workers for %s: want >= 1 for > 0", c.LoadWorkers, c.LoadDuration)
 	}
 	if c.Idle < 0 || c.ScrapeEvery < 0 {
 		return fmt.Errorf("bench: idle window %s, scrapes every %s", c.Idle, c.ScrapeEvery)
@@ -101,6 +131,7 @@ func (c Config) Env() map[string]string {
 		"BENCH_PROXIES": strings.Join(c.Proxies, ","), "BENCH_SEED": strconv.FormatUint(c.Seed, 10),
 		"BENCH_VM_MEMORY_MB": strconv.Itoa(c.VMMemoryMB), "BENCH_VM_ACCEL": c.Accel,
 		"BENCH_PROFILES": strings.Join(c.Profiles, ","), "BENCH_PROFILE_ROOT": c.ProfileRoot, "BENCH_NAME": c.Name,
+		"BENCH_LOAD_WORKERS": strconv.Itoa(c.LoadWorkers), "BENCH_LOAD_DURATION": c.LoadDuration.String(),
 	}
 }
 
@@ -151,6 +182,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.Seed = s
 	}
 	c.VMMemoryMB = num("BENCH_VM_MEMORY_MB")
+	c.LoadWorkers, c.LoadDuration = num("BENCH_LOAD_WORKERS"), dur("BENCH_LOAD_DURATION")
 	c.Accel = get("BENCH_VM_ACCEL")
 	if v := getenv("BENCH_PROFILES"); v != "" {
 		c.Profiles = ParseProxies(v)
@@ -184,3 +216,19 @@ func ParseNs(s string) ([]int, error) {
 	slices.Sort(out)
 	return slices.Compact(out), nil
 }
+
+// ExtraModules are the kernel modules the VM loads for kube-proxy's nftables and iptables
+// modes beyond the e2e VM's defaults (vm.DefaultModules): the nftables expressions
+// kube-proxy's nftables rules use (conntrack, NAT, masquerade, numgen, fib, reject, limit,
+// hash) and the iptables matches of its iptables rules (statistic, recent, tcp/udp).
+func ExtraModules() []string {
+	return []string{
+		"nft_ct", "nft_nat", "nft_masq", "nft_numgen", "nft_fib_ipv4", "nft_fib_ipv6", "nft_fib_inet",
+		"nft_reject_inet", "nft_reject_ipv4", "nft_reject_ipv6", "nft_limit", "nft_hash", "nft_redir", "nft_objref",
+		"xt_statistic", "xt_recent", "xt_tcpudp",
+	}
+}
+
+// LoadgenEnv names the load generator (cmd/loadgen) in the VM's environment; with
+// KIPVS_ECHO_BIN (the echo backend) it turns the data path measurement on.
+const LoadgenEnv = "KIPVS_BENCH_LOADGEN"

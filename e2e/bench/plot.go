@@ -57,15 +57,20 @@ type series struct {
 }
 
 type panel struct {
-	title  string
-	series []series
+	title string
+	// unit follows the y axis' decade labels ("s" when empty), yLabel names the axis
+	// ("seconds (log scale)" when empty).
+	unit, yLabel string
+	series       []series
 	// legend holds the indexes into series of each legend row.
 	legend [][]int
 }
 
 // RenderSVG draws the run: change latency p50 and p99 against N (left) and the first
-// complete sync against N (right), one colour per proxy, seconds on a log scale. Records
-// with an error keep the figures they have; a figure that is 0 (not measured) is left out.
+// complete sync against N (middle), one colour per proxy, seconds on a log scale; and, when
+// a record has data path figures, the new TCP connections per second through the cluster
+// IP against N (right), with the floor (straight to one backend) dashed. Records with an
+// error keep the figures they have; a figure that is 0 (not measured) is left out.
 func RenderSVG(run Run) []byte {
 	var proxies []string
 	for _, r := range run.Records {
@@ -106,19 +111,40 @@ func RenderSVG(run Run) []byte {
 			series{label: p + " sync reported", color: c, dashed: true, hollow: true, pts: collect(p, func(r Record) float64 { return r.FirstSyncReportedSeconds })})
 		first.legend = append(first.legend, []int{n, n + 1})
 	}
+	panels := []panel{lat, first}
+	if slices.ContainsFunc(run.Records, func(r Record) bool { return r.DataPath != nil }) {
+		rate := panel{title: "New TCP connections/s through the cluster IP", unit: "/s", yLabel: "connections per second (log scale)"}
+		for _, p := range proxies {
+			c := proxyColor(p, others)
+			n := len(rate.series)
+			rate.series = append(rate.series,
+				series{label: p + " cluster IP", color: c, pts: collect(p, func(r Record) float64 { return dataPathRate(r, PathClusterIP) })},
+				series{label: p + " floor", color: c, dashed: true, hollow: true, pts: collect(p, func(r Record) float64 { return dataPathRate(r, PathFloor) })})
+			rate.legend = append(rate.legend, []int{n, n + 1})
+		}
+		panels = append(panels, rate)
+	}
+	width := len(panels) * panelW
 
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s" font-size="12">`+"\n",
-		plotW, plotH, plotW, plotH, fontFamily)
-	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#fff"/>`+"\n", plotW, plotH)
-	drawPanel(&b, 0, lat)
-	drawPanel(&b, panelW, first)
-
-	legend(&b, 0, lat)
-	legend(&b, panelW, first)
-	text(&b, plotW/2, captionY, "middle", caption(run))
+		width, plotH, width, plotH, fontFamily)
+	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#fff"/>`+"\n", width, plotH)
+	for i, p := range panels {
+		drawPanel(&b, float64(i*panelW), p)
+	}
+	for i, p := range panels {
+		legend(&b, float64(i*panelW), p)
+	}
+	text(&b, float64(width)/2, captionY, "middle", caption(run))
 	b.WriteString("</svg>\n")
 	return b.Bytes()
+}
+
+// dataPathRate is a record's new-connection rate through path (0 when not measured).
+func dataPathRate(r Record, path string) float64 {
+	lr, _ := r.DataPath.Find(path, LoadTCPNew)
+	return lr.Rate
 }
 
 func caption(run Run) string {
@@ -173,11 +199,11 @@ func drawPanel(b *bytes.Buffer, x0 float64, p panel) {
 		y := ypos(math.Pow(10, d))
 		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>`+"\n", f1(left), f1(y), f1(right), f1(y), gridColor)
 		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>`+"\n", f1(left-tickLen), f1(y), f1(left), f1(y), axisColor)
-		text(b, left-8, y+4, "end", decade(int(d)))
+		text(b, left-8, y+4, "end", decade(int(d), cmp.Or(p.unit, "s")))
 	}
 	text(b, (left+right)/2, plotBottom+40, "middle", "N (Services)")
-	fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle" transform="rotate(-90 %s %s)">seconds (log scale)</text>`+"\n",
-		f1(x0+18), f1((plotTop+plotBottom)/2), f1(x0+18), f1((plotTop+plotBottom)/2))
+	fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle" transform="rotate(-90 %s %s)">%s</text>`+"\n",
+		f1(x0+18), f1((plotTop+plotBottom)/2), f1(x0+18), f1((plotTop+plotBottom)/2), cmp.Or(p.yLabel, "seconds (log scale)"))
 	for _, s := range p.series {
 		if len(s.pts) == 0 {
 			continue
@@ -245,12 +271,12 @@ func niceStep(v float64) float64 {
 	return 10 * p
 }
 
-// decade labels 10^d seconds: "0.01 s", "1 s", "1000 s".
-func decade(d int) string {
+// decade labels 10^d in unit: "0.01 s", "1 s", "1000 s".
+func decade(d int, unit string) string {
 	if d >= 0 {
-		return "1" + strings.Repeat("0", d) + " s"
+		return "1" + strings.Repeat("0", d) + " " + unit
 	}
-	return "0." + strings.Repeat("0", -d-1) + "1 s"
+	return "0." + strings.Repeat("0", -d-1) + "1 " + unit
 }
 
 // thousands formats a whole number with comma separators: 10000 -> "10,000".

@@ -136,8 +136,69 @@ type Record struct {
 	// "bench-compare-kipvs-2000/cpu-idle.pprof".
 	Profiles []string `json:"profiles,omitempty"`
 
+	// DataPath is traffic through the proxy's rules to real backends, and straight to one
+	// (nil: not measured; records from before it was measured have none).
+	DataPath *DataPath `json:"data_path,omitempty"`
+	// Behaviour is how the proxy treats connections where the proxies differ by design
+	// (nil: not measured).
+	Behaviour *Behaviour `json:"behaviour,omitempty"`
+
 	// Error is set when the run of this proxy failed; the figures up to the failure stay.
 	Error string `json:"error,omitempty"`
+}
+
+// The data path's targets (LoadResult.Path).
+const (
+	PathFloor     = "floor"      // straight to one backend's pod IP: no Service in the way
+	PathClusterIP = "cluster-ip" // the Service's cluster IP
+	PathNodePort  = "node-port"  // the node's IP and the Service's node port
+)
+
+// DataPaths are the data path's targets in the order they are measured and shown.
+func DataPaths() []string { return []string{PathFloor, PathClusterIP, PathNodePort} }
+
+// DataPath is the load generator's measurements (cmd/loadgen, in a client network
+// namespace of the VM) against a Service created after the proxy's first sync of the N
+// benchmark Services, whose Endpoints backends are echo servers in their own network
+// namespaces: every mode through each path.
+type DataPath struct {
+	Endpoints int          `json:"endpoints"`
+	Results   []LoadResult `json:"results"`
+	// PinnedCPU is the CPU the generator was pinned to (taskset), -1 when it was not.
+	PinnedCPU int `json:"pinned_cpu"`
+}
+
+// Find returns the result of mode through path.
+func (d *DataPath) Find(path, mode string) (LoadResult, bool) {
+	if d == nil {
+		return LoadResult{}, false
+	}
+	for _, r := range d.Results {
+		if r.Path == path && r.Mode == mode {
+			return r, true
+		}
+	}
+	return LoadResult{}, false
+}
+
+// The outcomes of Behaviour.HeldAfterRemoval.
+const (
+	HeldAnswered = "answered"  // the backend still answered over the held connection
+	HeldReset    = "reset"     // the connection was reset (or closed)
+	HeldTimeout  = "timed out" // no answer and no reset: black-holed
+)
+
+// Behaviour is what a scripted check measured of connections through the proxy.
+type Behaviour struct {
+	// HeldAfterRemoval is what became of an established TCP connection through the cluster
+	// IP once its endpoint was removed from the EndpointSlice (the backend still running)
+	// and the proxy had programmed the removal: HeldAnswered, HeldReset, HeldTimeout, or
+	// "error: ..." for another failure.
+	HeldAfterRemoval string `json:"held_after_removal"`
+	// AffinityBackends is how many distinct backends answered AffinityConnections new
+	// connections from one client to a Service with sessionAffinity: ClientIP.
+	AffinityBackends    int `json:"affinity_backends"`
+	AffinityConnections int `json:"affinity_connections"`
 }
 
 // Latency summarises measured latencies, in seconds. A change not seen within the limit

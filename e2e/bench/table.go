@@ -9,7 +9,7 @@ import (
 // and proxy, in the order of the run.
 func MarkdownTable(run Run) string {
 	var b strings.Builder
-	b.WriteString("| Services x endpoints | proxy | first complete sync (IPVS) | first sync reported | CPU of the first sync | change latency p50 / p99 / max | own network programming p50 / p99 | idle CPU | peak RSS | host load |\n")
+	b.WriteString("| Services x endpoints | proxy | first complete sync (programmed) | first sync reported | CPU of the first sync | change latency p50 / p99 / max | own network programming p50 / p99 | idle CPU | peak RSS | host load |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range run.Records {
 		row := []string{
@@ -79,4 +79,82 @@ func idleCell(r Record) string {
 		return fmt.Sprintf("%.3f cores", r.IdleCPUCores)
 	}
 	return fmt.Sprintf("%.3f cores (scraped: %.3f, %.2fx)", r.IdleCPUCores, r.ScrapedIdleCPUCores, r.ScrapedIdleCPUCores/r.IdleCPUCores)
+}
+
+// DataPathTable renders the data path figures of the records that have them: per N and
+// proxy, a row per path with each mode's rate and latency, and for the paths through the
+// Service the rate as a fraction of the floor's (straight to one backend) in the same run.
+// "" when no record has them.
+func DataPathTable(run Run) string {
+	var b strings.Builder
+	for _, r := range run.Records {
+		if r.DataPath == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| Services x endpoints | proxy | path | new TCP connections/s (p50 / p99) | kept-alive requests/s (p50 / p99) | UDP requests/s (p50 / p99) | generator CPU |\n")
+			b.WriteString("|---|---|---|---|---|---|---|\n")
+		}
+		for _, path := range DataPaths() {
+			row := []string{fmt.Sprintf("%s x %d", thousands(float64(r.N)), r.E), r.Proxy, path}
+			var cpus []string
+			for _, mode := range LoadModes() {
+				lr, ok := r.DataPath.Find(path, mode)
+				if !ok {
+					row = append(row, "-")
+					continue
+				}
+				floor, _ := r.DataPath.Find(PathFloor, mode)
+				row = append(row, loadCell(lr, floor, path != PathFloor))
+				cpus = append(cpus, fmt.Sprintf("%.2f", lr.CPUCores))
+			}
+			row = append(row, strings.Join(cpus, " / "))
+			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+		}
+	}
+	return b.String()
+}
+
+// loadCell is "RATE/s (RATIOx) P50 / P99 ms", with the errors when there were some.
+func loadCell(r, floor LoadResult, ratio bool) string {
+	if r.Count == 0 {
+		return fmt.Sprintf("none answered (%d errors)", r.Errors)
+	}
+	s := fmt.Sprintf("%s/s", sig(r.Rate))
+	if ratio && floor.Rate > 0 {
+		s += fmt.Sprintf(" (%.2fx)", r.Rate/floor.Rate)
+	}
+	s += fmt.Sprintf(" %s / %s ms", sig(r.P50*1e3), sig(r.P99*1e3))
+	if r.Errors > 0 {
+		s += fmt.Sprintf(", %d errors", r.Errors)
+	}
+	return s
+}
+
+// BehaviourTable renders the connection behaviour of the records that have it; "" when
+// none has.
+func BehaviourTable(run Run) string {
+	var b strings.Builder
+	for _, r := range run.Records {
+		if r.Behaviour == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| Services x endpoints | proxy | held connection after its endpoint's removal | sessionAffinity ClientIP: backends answering |\n")
+			b.WriteString("|---|---|---|---|\n")
+		}
+		aff := "-"
+		if r.Behaviour.AffinityConnections > 0 {
+			aff = fmt.Sprintf("%d of %d connections", r.Behaviour.AffinityBackends, r.Behaviour.AffinityConnections)
+		}
+		fmt.Fprintf(&b, "| %s x %d | %s | %s | %s |\n", thousands(float64(r.N)), r.E, r.Proxy, orText(r.Behaviour.HeldAfterRemoval), aff)
+	}
+	return b.String()
+}
+
+func orText(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -5,7 +5,7 @@
 # missing packages and the command that installs them. `.ci/run` and the Makefile call it.
 set -eu
 
-packages="qemu-system-x86 busybox-static kmod cpio ipvsadm ipset iptables conntrack socat iproute2 curl"
+packages="qemu-system-x86 busybox-static kmod cpio ipvsadm ipset iptables nftables conntrack socat iproute2 curl"
 
 if [ "${1:-}" = "--list" ]; then
 	echo "$packages"

@@ -50,7 +50,7 @@ func main() {
 	var (
 		o       options
 		ns      = flag.String("n", "500 1000 2000", "numbers of Services, space or comma separated; one VM boot each, smallest first")
-		proxies = flag.String("proxies", strings.Join(def.Proxies, ","), "proxies to run, in order (kube-proxy, kipvs)")
+		proxies = flag.String("proxies", strings.Join(def.Proxies, ","), "proxies to run, in order, each on a clean node: kube-proxy (IPVS mode), kube-proxy-nftables, kube-proxy-iptables, kipvs")
 		profs   = flag.String("profiles", "", "proxies whose Go profiles (CPU over the changes and the idle window, heap after the first sync and at the end) go to OUT/profiles/NAME-PROXY-N (default none: a profiled proxy's CPU and peak RSS include the profiler's)")
 		envs    multi
 	)
@@ -66,9 +66,11 @@ func main() {
 	flag.DurationVar(&def.Idle, "idle", def.Idle, "idle window for the CPU figure (0: none)")
 	flag.DurationVar(&def.ScrapeEvery, "scrape-every", def.ScrapeEvery, "when > 0, a second idle window as long as --idle with /metrics scraped this often (e.g. 15s)")
 	flag.DurationVar(&def.FirstSyncLimit, "first-sync-limit", def.FirstSyncLimit, "limit for a proxy's first complete sync")
-	flag.DurationVar(&def.ChangeLimit, "change-limit", def.ChangeLimit, "limit for one change to reach IPVS")
-	flag.DurationVar(&def.PollInterval, "poll-interval", def.PollInterval, "time between two first-sync polls of the IPVS table")
-	flag.DurationVar(&def.ChangePoll, "change-poll", def.ChangePoll, "time between two reads of a changed virtual server")
+	flag.DurationVar(&def.ChangeLimit, "change-limit", def.ChangeLimit, "limit for one change to be programmed (and for the data path Service to answer)")
+	flag.DurationVar(&def.PollInterval, "poll-interval", def.PollInterval, "time between two first-sync polls of what the proxy programmed (IPVS, or its nftables or iptables table)")
+	flag.DurationVar(&def.ChangePoll, "change-poll", def.ChangePoll, "time between two reads of a changed Service's virtual server or chain")
+	flag.IntVar(&def.LoadWorkers, "loadgen-workers", def.LoadWorkers, "data path: the load generator's concurrent workers (one request in flight each)")
+	flag.DurationVar(&def.LoadDuration, "loadgen-duration", def.LoadDuration, "data path: how long each load measurement lasts (3 modes x 3 paths per proxy)")
 	flag.Uint64Var(&def.Seed, "seed", def.Seed, "seed of the changes' choice of Service and endpoint")
 	flag.IntVar(&def.VMMemoryMB, "vm-memory", def.VMMemoryMB, "VM memory in MiB")
 	flag.DurationVar(&o.timeout, "timeout", 90*time.Minute, "limit for one VM boot")
@@ -76,7 +78,7 @@ func main() {
 	flag.BoolVar(&o.quiet, "quiet", false, "do not stream the VM console")
 	flag.BoolVar(&o.keepState, "keep-state", false, "start etcd on the state directory an earlier run left (its objects are not loaded again: 50,000 Services take about 45 minutes) instead of an empty one")
 	flag.StringVar(&o.test, "test", "", "the bench test binary (go test -c -tags e2e ./e2e/bench)")
-	flag.Var(&envs, "env", "NAME=VALUE passed into the VM (KIPVS_BIN, KIPVS_KUBE_PROXY_BIN; repeatable)")
+	flag.Var(&envs, "env", "NAME=VALUE passed into the VM (KIPVS_BIN, KIPVS_KUBE_PROXY_BIN, and for the data path KIPVS_ECHO_BIN and KIPVS_BENCH_LOADGEN; repeatable)")
 	flag.Parse()
 	o.envs = envs
 	def.Proxies = bench.ParseProxies(*proxies)
@@ -198,6 +200,11 @@ func run(o options) error {
 		}
 	}
 	fmt.Printf("\n%s\n", bench.MarkdownTable(res))
+	for _, tab := range []string{bench.DataPathTable(res), bench.BehaviourTable(res)} {
+		if tab != "" {
+			fmt.Printf("%s\n", tab)
+		}
+	}
 	fmt.Printf("benchcompare: results in %s, plot in %s\n", filepath.Join(o.out, o.name+".json"), filepath.Join(o.out, o.name+".svg"))
 	if len(o.cfg.Profiles) > 0 {
 		fmt.Printf("benchcompare: profiles of %s in %s\n", strings.Join(o.cfg.Profiles, ", "), filepath.Join(o.out, profilesDir, o.name+"-*"))
@@ -253,7 +260,8 @@ func boot(ctx context.Context, o options, cfg bench.Config, apiPort int, guestKC
 	if err != nil {
 		return nil, err
 	}
-	vc := vm.Config{CacheDir: o.vmCache, Script: script, Timeout: o.timeout, Net: &vm.Net{HostPort: apiPort}, MemoryMB: cfg.VMMemoryMB}
+	vc := vm.Config{CacheDir: o.vmCache, Script: script, Timeout: o.timeout, Net: &vm.Net{HostPort: apiPort}, MemoryMB: cfg.VMMemoryMB,
+		Modules: append(vm.DefaultModules(), bench.ExtraModules()...)}
 	if len(cfg.Profiles) > 0 {
 		vc.Artifacts = o.out
 		for _, p := range cfg.Profiles {
