@@ -299,8 +299,11 @@ func (d *Daemon) Prepare(ctx context.Context) error {
 		}
 	}
 	if t := ipvsTimeouts(&d.cfg); t != (ipvs.Timeouts{}) {
+		// As kube-proxy: a kernel that refuses the timeouts is logged, and the proxy goes on
+		// with the kernel's own.
 		if err := d.deps.IPVS.SetTimeouts(t); err != nil {
-			return fmt.Errorf("set IPVS timeouts tcp=%d tcpfin=%d udp=%d: %w", t.TCP, t.TCPFin, t.UDP, err)
+			d.log.Error("failed to set the IPVS timeouts; the kernel's are kept", zap.Uint32("tcpTimeout", t.TCP),
+				zap.Uint32("tcpFinTimeout", t.TCPFin), zap.Uint32("udpTimeout", t.UDP), zap.Error(err))
 		}
 	}
 	if !d.cfg.HasLocalDetector(false) {

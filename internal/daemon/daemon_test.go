@@ -367,6 +367,30 @@ func TestPrepareSchedulerProbe(t *testing.T) {
 	}
 }
 
+// IPVS timeouts the kernel refuses are logged and the start goes on, as in kube-proxy
+// (an ERROR line naming the three values, the kernel's timeouts unchanged).
+func TestPrepareIPVSTimeoutsRefused(t *testing.T) {
+	node := newFakeNode()
+	cfg := testConfig(t)
+	cfg.IPVS.TCPTimeout = 1000 * time.Second
+	cfg.IPVS.UDPTimeout = (1 << 31) * time.Second // beyond the kernel's int: EINVAL
+	core, logs := observer.New(zap.ErrorLevel)
+	d, err := New(cfg, "node-a", zap.New(core), node.deps(nil, prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Prepare(context.Background()); err != nil {
+		t.Fatalf("Prepare = %v, want the start to go on", err)
+	}
+	errs := logs.FilterMessageSnippet("IPVS timeouts").All()
+	if len(errs) != 1 || errs[0].ContextMap()["udpTimeout"] != uint32(1<<31) || errs[0].ContextMap()["tcpTimeout"] != uint32(1000) {
+		t.Fatalf("ERROR logs = %v, want one naming the timeouts", logs.All())
+	}
+	if got, _ := node.ipvs.Timeouts(); got.TCP == 1000 {
+		t.Errorf("timeouts = %+v: a refused set changed the kernel's", got)
+	}
+}
+
 // A read-only /proc/sys gives one clear error naming the key.
 func TestSysctlReadOnlyNamesKey(t *testing.T) {
 	s := sysctl.NewFake(map[string]string{"net/ipv4/vs/conntrack": "0"})
