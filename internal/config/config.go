@@ -125,8 +125,8 @@ type Config struct {
 	// --oom-score-adj), -1000 to 1000.
 	OOMScoreAdj int32
 
-	// FeatureGates are kept so the configuration renders back unchanged; kipvs has no
-	// feature gates and does not act on them.
+	// FeatureGates are kept so the configuration renders back unchanged; kipvs acts on
+	// PreferSameTrafficDistribution only (Config.PreferSameTrafficDistribution).
 	FeatureGates map[string]bool
 
 	// LogFormat and Verbosity configure kipvs's logger (logging.format, --logging-format or
@@ -397,4 +397,12 @@ func (c *Config) HasLocalDetector(ipv6 bool) bool {
 		return c.InterfaceNamePrefix != ""
 	}
 	return false
+}
+
+// PreferSameTrafficDistribution is kube-proxy's feature gate of that name (on unless
+// --feature-gates or featureGates turn it off): with it off, the node hints of
+// EndpointSlices are not followed.
+func (c *Config) PreferSameTrafficDistribution() bool {
+	on, set := c.FeatureGates[preferSameTrafficDistribution]
+	return !set || on
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -443,5 +445,44 @@ func TestIgnoredAddressFlagsStillParse(t *testing.T) {
 	if want := FileDefaults(); c.BindAddress != want.BindAddress || c.HealthzBindAddress != want.HealthzBindAddress ||
 		c.MetricsBindAddress != want.MetricsBindAddress {
 		t.Errorf("ignored flags changed the servers: %+v", c)
+	}
+}
+
+// PreferSameTrafficDistribution is on unless a gate turns it off, on the command line or in
+// the file; other gates change nothing.
+func TestPreferSameTrafficDistributionGate(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"--feature-gates=AllAlpha=false"}, true},
+		{[]string{"--feature-gates=PreferSameTrafficDistribution=true"}, true},
+		{[]string{"--feature-gates=PreferSameTrafficDistribution=false"}, false},
+	} {
+		c, err := loadArgs(t, zap.NewNop(), tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.PreferSameTrafficDistribution(); got != tc.want {
+			t.Errorf("%v: PreferSameTrafficDistribution() = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	file := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nfeatureGates:\n  PreferSameTrafficDistribution: false\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	c, err := loadArgs(t, zap.New(core), "--config="+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PreferSameTrafficDistribution() {
+		t.Error("featureGates: {PreferSameTrafficDistribution: false} in the file left the gate on")
+	}
+	if n := logs.FilterField(zap.String("field", "featureGates")).Len(); n != 0 {
+		t.Errorf("%d notices that featureGates is not acted on, want none: %v", n, logs.All())
 	}
 }

@@ -257,12 +257,18 @@ func nodePortAddressesEntry() entry {
 	}
 }
 
-// featureGatesEntry: kipvs has no feature gates, but keeps them so that the configuration
-// renders back unchanged.
+// preferSameTrafficDistribution is the one feature gate of kube-proxy v1.34 that changes
+// what kipvs programs.
+const preferSameTrafficDistribution = "PreferSameTrafficDistribution"
+
+// featureGatesEntry: kipvs acts on PreferSameTrafficDistribution only, and keeps the other
+// gates so that the configuration renders back unchanged.
 func featureGatesEntry() entry {
-	return entry{field: "featureGates", flag: "feature-gates", reason: "kipvs has no feature gates",
+	return entry{field: "featureGates", flag: "feature-gates",
+		reason: "kipvs acts on " + preferSameTrafficDistribution + " only; other gates are kept, not acted on",
 		sample: "AllAlpha=false", fileSample: "{AllAlpha: false}",
-		help: "Feature gates, as name=true|false pairs separated by commas." + ignoredHelp,
+		help: "Feature gates, as name=true|false pairs separated by commas. kipvs acts on " +
+			preferSameTrafficDistribution + " (false: EndpointSlices' node hints are not followed) and keeps the others.",
 		register: func(fs *pflag.FlagSet, e *entry, _ *Config) func(*flagRun) {
 			m := new(map[string]bool)
 			fs.Var(&mapStringBool{m}, e.flag, e.help)
@@ -284,7 +290,13 @@ func featureGatesEntry() entry {
 				k.FeatureGates = map[string]bool{}
 			}
 		},
-		unused: func(k *kpConfig) any { return len(k.FeatureGates) },
+		unused: func(k *kpConfig) any {
+			n := len(k.FeatureGates)
+			if _, ok := k.FeatureGates[preferSameTrafficDistribution]; ok {
+				n--
+			}
+			return n
+		},
 		target: func(c *Config) []any { return []any{&c.FeatureGates} },
 	}
 }

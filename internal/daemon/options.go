@@ -24,6 +24,8 @@ func buildOptions(cfg *config.Config, f inet.Family, nodeName string, node *v1.N
 		MasqueradeBit: int(cfg.MasqueradeBit),
 		StrictARP:     cfg.IPVS.StrictARP,
 
+		IgnoreNodeHints: !cfg.PreferSameTrafficDistribution(),
+
 		MaxServiceSetMembers: cfg.Kipvs.MaxServiceSetMembers,
 		MaxSetMembers:        cfg.Kipvs.MaxSetMembers,
 

@@ -137,12 +137,13 @@ func localOnly(eps []endpoint) []endpoint {
 // that ask for them (trafficDistribution, the topology-mode annotation), so their presence
 // is what decides, not the Service: when every ready endpoint has node hints and one names
 // this node, those (PreferSameNode, on by default since 1.34); otherwise when every one has
-// zone hints and one names this node's zone, those; otherwise all.
-func topologyFilter(eps []endpoint, nodeName, zone string) []endpoint {
+// zone hints and one names this node's zone, those; otherwise all. Without nodeHints (the
+// PreferSameTrafficDistribution gate off) node hints are not looked at.
+func topologyFilter(eps []endpoint, nodeName, zone string, nodeHints bool) []endpoint {
 	if readyCount(eps) == 0 {
 		return eps
 	}
-	allNode, forNode, allZone, forZone := true, false, true, false
+	allNode, forNode, allZone, forZone := nodeHints, false, true, false
 	for _, e := range eps {
 		if len(e.nodeHints) == 0 {
 			allNode = false

@@ -60,6 +60,11 @@ type Options struct {
 	// LoadBalancer ingress IP among them is served but not bound again.
 	LocalAddresses []netip.Addr
 
+	// IgnoreNodeHints is --feature-gates=PreferSameTrafficDistribution=false: the node hints
+	// of EndpointSlices (forNodes) are not followed, only their zone hints, as kube-proxy
+	// with the gate off.
+	IgnoreNodeHints bool
+
 	MasqueradeAll bool
 	// MasqueradeBit is the fwmark bit marking packets for SNAT (default 14 -> 0x4000).
 	MasqueradeBit int

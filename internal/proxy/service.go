@@ -182,11 +182,11 @@ func (b *builder) portEndpoints(p *servicePort, checked []checkedSlice) {
 	// it), while a client elsewhere gets the reply from the pod's address and the
 	// connection fails, which upstream's e2e asserts (docs/traffic-policy.md).
 	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
-	p.clusterEps = topologyFilter(ready, o.NodeName, zone)
+	p.clusterEps = topologyFilter(ready, o.NodeName, zone, !o.IgnoreNodeHints)
 	if internalLocal {
 		p.clusterEps = local
 	}
-	p.externalEps = topologyFilter(ready, o.NodeName, zone)
+	p.externalEps = topologyFilter(ready, o.NodeName, zone, !o.IgnoreNodeHints)
 	p.externalOnly = externalPolicyLocal(svc)
 	if p.externalOnly && len(local) > 0 {
 		p.externalEps = local

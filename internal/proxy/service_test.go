@@ -247,6 +247,14 @@ func buildCases() []buildCase {
 				"10.244.1.5:zone-a:fornode-node-b", "10.244.2.6:local:zone-a:fornode-"+testNode, "10.244.1.7:zone-a:fornode-node-c")},
 		},
 		{
+			// --feature-gates=PreferSameTrafficDistribution=false: the zone hints decide.
+			name: "topology-node-hints-ignored-with-the-gate-off",
+			opts: func(o *Options) { o.IgnoreNodeHints = true },
+			svc:  svc("default", "topo", "10.96.0.24"),
+			slices: []*discoveryv1.EndpointSlice{slice("topo", "t-1", "http", 8080, tcp,
+				"10.244.1.5:zone-a:fornode-node-b", "10.244.2.6:local:zone-a:fornode-"+testNode, "10.244.1.7:zone-b:fornode-node-c")},
+		},
+		{
 			name: "topology-node-hints-not-for-this-node-then-zone",
 			svc:  svc("default", "topo", "10.96.0.24"),
 			slices: []*discoveryv1.EndpointSlice{slice("topo", "t-1", "http", 8080, tcp,
