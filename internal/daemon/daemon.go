@@ -334,6 +334,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("wait for Services and EndpointSlices: %w", err)
 	}
 	d.collect()
+	d.listenHealthChecks()
 	d.run = runner.New(d.syncThenCollect, runner.Options{
 		Periodic:    d.periodicRead,
 		MinInterval: d.cfg.IPVS.MinSyncPeriod,

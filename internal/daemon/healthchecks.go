@@ -3,10 +3,16 @@ package daemon
 import (
 	"context"
 	"maps"
+	"net/netip"
+	"slices"
 
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/healthcheck"
+	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/watch"
 )
 
@@ -49,4 +55,47 @@ func (d *Daemon) syncHealthChecks(ctx context.Context, changed map[types.Namespa
 // added or removed, or any field of one (its port, its local endpoint count).
 func healthChecksChanged(a, b map[types.NamespacedName]healthcheck.Service) bool {
 	return !maps.Equal(a, b)
+}
+
+// listenHealthChecks sets the addresses the health check node ports listen on from the
+// node's addresses now, as kube-proxy's service health server does at start.
+func (d *Daemon) listenHealthChecks() {
+	host, err := d.readHost()
+	if err != nil {
+		d.log.Error("could not read the node's addresses; health check node ports listen on every address", zap.Error(err))
+		return
+	}
+	fams := make([]inet.Family, 0, len(d.families))
+	for _, f := range d.families {
+		fams = append(fams, f.ipFamily)
+	}
+	addrs, all := healthCheckAddrs(&d.cfg, fams, d.nodeName, d.deps.Source.Node(), host.addrs)
+	if !all && len(addrs) == 0 {
+		d.log.Error("no node address matches nodePortAddresses; health check node ports listen on every address",
+			zap.Stringers("nodePortAddresses", d.cfg.NodePortAddresses))
+	}
+	d.hc.SetAddrs(addrs)
+}
+
+// healthCheckAddrs returns the node addresses the health check node ports listen on, as
+// kube-proxy: every address (all) unless nodePortAddresses limits the node ports of every
+// proxied family (a CIDR of the family other than /0, or primary), then the node's
+// addresses the node ports of each family listen on.
+func healthCheckAddrs(cfg *config.Config, fams []inet.Family, nodeName string, node *v1.Node, host []netip.Addr) (addrs []string, all bool) {
+	for _, f := range fams {
+		limited := cfg.NodePortPrimary || slices.ContainsFunc(cfg.NodePortAddresses, func(p netip.Prefix) bool {
+			return f.Matches(p.Addr()) && p.Bits() > 0
+		})
+		if !limited {
+			return nil, true
+		}
+	}
+	for _, f := range fams {
+		for _, a := range buildOptions(cfg, f, nodeName, node, host).NodePortAddresses {
+			if s := a.String(); !slices.Contains(addrs, s) {
+				addrs = append(addrs, s)
+			}
+		}
+	}
+	return addrs, false
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -64,6 +65,18 @@ func New(addrs []string, healthy func() bool, listen Listener, report Reporter, 
 	}
 	return &Manager{addrs: addrs, healthy: healthy, listen: listen, report: report, log: log,
 		services: map[types.NamespacedName]*instance{}}
+}
+
+// SetAddrs sets the addresses (IP strings; nil or empty: all) the health checks opened from
+// now on listen on. The daemon sets them once, before its first sync, from the node's
+// addresses at start, as kube-proxy does.
+func (m *Manager) SetAddrs(addrs []string) {
+	if len(addrs) == 0 {
+		addrs = []string{""}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.addrs = slices.Clone(addrs)
 }
 
 // Sync makes the served health checks exactly want: new ones are opened, gone or re-ported
