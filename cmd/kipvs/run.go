@@ -179,13 +179,13 @@ func serveHTTP(ctx context.Context, wg *sync.WaitGroup, cfg *config.Config, d *d
 		serve("health", a.String(), d.Health().Handler())
 	}
 	if a := cfg.MetricsBindAddress; a.IsValid() {
-		serve("metrics", a.String(), metricsHandler(cfg, d, d.Gatherer()))
+		serve("metrics", a.String(), metricsHandler(cfg, d, d.Gatherer(), func(v string) (string, error) { return logging.SetVerbosity(log, v) }))
 	}
 }
 
 // metricsHandler serves /metrics and /configz, the debug endpoints cfg enables and, with
-// enableProfiling, /debug/pprof.
-func metricsHandler(cfg *config.Config, d *daemon.Daemon, g prometheus.Gatherer) http.Handler {
+// enableProfiling, /debug/pprof and /debug/flags/v (setV changes the log verbosity).
+func metricsHandler(cfg *config.Config, d *daemon.Daemon, g prometheus.Gatherer, setV func(string) (string, error)) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", server.MetricsHandler(g, func() any { return cfg.KubeProxyConfiguration() }))
 	server.HandleDebug(mux, cfg.Kipvs.DebugEndpoints, d.VirtualServers, d.State)
@@ -195,6 +195,7 @@ func metricsHandler(cfg *config.Config, d *daemon.Daemon, g prometheus.Gatherer)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		server.HandleFlagsV(mux, setV)
 	}
 	return mux
 }

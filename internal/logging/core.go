@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"go.uber.org/zap/buffer"
 	"go.uber.org/zap/zapcore"
@@ -92,28 +93,32 @@ func parseVModule(s string) ([]modulePat, error) {
 
 // gate decides which V levels are written: up to verbosity everywhere, and up to a
 // pattern's level in the source files it matches (the first matching pattern counts).
+// verbosity is shared by every core derived from one logger and may change at run time
+// (SetVerbosity).
 type gate struct {
-	verbosity int
-	max       int
+	verbosity *atomic.Int32
+	modMax    int // the highest level of a pattern
 	modules   []modulePat
 }
 
 func newGate(verbosity int, modules []modulePat) gate {
-	g := gate{verbosity: max(verbosity, 0), modules: modules}
-	g.max = g.verbosity
+	g := gate{verbosity: new(atomic.Int32), modules: modules}
+	g.verbosity.Store(int32(max(verbosity, 0)))
 	for _, m := range modules {
-		g.max = max(g.max, m.level)
+		g.modMax = max(g.modMax, m.level)
 	}
 	return g
 }
 
 // enabled reports whether level may be written from some source file.
-func (g gate) enabled(l zapcore.Level) bool { return verbosityOf(l) <= g.max }
+func (g gate) enabled(l zapcore.Level) bool {
+	return verbosityOf(l) <= max(int(g.verbosity.Load()), g.modMax)
+}
 
 // allows reports whether level is written from the source file file.
 func (g gate) allows(l zapcore.Level, file string) bool {
 	v := verbosityOf(l)
-	if v <= g.verbosity {
+	if v <= int(g.verbosity.Load()) {
 		return true
 	}
 	name := strings.TrimSuffix(filepath.Base(file), ".go")

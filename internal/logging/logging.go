@@ -1,6 +1,7 @@
 package logging
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -35,6 +36,26 @@ func New(format string, verbosity int, vmodule string) (*zap.Logger, error) {
 	}
 	c := &core{enc: enc, out: zapcore.Lock(os.Stderr), gate: newGate(verbosity, mods)}
 	return zap.New(c, zap.AddCaller()), nil
+}
+
+// SetVerbosity sets -v at run time, as kube-proxy's PUT /debug/flags/v: for kipvs's lines
+// (log must come from New, or be derived from a logger that did) and for what client-go
+// logs through klog. It returns kube-proxy's answer.
+func SetVerbosity(log *zap.Logger, value string) (string, error) {
+	v, err := strconv.ParseUint(value, 10, 31)
+	if err != nil {
+		return "", fmt.Errorf("verbosity %q: %w", value, err)
+	}
+	c, ok := log.Core().(*core)
+	if !ok {
+		return "", errors.New("the logger's verbosity cannot be changed")
+	}
+	var klogV klog.Level
+	if err := klogV.Set(value); err != nil {
+		return "", fmt.Errorf("failed set klog.logging.verbosity %s: %w", value, err)
+	}
+	c.gate.verbosity.Store(int32(v))
+	return "successfully set klog.logging.verbosity to " + value, nil
 }
 
 // BridgeKlog sends everything client-go logs through klog to log, and sets klog's own
