@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/daemon"
@@ -159,7 +160,8 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger, opts 
 // during a swap) is retried every 5 s, unless --bind-address-hard-fail is set: then it ends
 // the run through stop.
 func serveHTTP(ctx context.Context, wg *sync.WaitGroup, cfg *config.Config, d *daemon.Daemon, stop func(), log *zap.Logger) {
-	serve := func(name string, addr string, h http.Handler) {
+	// failedReason is kube-proxy's Node Event reason for a server that cannot start.
+	serve := func(name, failedReason string, addr string, h http.Handler) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -171,15 +173,16 @@ func serveHTTP(ctx context.Context, wg *sync.WaitGroup, cfg *config.Config, d *d
 			})
 			if err != nil {
 				log.Error("server failed and --bind-address-hard-fail is set", zap.Error(err))
+				d.StartEvent(v1.EventTypeWarning, failedReason, err.Error())
 				stop()
 			}
 		}()
 	}
 	if a := cfg.HealthzBindAddress; a.IsValid() {
-		serve("health", a.String(), d.Health().Handler())
+		serve("health", "FailedToStartProxierHealthcheck", a.String(), d.Health().Handler())
 	}
 	if a := cfg.MetricsBindAddress; a.IsValid() {
-		serve("metrics", a.String(), metricsHandler(cfg, d, d.Gatherer(), func(v string) (string, error) { return logging.SetVerbosity(log, v) }))
+		serve("metrics", "FailedToStartMetricServer", a.String(), metricsHandler(cfg, d, d.Gatherer(), func(v string) (string, error) { return logging.SetVerbosity(log, v) }))
 	}
 }
 

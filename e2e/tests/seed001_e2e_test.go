@@ -121,20 +121,23 @@ func TestSeed001NodeToClusterIP(t *testing.T) {
 				}
 			}
 			// The event broadcaster writes asynchronously.
-			_, err := poll.Wait(30*time.Second, "a Warning Event ClusterCIDROverlapsServiceCIDR on Node "+harness.NodeName, func() (bool, string) {
+			// With it, kube-proxy's Normal Starting Event (action StartKubeProxy) on the Node.
+			_, err := poll.Wait(30*time.Second, "a Warning Event ClusterCIDROverlapsServiceCIDR and a Normal Starting on Node "+harness.NodeName, func() (bool, string) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				evs, err := s.api.CS.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 				if err != nil {
 					return false, err.Error()
 				}
+				var overlap, starting bool
 				for _, e := range evs.Items {
-					if e.Regarding.Kind == "Node" && e.Regarding.Name == harness.NodeName && e.Type == "Warning" &&
-						e.Reason == "ClusterCIDROverlapsServiceCIDR" && e.ReportingController == "kipvs" {
-						return true, ""
+					if e.Regarding.Kind != "Node" || e.Regarding.Name != harness.NodeName || e.ReportingController != "kipvs" {
+						continue
 					}
+					overlap = overlap || e.Type == "Warning" && e.Reason == "ClusterCIDROverlapsServiceCIDR"
+					starting = starting || e.Type == "Normal" && e.Reason == "Starting" && e.Action == "StartKubeProxy"
 				}
-				return false, fmt.Sprintf("%d Events in default", len(evs.Items))
+				return overlap && starting, fmt.Sprintf("%d Events in default (overlap %v, starting %v)", len(evs.Items), overlap, starting)
 			})
 			if err != nil {
 				t.Error(err)

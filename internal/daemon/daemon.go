@@ -296,6 +296,9 @@ func (d *Daemon) Prepare(ctx context.Context) error {
 	if d.deps.SysfsRoot != "" {
 		if err := setConntrackHashsize(d.deps.SysfsRoot, d.cfg.Conntrack.Max(d.deps.NumCPU), d.log); err != nil {
 			d.log.Warn("could not size the conntrack hash table", zap.Error(err))
+			if reason, msg, ok := readOnlySysEvent(err); ok {
+				d.StartEvent(v1.EventTypeWarning, reason, msg)
+			}
 		}
 	}
 	if t := ipvsTimeouts(&d.cfg); t != (ipvs.Timeouts{}) {
@@ -325,10 +328,20 @@ func (d *Daemon) checkSetMatch(ctx context.Context) error {
 	return nil
 }
 
+// StartEvent records a start-up Event on this node's Node with kube-proxy's action
+// (StartKubeProxy): the Normal Starting one, or a failure to start a server; nothing without
+// an API.
+func (d *Daemon) StartEvent(eventType, reason, message string) {
+	if d.events != nil {
+		d.events.StartNode(d.nodeName, eventType, reason, message)
+	}
+}
+
 // Run syncs until ctx ends. The source must be started; Run waits for it to sync before it
 // touches the kernel, so a half-filled cache never deletes live rules.
 func (d *Daemon) Run(ctx context.Context) error {
 	src := d.deps.Source
+	d.StartEvent(v1.EventTypeNormal, "Starting", "")
 	d.log.Info("waiting for the Service source to sync")
 	if err := src.WaitForSync(ctx); err != nil {
 		return fmt.Errorf("wait for Services and EndpointSlices: %w", err)

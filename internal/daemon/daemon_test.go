@@ -391,6 +391,18 @@ func TestPrepareIPVSTimeoutsRefused(t *testing.T) {
 	}
 }
 
+// A conntrack hash size /sys refuses as read-only gives kube-proxy's Node Event; other
+// failures none.
+func TestReadOnlySysEvent(t *testing.T) {
+	ro := fmt.Errorf("set x: %w", &os.PathError{Op: "open", Path: "/sys/module/nf_conntrack/parameters/hashsize", Err: syscall.EROFS})
+	if reason, msg, ok := readOnlySysEvent(ro); !ok || reason != "readOnlySysFS" || !strings.HasPrefix(msg, "CRI error: /sys is read-only") {
+		t.Errorf("read-only /sys: %q %q %v", reason, msg, ok)
+	}
+	if _, _, ok := readOnlySysEvent(&os.PathError{Err: syscall.EACCES}); ok {
+		t.Error("EACCES gave the read-only Event")
+	}
+}
+
 // A read-only /proc/sys gives one clear error naming the key.
 func TestSysctlReadOnlyNamesKey(t *testing.T) {
 	s := sysctl.NewFake(map[string]string{"net/ipv4/vs/conntrack": "0"})
@@ -416,6 +428,12 @@ func (r *recordedEvents) WarnNode(node, reason, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, "Node/"+node+" "+reason+" "+msg)
+}
+
+func (r *recordedEvents) StartNode(node, eventType, reason, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, "Node/"+node+" "+eventType+" "+reason+" "+msg)
 }
 
 func (r *recordedEvents) all() []string {
@@ -477,7 +495,7 @@ endpoints:
 	dump, _ := node.ipvs.Dump()
 	golden.Check(t, "scheduler-fallback-ipvs.txt", dump)
 	got := strings.Join(ev.all(), "\n")
-	for _, want := range []string{"default/lb SchedulerUnavailable", "default/lb ExternalIPIsNodeAddress"} {
+	for _, want := range []string{"default/lb SchedulerUnavailable", "default/lb ExternalIPIsNodeAddress", "Node/node-a Normal Starting "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("events lack %q:\n%s", want, got)
 		}

@@ -67,6 +67,11 @@ func (a *eventAggregator) WarnNode(node, reason, message string) {
 	a.add(eventKey{node: node, reason: reason}, message)
 }
 
+// StartNode is recorded as it comes: there is one of each per start.
+func (a *eventAggregator) StartNode(node, eventType, reason, message string) {
+	a.sink.StartNode(node, eventType, reason, message)
+}
+
 // count adds n problems of svc with reason to its next Event's count, without examples
 // (the daemon's report logs the first problems of a Service one by one, and these only as
 // a count).

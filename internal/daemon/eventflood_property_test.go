@@ -91,6 +91,10 @@ func (e *floodEvents) WarnNode(node, reason, msg string) {
 	e.events = append(e.events, floodEvent{key: "Node/" + node + " " + reason, at: e.clk.Now(), count: 1})
 }
 
+func (e *floodEvents) StartNode(node, _, reason, _ string) {
+	e.events = append(e.events, floodEvent{key: "Node/" + node + " " + reason, at: e.clk.Now(), count: 1})
+}
+
 func TestEventFloodProperty(t *testing.T) {
 	for seed := uint64(1); seed <= floodSeeds; seed++ {
 		if err := floodRun(seed); err != nil {

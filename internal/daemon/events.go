@@ -11,11 +11,18 @@ import (
 	"k8s.io/client-go/tools/events"
 )
 
-// EventSink records Warning Events on a Service, or on this node's Node.
+// EventSink records Warning Events on a Service, or on this node's Node, and the start-up
+// Events kube-proxy records on its Node.
 type EventSink interface {
 	Warn(svc types.NamespacedName, reason, message string)
 	WarnNode(node, reason, message string)
+	// StartNode records an Event of eventType (v1.EventTypeNormal or Warning) on the Node
+	// with kube-proxy's action StartKubeProxy: Starting, or a failure to start.
+	StartNode(node, eventType, reason, message string)
 }
+
+// ActionStart is the action of the Events StartNode records, kube-proxy's.
+const ActionStart = "StartKubeProxy"
 
 // apiEvents writes events.k8s.io/v1 Events through the API, reported by "kipvs" from this
 // node, with client-go's correlation (repeats become a series, not a flood).
@@ -40,6 +47,11 @@ func (e *apiEvents) Warn(svc types.NamespacedName, reason, message string) {
 func (e *apiEvents) WarnNode(node, reason, message string) {
 	ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)}
 	e.rec.Eventf(ref, nil, v1.EventTypeWarning, reason, "Configuration", "%s", fitNote(message))
+}
+
+func (e *apiEvents) StartNode(node, eventType, reason, message string) {
+	ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)}
+	e.rec.Eventf(ref, nil, eventType, reason, ActionStart, "%s", fitNote(message))
 }
 
 // maxNote is the longest note the apiserver accepts in an events.k8s.io/v1 Event; a longer

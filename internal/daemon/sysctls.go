@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -68,4 +69,15 @@ func ipvsTimeouts(cfg *config.Config) ipvs.Timeouts {
 		TCPFin: uint32(cfg.IPVS.TCPFinTimeout / time.Second),
 		UDP:    uint32(cfg.IPVS.UDPTimeout / time.Second),
 	}
+}
+
+// readOnlySysEvent returns kube-proxy's Node Event for a conntrack setting that failed
+// because /sys is read-only (its reason is its error's text), for err from
+// setConntrackHashsize.
+func readOnlySysEvent(err error) (reason, message string, ok bool) {
+	if !errors.Is(err, syscall.EROFS) {
+		return "", "", false
+	}
+	return "readOnlySysFS", "CRI error: /sys is read-only: " +
+		"cannot modify conntrack limits, problems may arise later (If running Docker, see docker issue #24000)", true
 }
