@@ -413,9 +413,12 @@ func TestSysctlReadOnlyNamesKey(t *testing.T) {
 	}
 }
 
+// recordedEvents records the Warning Events of problems (all) and the start-up Events of
+// the Node (starts) apart.
 type recordedEvents struct {
 	mu     sync.Mutex
 	events []string
+	starts []string
 }
 
 func (r *recordedEvents) Warn(svc types.NamespacedName, reason, msg string) {
@@ -433,7 +436,13 @@ func (r *recordedEvents) WarnNode(node, reason, msg string) {
 func (r *recordedEvents) StartNode(node, eventType, reason, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, "Node/"+node+" "+eventType+" "+reason+" "+msg)
+	r.starts = append(r.starts, "Node/"+node+" "+eventType+" "+reason+" "+msg)
+}
+
+func (r *recordedEvents) startEvents() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.starts)
 }
 
 func (r *recordedEvents) all() []string {
@@ -495,7 +504,10 @@ endpoints:
 	dump, _ := node.ipvs.Dump()
 	golden.Check(t, "scheduler-fallback-ipvs.txt", dump)
 	got := strings.Join(ev.all(), "\n")
-	for _, want := range []string{"default/lb SchedulerUnavailable", "default/lb ExternalIPIsNodeAddress", "Node/node-a Normal Starting "} {
+	if starts := ev.startEvents(); !slices.Equal(starts, []string{"Node/node-a Normal Starting "}) {
+		t.Errorf("start-up Events %q, want one Normal Starting on the Node", starts)
+	}
+	for _, want := range []string{"default/lb SchedulerUnavailable", "default/lb ExternalIPIsNodeAddress"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("events lack %q:\n%s", want, got)
 		}
