@@ -17,7 +17,6 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
-	"github.com/kipvs/kipvs/internal/logging"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/reconcile"
 )
@@ -40,18 +39,10 @@ It takes the same flags as run (only --config and --ipvs-exclude-cidrs matter; w
 as with run, the file's ipvs.excludeCIDRs counts and the flag is ignored).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			bootLog, boot := logging.NewBoot()
-			cfg, err := config.Load(flags, bootLog)
+			cfg, log, err := boot(flags)
 			if err != nil {
-				boot.ReplayConsole()
 				return err
 			}
-			log, err := logging.New(string(cfg.LogFormat), cfg.Verbosity, cfg.VModule)
-			if err != nil {
-				boot.ReplayConsole()
-				return err
-			}
-			boot.Replay(log)
 			return runCleanup(cmd.Context(), cfg, log, dryRun)
 		},
 	}

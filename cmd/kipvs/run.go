@@ -37,18 +37,10 @@ file changes, to be restarted with it. Kernel state is left in place on exit, so
 a switch back to kube-proxy keeps every live connection.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			bootLog, boot := logging.NewBoot()
-			cfg, err := config.Load(flags, bootLog)
+			cfg, log, err := boot(flags)
 			if err != nil {
-				boot.ReplayConsole()
 				return err
 			}
-			log, err := logging.New(string(cfg.LogFormat), cfg.Verbosity, cfg.VModule)
-			if err != nil {
-				boot.ReplayConsole()
-				return err
-			}
-			boot.Replay(log)
 			defer func() { _ = log.Sync() }()
 			if err := logging.BridgeKlog(log, cfg.Verbosity, cfg.VModule); err != nil {
 				return err
