@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,7 +164,9 @@ func kipvsLines(t *testing.T, format string) []string {
 }
 
 func kubeProxyLines(t *testing.T, format string) []string {
-	b, err := os.ReadFile(filepath.Join("testdata", "kube-proxy-v1.34.10."+format+".log"))
+	// Next to this file: the kernel test binary runs in the VM from another directory.
+	_, self, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(self), "testdata", "kube-proxy-v1.34.10."+format+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
