@@ -14,29 +14,17 @@ import (
 // loggers write to os.Stderr, which is a pipe meanwhile).
 func stderrOf(t *testing.T, args ...string) string {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	saved := os.Stderr
-	os.Stderr = w
-	read := make(chan []byte, 1)
-	go func() {
-		b, _ := io.ReadAll(r)
-		read <- b
-	}()
-	cmd := newRootCommand()
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	err = cmd.Execute()
-	os.Stderr = saved
-	w.Close()
-	out := <-read
-	r.Close()
+	var err error
+	out := captureStderr(t, func() {
+		cmd := newRootCommand()
+		cmd.SetArgs(args)
+		cmd.SetOut(io.Discard)
+		err = cmd.Execute()
+	})
 	if err != nil {
 		t.Fatalf("kipvs %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return string(out)
+	return out
 }
 
 // With the JSON log format every line kipvs writes to stderr is JSON, the warnings about
