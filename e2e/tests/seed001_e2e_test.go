@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +116,11 @@ func TestSeed001NodeToClusterIP(t *testing.T) {
 				t.Errorf("kipvs_cluster_cidr_overlaps_service_cidr = %v, want 1", got)
 			}
 			log := k.Log()
-			for _, w := range append([]string{"ERROR", "clusterCIDR overlaps the Service CIDR"}, o.want...) {
+			// An error line in klog's header (kube-proxy's text format): "E1206 08:00:00.123456 ...".
+			if !regexp.MustCompile(`(?m)^\s*E\d{4} \d\d:\d\d:\d\d\.\d{6} .*"clusterCIDR overlaps the Service CIDR"`).MatchString(log) {
+				t.Errorf("kipvs's log has no error line saying the clusterCIDR overlaps the Service CIDR:\n%s", log)
+			}
+			for _, w := range append([]string{"clusterCIDR overlaps the Service CIDR"}, o.want...) {
 				if !strings.Contains(log, w) {
 					t.Errorf("kipvs's log does not say %q:\n%s", w, log)
 				}
