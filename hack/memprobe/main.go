@@ -45,7 +45,7 @@ import (
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
-	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
 	"github.com/kipvs/kipvs/internal/watch"
 )
 
@@ -364,7 +364,7 @@ func fakeDeps(src *watch.APISource) daemon.Deps {
 		},
 		// Both families run, as on a node with IPv6 (the benchmark VM).
 		IPv6: func() error { return nil },
-		Sysctl: sysctl.NewFake(map[string]string{
+		Sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
 			"net/ipv4/ip_forward": "0", "net/netfilter/nf_conntrack_max": "65536",
 			"net/netfilter/nf_conntrack_tcp_timeout_established": "432000", "net/netfilter/nf_conntrack_tcp_timeout_close_wait": "60",

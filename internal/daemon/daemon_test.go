@@ -35,7 +35,7 @@ import (
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/reconcile"
-	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 	"github.com/kipvs/kipvs/internal/watch"
@@ -65,14 +65,14 @@ type fakeNode struct {
 	ipset  *ipset.Fake
 	nf     *netfilter.Fake
 	dummy  *dummyif.Fake
-	sysctl *sysctl.Fake
+	sysctl *sysctltest.Fake
 }
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{
 		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(inet.IPv4),
 		dummy: dummyif.NewFake(ipvsmode.DummyName),
-		sysctl: sysctl.NewFake(map[string]string{
+		sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
 			"net/ipv4/ip_forward": "0", "net/netfilter/nf_conntrack_max": "65536",
 			"net/netfilter/nf_conntrack_tcp_timeout_established": "432000", "net/netfilter/nf_conntrack_tcp_timeout_close_wait": "60",
@@ -405,7 +405,7 @@ func TestReadOnlySysEvent(t *testing.T) {
 
 // A read-only /proc/sys gives one clear error naming the key.
 func TestSysctlReadOnlyNamesKey(t *testing.T) {
-	s := sysctl.NewFake(map[string]string{"net/ipv4/vs/conntrack": "0"})
+	s := sysctltest.NewFake(map[string]string{"net/ipv4/vs/conntrack": "0"})
 	s.SetReadOnly(true)
 	err := applySysctls(s, []ipvsmode.Sysctl{{Key: "net/ipv4/vs/conntrack", Value: "1", Why: "why"}}, zap.NewNop())
 	if err == nil || !strings.Contains(err.Error(), "net.ipv4.vs.conntrack") {

@@ -29,7 +29,7 @@ import (
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
-	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
 )
 
 // dualNode is one dual-stack node's kernel over the fakes: IPVS, ipsets and the dummy link
@@ -39,7 +39,7 @@ type dualNode struct {
 	ipset    *ipset.Fake
 	nf4, nf6 *netfilter.Fake
 	dummy    *dummyif.Fake
-	sysctl   *sysctl.Fake
+	sysctl   *sysctltest.Fake
 }
 
 func newDualNode() *dualNode {
@@ -47,7 +47,7 @@ func newDualNode() *dualNode {
 		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(),
 		nf4: netfilter.NewFake(inet.IPv4), nf6: netfilter.NewFake(inet.IPv6),
 		dummy: dummyif.NewFake(ipvsmode.DummyName),
-		sysctl: sysctl.NewFake(map[string]string{
+		sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
 			"net/ipv4/ip_forward": "0", "net/ipv6/conf/all/forwarding": "0", "net/netfilter/nf_conntrack_max": "65536",
 			"net/netfilter/nf_conntrack_tcp_timeout_established": "432000", "net/netfilter/nf_conntrack_tcp_timeout_close_wait": "60",

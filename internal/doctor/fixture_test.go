@@ -29,6 +29,7 @@ import (
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
 )
 
 // The fixture is a healthy node: a kipvs daemon (its desired state built by the real proxy
@@ -154,7 +155,7 @@ type fixture struct {
 	cfg     config.Config
 	release string
 	mods    fakeModules
-	sysctl  *sysctl.Fake
+	sysctl  *sysctltest.Fake
 	net     *fakeNet
 	ipvs    *ipvs.Fake
 	ipset   *ipset.Fake
@@ -276,7 +277,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	for _, s := range want {
 		values[s.Key] = s.Value
 	}
-	f.sysctl = sysctl.NewFake(values)
+	f.sysctl = sysctltest.NewFake(values)
 	return f
 }
 
@@ -343,7 +344,7 @@ func (f *fixture) dropSysctl(key string) {
 		f.t.Fatalf("dropSysctl: no key %s", p)
 	}
 	delete(vals, p)
-	f.sysctl = sysctl.NewFake(vals)
+	f.sysctl = sysctltest.NewFake(vals)
 }
 
 func errBoom() error { return errors.New("boom") }
