@@ -34,7 +34,7 @@ import (
 	"github.com/kipvs/kipvs/e2e/bench"
 	"github.com/kipvs/kipvs/e2e/cluster"
 	"github.com/kipvs/kipvs/internal/config"
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
@@ -360,7 +360,7 @@ func fakeDeps(src *watch.APISource) daemon.Deps {
 	return daemon.Deps{
 		Source: src, IPVS: v,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
-			return reconcile.Kernel{IPVS: v, Filter: iptables.New(f, sets, nf[f]), Dummy: dummy, Conntrack: conntrack.NewFake()}, nil
+			return reconcile.Kernel{IPVS: v, Filter: iptables.New(f, sets, nf[f]), Dummy: dummy, Conntrack: conntracktest.NewFake()}, nil
 		},
 		// Both families run, as on a node with IPv6 (the benchmark VM).
 		IPv6: func() error { return nil },

@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipvs/kipvs/internal/config"
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
@@ -84,7 +84,7 @@ func (n *fakeNode) deps(src watch.Source, reg *prometheus.Registry) Deps {
 	return Deps{
 		Source: src, IPVS: n.ipvs,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
-			return reconcile.Kernel{IPVS: n.ipvs, Filter: iptables.New(f, n.ipset, n.nf), Dummy: n.dummy, Conntrack: conntrack.NewFake()}, nil
+			return reconcile.Kernel{IPVS: n.ipvs, Filter: iptables.New(f, n.ipset, n.nf), Dummy: n.dummy, Conntrack: conntracktest.NewFake()}, nil
 		},
 		Sysctl:        n.sysctl,
 		HostAddrs:     func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.1.10")}, nil },
@@ -561,7 +561,7 @@ func TestDaemonFamilies(t *testing.T) {
 				if f == inet.IPv6 {
 					nf = nf6
 				}
-				return reconcile.Kernel{IPVS: node.ipvs, Filter: iptables.New(f, node.ipset, nf), Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
+				return reconcile.Kernel{IPVS: node.ipvs, Filter: iptables.New(f, node.ipset, nf), Dummy: node.dummy, Conntrack: conntracktest.NewFake()}, nil
 			}
 			deps.IPv6 = tc.ipv6
 			deps.RandomFully = func(f inet.Family) bool { return f == inet.IPv4 }

@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/faulty"
@@ -643,14 +643,14 @@ func (s *faultySource) final() *faultySource {
 type faultyNode struct {
 	*fakeNode
 	nf6       *netfilter.Fake // ip6tables, used when dualStack
-	ct        *conntrack.Fake
+	ct        *conntracktest.Fake
 	foreign   *dummyif.Fake // another link, with an address of its own
 	dualStack bool
 }
 
 func faultyNewNode(t *testing.T, dualStack bool) *faultyNode {
 	t.Helper()
-	n := &faultyNode{fakeNode: newFakeNode(), nf6: netfilter.NewFake(inet.IPv6), ct: conntrack.NewFake(),
+	n := &faultyNode{fakeNode: newFakeNode(), nf6: netfilter.NewFake(inet.IPv6), ct: conntracktest.NewFake(),
 		foreign: dummyif.NewFake("eth1"), dualStack: dualStack}
 	must := func(err error) {
 		t.Helper()

@@ -17,7 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
@@ -140,7 +140,7 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 	deps.Clock = clk
 	deps.IPVS = slow
 	deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
-		return reconcile.Kernel{IPVS: slow, Filter: iptables.New(f, node.ipset, node.nf), Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
+		return reconcile.Kernel{IPVS: slow, Filter: iptables.New(f, node.ipset, node.nf), Dummy: node.dummy, Conntrack: conntracktest.NewFake()}, nil
 	}
 	cfg := testConfig(t)
 	cfg.IPVS.SyncPeriod = 30 * time.Second
@@ -218,7 +218,7 @@ func TestStopDuringPeriodicRead(t *testing.T) {
 	deps.Clock = clk
 	deps.IPVS = slow
 	deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
-		return reconcile.Kernel{IPVS: slow, Filter: iptables.New(f, node.ipset, node.nf), Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
+		return reconcile.Kernel{IPVS: slow, Filter: iptables.New(f, node.ipset, node.nf), Dummy: node.dummy, Conntrack: conntracktest.NewFake()}, nil
 	}
 	cfg := testConfig(t)
 	cfg.IPVS.SyncPeriod = 30 * time.Second

@@ -19,7 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
@@ -311,7 +311,7 @@ func newProxier(t *testing.T, fam inet.Family) *proxier {
 	p := &proxier{t: t, fam: fam, ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(nff), dummy: dummyif.NewFake("kube-ipvs0")}
 	// No graceful period: a removed real server goes at once rather than draining at weight 0
 	// (graceful termination has its own tests), so the kernels compare.
-	p.rec = reconcile.New(reconcile.Kernel{IPVS: p.ipvs, Filter: iptables.New(fam, p.ipset, p.nf), Dummy: p.dummy, Conntrack: conntrack.NewFake()},
+	p.rec = reconcile.New(reconcile.Kernel{IPVS: p.ipvs, Filter: iptables.New(fam, p.ipset, p.nf), Dummy: p.dummy, Conntrack: conntracktest.NewFake()},
 		reconcile.Options{Family: fam, Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))})
 	return p
 }

@@ -14,7 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
@@ -77,7 +77,7 @@ func kernelSync(t *testing.T, fam inet.Family, nodeAddr string, svcs []kernelSvc
 	if fam == inet.IPv6 {
 		nff = inet.IPv6
 	}
-	rec := reconcile.New(reconcile.Kernel{IPVS: ipv, Filter: iptables.New(fam, ipset.NewFake(), netfilter.NewFake(nff)), Dummy: dummy, Conntrack: conntrack.NewFake()},
+	rec := reconcile.New(reconcile.Kernel{IPVS: ipv, Filter: iptables.New(fam, ipset.NewFake(), netfilter.NewFake(nff)), Dummy: dummy, Conntrack: conntracktest.NewFake()},
 		reconcile.Options{Family: fam, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))})
 	opts := &proxy.Options{Family: fam, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14,
 		NodePortAddresses: []netip.Addr{netip.MustParseAddr(nodeAddr)}, NodeIP: netip.MustParseAddr(nodeAddr)}

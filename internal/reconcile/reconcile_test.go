@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/testutil/golden"
-
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
@@ -24,6 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
@@ -31,6 +30,7 @@ import (
 	"github.com/kipvs/kipvs/internal/metrics"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
 
 // env is one node: fake kernel, desired state, reconciler.
@@ -40,7 +40,7 @@ type env struct {
 	ipset   *ipset.Fake
 	nf      *netfilter.Fake
 	dummy   *dummyif.Fake
-	ct      *conntrack.Fake
+	ct      *conntracktest.Fake
 	clk     *clocktesting.FakeClock
 	reg     *prometheus.Registry
 	opts    *proxy.Options
@@ -56,7 +56,7 @@ func newEnv(t testing.TB, mod ...func(*Options)) *env {
 		ipset: ipset.NewFake(),
 		nf:    netfilter.NewFake(inet.IPv4),
 		dummy: dummyif.NewFake("kube-ipvs0"),
-		ct:    conntrack.NewFake(),
+		ct:    conntracktest.NewFake(),
 		clk:   clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)),
 		reg:   prometheus.NewRegistry(),
 		ctx:   context.Background(),
