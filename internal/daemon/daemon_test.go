@@ -31,6 +31,7 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -61,7 +62,7 @@ endpoints:
 const oneServiceIPVS = "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n"
 
 type fakeNode struct {
-	ipvs   *ipvs.Fake
+	ipvs   *ipvstest.Fake
 	ipset  *ipset.Fake
 	nf     *netfilter.Fake
 	dummy  *dummyif.Fake
@@ -70,7 +71,7 @@ type fakeNode struct {
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{
-		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(inet.IPv4),
+		ipvs: ipvstest.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(inet.IPv4),
 		dummy: dummyif.NewFake(ipvsmode.DummyName),
 		sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",

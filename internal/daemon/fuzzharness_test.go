@@ -24,7 +24,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
-	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
@@ -35,7 +35,7 @@ import (
 // dualNode is one dual-stack node's kernel over the fakes: IPVS, ipsets and the dummy link
 // are shared by both families, as in the kernel; iptables and ip6tables are separate.
 type dualNode struct {
-	ipvs     *ipvs.Fake
+	ipvs     *ipvstest.Fake
 	ipset    *ipset.Fake
 	nf4, nf6 *netfilter.Fake
 	dummy    *dummyif.Fake
@@ -44,7 +44,7 @@ type dualNode struct {
 
 func newDualNode() *dualNode {
 	n := &dualNode{
-		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(),
+		ipvs: ipvstest.NewFake(), ipset: ipset.NewFake(),
 		nf4: netfilter.NewFake(inet.IPv4), nf6: netfilter.NewFake(inet.IPv6),
 		dummy: dummyif.NewFake(ipvsmode.DummyName),
 		sysctl: sysctltest.NewFake(map[string]string{

@@ -21,6 +21,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
@@ -37,7 +38,7 @@ const stallBound = time.Second
 // slowTableRead. The copy is taken at the start, so changes made during the read are not
 // in it (the stale copy a real dump of a changing table can return).
 type slowIPVS struct {
-	*ipvs.Fake
+	*ipvstest.Fake
 	clk     *clocktesting.FakeClock
 	slow    atomic.Bool
 	reading chan struct{}

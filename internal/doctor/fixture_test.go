@@ -23,7 +23,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
-	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
@@ -157,7 +157,7 @@ type fixture struct {
 	mods    fakeModules
 	sysctl  *sysctltest.Fake
 	net     *fakeNet
-	ipvs    *ipvs.Fake
+	ipvs    *ipvstest.Fake
 	ipset   *ipset.Fake
 	nf      *netfilter.Fake
 	ipt     *fakeIptables
@@ -205,7 +205,7 @@ func webService(lb bool) (*v1.Service, *discoveryv1.EndpointSlice) {
 
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
-	f := &fixture{t: t, release: "6.1.0-56-amd64", mods: fakeModules{}, ipvs: ipvs.NewFake(), ipset: ipset.NewFake(),
+	f := &fixture{t: t, release: "6.1.0-56-amd64", mods: fakeModules{}, ipvs: ipvstest.NewFake(), ipset: ipset.NewFake(),
 		nf: netfilter.NewFake(inet.IPv4), now: epoch()}
 	f.ipt = &fakeIptables{nf: f.nf}
 	f.cfg = config.Defaults()

@@ -24,7 +24,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
-	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
@@ -293,7 +293,7 @@ func star(n int) []int {
 type proxier struct {
 	t       *testing.T
 	fam     inet.Family
-	ipvs    *ipvs.Fake
+	ipvs    *ipvstest.Fake
 	ipset   *ipset.Fake
 	nf      *netfilter.Fake
 	dummy   *dummyif.Fake
@@ -308,7 +308,7 @@ func newProxier(t *testing.T, fam inet.Family) *proxier {
 	if fam == inet.IPv6 {
 		nff = inet.IPv6
 	}
-	p := &proxier{t: t, fam: fam, ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(nff), dummy: dummyif.NewFake("kube-ipvs0")}
+	p := &proxier{t: t, fam: fam, ipvs: ipvstest.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(nff), dummy: dummyif.NewFake("kube-ipvs0")}
 	// No graceful period: a removed real server goes at once rather than draining at weight 0
 	// (graceful termination has its own tests), so the kernels compare.
 	p.rec = reconcile.New(reconcile.Kernel{IPVS: p.ipvs, Filter: iptables.New(fam, p.ipset, p.nf), Dummy: p.dummy, Conntrack: conntracktest.NewFake()},

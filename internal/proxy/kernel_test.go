@@ -19,7 +19,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
-	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
@@ -71,7 +71,7 @@ func lb(ips ...string) func(*v1.Service) {
 // full sync does, and returns the IPVS table and kube-ipvs0's addresses.
 func kernelSync(t *testing.T, fam inet.Family, nodeAddr string, svcs []kernelSvc) string {
 	t.Helper()
-	ipv := ipvs.NewFake()
+	ipv := ipvstest.NewFake()
 	dummy := dummyif.NewFake("kube-ipvs0")
 	nff := inet.IPv4
 	if fam == inet.IPv6 {

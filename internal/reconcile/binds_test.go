@@ -18,6 +18,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 )
 
 var errRefused = errors.New("refused by the test")
@@ -94,7 +95,7 @@ func (g *gatedDummy) EnsureAddresses(as []netip.Addr) []error {
 // vipFirst checks that every virtual server but refused's is created with its VIP bound
 // already, and closes created at the first one.
 type vipFirst struct {
-	*ipvs.Fake
+	*ipvstest.Fake
 	dummy   *dummyif.Fake
 	refused netip.Addr // no bind to wait for
 	created chan struct{}
@@ -221,7 +222,7 @@ func (c *countingDummy) EnsureAddresses(as []netip.Addr) []error {
 
 // cancelAtCreate cancels at the first virtual server created.
 type cancelAtCreate struct {
-	*ipvs.Fake
+	*ipvstest.Fake
 	cancel context.CancelFunc
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/metrics"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
@@ -36,7 +37,7 @@ import (
 // env is one node: fake kernel, desired state, reconciler.
 type env struct {
 	t       testing.TB
-	ipvs    *ipvs.Fake
+	ipvs    *ipvstest.Fake
 	ipset   *ipset.Fake
 	nf      *netfilter.Fake
 	dummy   *dummyif.Fake
@@ -52,7 +53,7 @@ type env struct {
 func newEnv(t testing.TB, mod ...func(*Options)) *env {
 	e := &env{
 		t:     t,
-		ipvs:  ipvs.NewFake(),
+		ipvs:  ipvstest.NewFake(),
 		ipset: ipset.NewFake(),
 		nf:    netfilter.NewFake(inet.IPv4),
 		dummy: dummyif.NewFake("kube-ipvs0"),
@@ -349,7 +350,7 @@ func TestFaultMidPlanRetriesTheFailedObject(t *testing.T) {
 	maps.Copy(touched.VirtualServers, api.VirtualServers)
 	maps.Copy(touched.Members, api.Members)
 	maps.Copy(touched.Addresses, api.Addresses)
-	e.ipvs.SetFault(ipvs.FailNth(e.ipvs.Mutations()+2, syscall.ENOMEM))
+	e.ipvs.SetFault(ipvstest.FailNth(e.ipvs.Mutations()+2, syscall.ENOMEM))
 	_, err := e.rec.Sync(e.ctx, e.desired, e.opts, touched)
 	if !errors.Is(err, syscall.ENOMEM) || !IsApplyError(err) {
 		t.Fatalf("sync error = %v, want an *ApplyError with the injected ENOMEM", err)
