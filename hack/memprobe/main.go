@@ -39,7 +39,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -354,7 +354,7 @@ func apiSource(cfg *config.Config, rc *rest.Config, log *zap.Logger) (*watch.API
 
 func fakeDeps(src *watch.APISource) daemon.Deps {
 	v := ipvstest.NewFake()
-	sets := ipset.NewFake()
+	sets := ipsettest.NewFake()
 	nf := map[inet.Family]*netfilter.Fake{inet.IPv4: netfilter.NewFake(inet.IPv4), inet.IPv6: netfilter.NewFake(inet.IPv6)}
 	dummy := dummyif.NewFake(ipvsmode.DummyName)
 	return daemon.Deps{

@@ -29,7 +29,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
@@ -63,7 +63,7 @@ const oneServiceIPVS = "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 10.244
 
 type fakeNode struct {
 	ipvs   *ipvstest.Fake
-	ipset  *ipset.Fake
+	ipset  *ipsettest.Fake
 	nf     *netfilter.Fake
 	dummy  *dummyif.Fake
 	sysctl *sysctltest.Fake
@@ -71,7 +71,7 @@ type fakeNode struct {
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{
-		ipvs: ipvstest.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(inet.IPv4),
+		ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(), nf: netfilter.NewFake(inet.IPv4),
 		dummy: dummyif.NewFake(ipvsmode.DummyName),
 		sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",

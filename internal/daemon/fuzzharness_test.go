@@ -23,7 +23,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -36,7 +36,7 @@ import (
 // are shared by both families, as in the kernel; iptables and ip6tables are separate.
 type dualNode struct {
 	ipvs     *ipvstest.Fake
-	ipset    *ipset.Fake
+	ipset    *ipsettest.Fake
 	nf4, nf6 *netfilter.Fake
 	dummy    *dummyif.Fake
 	sysctl   *sysctltest.Fake
@@ -44,7 +44,7 @@ type dualNode struct {
 
 func newDualNode() *dualNode {
 	n := &dualNode{
-		ipvs: ipvstest.NewFake(), ipset: ipset.NewFake(),
+		ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(),
 		nf4: netfilter.NewFake(inet.IPv4), nf6: netfilter.NewFake(inet.IPv6),
 		dummy: dummyif.NewFake(ipvsmode.DummyName),
 		sysctl: sysctltest.NewFake(map[string]string{

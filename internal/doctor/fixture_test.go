@@ -22,7 +22,7 @@ import (
 	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -158,7 +158,7 @@ type fixture struct {
 	sysctl  *sysctltest.Fake
 	net     *fakeNet
 	ipvs    *ipvstest.Fake
-	ipset   *ipset.Fake
+	ipset   *ipsettest.Fake
 	nf      *netfilter.Fake
 	ipt     *fakeIptables
 	// other is iptables-legacy beside kipvs's iptables-nft (nil: not installed).
@@ -205,7 +205,7 @@ func webService(lb bool) (*v1.Service, *discoveryv1.EndpointSlice) {
 
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
-	f := &fixture{t: t, release: "6.1.0-56-amd64", mods: fakeModules{}, ipvs: ipvstest.NewFake(), ipset: ipset.NewFake(),
+	f := &fixture{t: t, release: "6.1.0-56-amd64", mods: fakeModules{}, ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(),
 		nf: netfilter.NewFake(inet.IPv4), now: epoch()}
 	f.ipt = &fakeIptables{nf: f.nf}
 	f.cfg = config.Defaults()

@@ -26,6 +26,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/metrics"
@@ -38,7 +39,7 @@ import (
 type env struct {
 	t       testing.TB
 	ipvs    *ipvstest.Fake
-	ipset   *ipset.Fake
+	ipset   *ipsettest.Fake
 	nf      *netfilter.Fake
 	dummy   *dummyif.Fake
 	ct      *conntracktest.Fake
@@ -54,7 +55,7 @@ func newEnv(t testing.TB, mod ...func(*Options)) *env {
 	e := &env{
 		t:     t,
 		ipvs:  ipvstest.NewFake(),
-		ipset: ipset.NewFake(),
+		ipset: ipsettest.NewFake(),
 		nf:    netfilter.NewFake(inet.IPv4),
 		dummy: dummyif.NewFake("kube-ipvs0"),
 		ct:    conntracktest.NewFake(),

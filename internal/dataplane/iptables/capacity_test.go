@@ -8,6 +8,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
@@ -36,7 +37,7 @@ func header(t *testing.T, sets ipset.Interface, name string) *ipset.SetInfo {
 // grows (swapped in at a larger maxelem) instead of the add failing, keeps every member,
 // and shrinks back to the default once most are gone, with hysteresis in between.
 func TestSetGrowsAndShrinks(t *testing.T) {
-	sets := ipset.NewFake()
+	sets := ipsettest.NewFake()
 	p := New(inet.IPv4, sets, netfilter.NewFake(inet.IPv4))
 	name := SetName(inet.IPv4, proxy.SetClusterIP)
 	runTx(t, p, dataplane.Tx{CreateSets: []dataplane.SetSpec{spec(inet.IPv4, proxy.SetClusterIP)}})
@@ -84,7 +85,7 @@ func TestSetGrowsAndShrinks(t *testing.T) {
 // A set kube-proxy created (default maxelem, nearly full) is adopted and grown; a set kipvs
 // grew is accepted by Check as it is.
 func TestAdoptedSetGrowsAndCheckAcceptsGrownSet(t *testing.T) {
-	sets := ipset.NewFake()
+	sets := ipsettest.NewFake()
 	p := New(inet.IPv4, sets, netfilter.NewFake(inet.IPv4))
 	name := SetName(inet.IPv4, proxy.SetClusterIP)
 	kubeProxy := ipset.Set{Name: name, Type: ipset.HashIPPort, HashSize: 1024, MaxElem: 65536}

@@ -9,6 +9,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
@@ -33,7 +34,7 @@ func TestMembersRoundTripKernel(t *testing.T) {
 			}
 			p := New(f, sets, rules)
 
-			fake := ipset.NewFake()
+			fake := ipsettest.NewFake()
 			mirror := New(f, fake, netfilter.NewFake(f))
 			_, missing, _ := mirror.Members()
 			runTx(t, mirror, dataplane.Tx{CreateSets: missing, AddMembers: membersOfEverySet(f)})
