@@ -37,7 +37,7 @@ import (
 	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
@@ -356,7 +356,7 @@ func fakeDeps(src *watch.APISource) daemon.Deps {
 	v := ipvstest.NewFake()
 	sets := ipsettest.NewFake()
 	nf := map[inet.Family]*netfilter.Fake{inet.IPv4: netfilter.NewFake(inet.IPv4), inet.IPv6: netfilter.NewFake(inet.IPv6)}
-	dummy := dummyif.NewFake(ipvsmode.DummyName)
+	dummy := dummyiftest.NewFake(ipvsmode.DummyName)
 	return daemon.Deps{
 		Source: src, IPVS: v,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {

@@ -27,7 +27,7 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs"
@@ -65,14 +65,14 @@ type fakeNode struct {
 	ipvs   *ipvstest.Fake
 	ipset  *ipsettest.Fake
 	nf     *netfilter.Fake
-	dummy  *dummyif.Fake
+	dummy  *dummyiftest.Fake
 	sysctl *sysctltest.Fake
 }
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{
 		ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(), nf: netfilter.NewFake(inet.IPv4),
-		dummy: dummyif.NewFake(ipvsmode.DummyName),
+		dummy: dummyiftest.NewFake(ipvsmode.DummyName),
 		sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
 			"net/ipv4/ip_forward": "0", "net/netfilter/nf_conntrack_max": "65536",

@@ -25,7 +25,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
@@ -644,14 +644,14 @@ type faultyNode struct {
 	*fakeNode
 	nf6       *netfilter.Fake // ip6tables, used when dualStack
 	ct        *conntracktest.Fake
-	foreign   *dummyif.Fake // another link, with an address of its own
+	foreign   *dummyiftest.Fake // another link, with an address of its own
 	dualStack bool
 }
 
 func faultyNewNode(t *testing.T, dualStack bool) *faultyNode {
 	t.Helper()
 	n := &faultyNode{fakeNode: newFakeNode(), nf6: netfilter.NewFake(inet.IPv6), ct: conntracktest.NewFake(),
-		foreign: dummyif.NewFake("eth1"), dualStack: dualStack}
+		foreign: dummyiftest.NewFake("eth1"), dualStack: dualStack}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

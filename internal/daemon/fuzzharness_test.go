@@ -21,7 +21,7 @@ import (
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
@@ -38,7 +38,7 @@ type dualNode struct {
 	ipvs     *ipvstest.Fake
 	ipset    *ipsettest.Fake
 	nf4, nf6 *netfilter.Fake
-	dummy    *dummyif.Fake
+	dummy    *dummyiftest.Fake
 	sysctl   *sysctltest.Fake
 }
 
@@ -46,7 +46,7 @@ func newDualNode() *dualNode {
 	n := &dualNode{
 		ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(),
 		nf4: netfilter.NewFake(inet.IPv4), nf6: netfilter.NewFake(inet.IPv6),
-		dummy: dummyif.NewFake(ipvsmode.DummyName),
+		dummy: dummyiftest.NewFake(ipvsmode.DummyName),
 		sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
 			"net/ipv4/ip_forward": "0", "net/ipv6/conf/all/forwarding": "0", "net/netfilter/nf_conntrack_max": "65536",

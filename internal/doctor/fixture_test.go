@@ -20,7 +20,7 @@ import (
 	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/debugapi"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
@@ -226,7 +226,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		desired.Update(types.NamespacedName{Namespace: s.Namespace, Name: s.Name},
 			proxy.BuildService(proxy.ServiceInput{Service: s, Slices: []*discoveryv1.EndpointSlice{es}}, opts), nil)
 	}
-	dummy := dummyif.NewFake(ipvsmode.DummyName)
+	dummy := dummyiftest.NewFake(ipvsmode.DummyName)
 	filter := iptables.New(inet.IPv4, f.ipset, f.nf)
 	rec := reconcile.New(reconcile.Kernel{IPVS: f.ipvs, Filter: filter, Dummy: dummy},
 		reconcile.Options{Family: inet.IPv4, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(epoch())})

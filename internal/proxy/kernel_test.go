@@ -16,7 +16,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
@@ -72,7 +72,7 @@ func lb(ips ...string) func(*v1.Service) {
 func kernelSync(t *testing.T, fam inet.Family, nodeAddr string, svcs []kernelSvc) string {
 	t.Helper()
 	ipv := ipvstest.NewFake()
-	dummy := dummyif.NewFake("kube-ipvs0")
+	dummy := dummyiftest.NewFake("kube-ipvs0")
 	nff := inet.IPv4
 	if fam == inet.IPv6 {
 		nff = inet.IPv6

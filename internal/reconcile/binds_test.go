@@ -16,7 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 )
@@ -28,7 +28,7 @@ var errRefused = errors.New("refused by the test")
 // of one that has wait in it until a step waits for them: until awaited was last called
 // with binds of the same request (unwaited: not within 10 s).
 type gatedDummy struct {
-	*dummyif.Fake
+	*dummyiftest.Fake
 	refuse     netip.Addr
 	hold, wait netip.Addr
 	release    chan struct{}
@@ -96,7 +96,7 @@ func (g *gatedDummy) EnsureAddresses(as []netip.Addr) []error {
 // already, and closes created at the first one.
 type vipFirst struct {
 	*ipvstest.Fake
-	dummy   *dummyif.Fake
+	dummy   *dummyiftest.Fake
 	refused netip.Addr // no bind to wait for
 	created chan struct{}
 	once    sync.Once
@@ -200,7 +200,7 @@ func TestRunBindsBesideVirtualServers(t *testing.T) {
 // countingDummy counts the bind requests, and those sent once ctx was done, and holds
 // those of an address step with hold in it until ctx is done.
 type countingDummy struct {
-	*dummyif.Fake
+	*dummyiftest.Fake
 	ctx   context.Context
 	hold  netip.Addr
 	calls atomic.Int32
@@ -269,7 +269,7 @@ func TestRunCancelledWhileBinding(t *testing.T) {
 
 // favorDummy counts the bind requests sent while the binding goroutine was not favored.
 type favorDummy struct {
-	*dummyif.Fake
+	*dummyiftest.Fake
 	favored, restored *atomic.Int32
 	unfavored         atomic.Int32
 }
@@ -340,7 +340,7 @@ func TestRunFavorsTheBinder(t *testing.T) {
 // callsDummy records each EnsureAddresses call; the first waits for gate, having closed
 // started.
 type callsDummy struct {
-	*dummyif.Fake
+	*dummyiftest.Fake
 	refuse  netip.Addr
 	started chan struct{}
 	gate    chan struct{}
@@ -383,7 +383,7 @@ func TestBinderGathersQueuedChunks(t *testing.T) {
 	for _, n := range sizes {
 		chunks = append(chunks, chunk(n))
 	}
-	d := &callsDummy{Fake: dummyif.NewFake("kube-ipvs0"), refuse: chunks[2][1], started: make(chan struct{}), gate: make(chan struct{})}
+	d := &callsDummy{Fake: dummyiftest.NewFake("kube-ipvs0"), refuse: chunks[2][1], started: make(chan struct{}), gate: make(chan struct{})}
 	b := startBinder(context.Background(), d, clock.RealClock{}, len(chunks), func() func() { return func() {} })
 	b.submit(&Plan{AddAddrs: chunks[0]}, nil, chunks[0][0])
 	<-d.started // the binder is in its first call: the rest queue up

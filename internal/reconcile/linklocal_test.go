@@ -8,7 +8,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
@@ -34,7 +34,7 @@ func TestLinkLocalLeftoverVIPRemoved(t *testing.T) {
 			"link kube-ipvs0 type dummy state UP\naddr fe80::8c4f:a1ff:fe2b:7c10/64\n"},
 	} {
 		t.Run(tc.family.String(), func(t *testing.T) {
-			dummy := dummyif.NewFake("kube-ipvs0")
+			dummy := dummyiftest.NewFake("kube-ipvs0")
 			if _, err := dummy.EnsureLink(); err != nil {
 				t.Fatal(err)
 			}

@@ -23,7 +23,7 @@ import (
 	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
@@ -41,7 +41,7 @@ type env struct {
 	ipvs    *ipvstest.Fake
 	ipset   *ipsettest.Fake
 	nf      *netfilter.Fake
-	dummy   *dummyif.Fake
+	dummy   *dummyiftest.Fake
 	ct      *conntracktest.Fake
 	clk     *clocktesting.FakeClock
 	reg     *prometheus.Registry
@@ -57,7 +57,7 @@ func newEnv(t testing.TB, mod ...func(*Options)) *env {
 		ipvs:  ipvstest.NewFake(),
 		ipset: ipsettest.NewFake(),
 		nf:    netfilter.NewFake(inet.IPv4),
-		dummy: dummyif.NewFake("kube-ipvs0"),
+		dummy: dummyiftest.NewFake("kube-ipvs0"),
 		ct:    conntracktest.NewFake(),
 		clk:   clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)),
 		reg:   prometheus.NewRegistry(),

@@ -1,4 +1,4 @@
-package dummyif
+package dummyiftest
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -38,7 +39,7 @@ type Fake struct {
 	addrs map[netip.Prefix]bool
 }
 
-var _ Interface = (*Fake)(nil)
+var _ dummyif.Interface = (*Fake)(nil)
 
 // NewFake returns a fake with no link called name ("" means ipvsmode.DummyName). It panics on an
 // invalid name, as it is meant for tests.
@@ -46,7 +47,7 @@ func NewFake(name string) *Fake {
 	if name == "" {
 		name = ipvsmode.DummyName
 	}
-	if err := validName(name); err != nil {
+	if err := dummyif.ValidName(name); err != nil {
 		panic(err)
 	}
 	return &Fake{name: name, addrs: map[netip.Prefix]bool{}}
@@ -107,7 +108,7 @@ func (f *Fake) dummy() error {
 	case "dummy":
 		return nil
 	default:
-		return notDummy(f.name, f.typ)
+		return dummyif.NotDummyError(f.name, f.typ)
 	}
 }
 
@@ -120,7 +121,7 @@ func (f *Fake) EnsureLink() (bool, error) {
 		return false, nil
 	case "":
 	default:
-		return false, notDummy(f.name, f.typ)
+		return false, dummyif.NotDummyError(f.name, f.typ)
 	}
 	if err := f.check("add dummy link " + f.name); err != nil {
 		return false, err
@@ -155,7 +156,7 @@ func (f *Fake) Addresses() ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("list addresses of link %s: %w", f.name, err)
 	}
 	out := slices.Collect(maps.Keys(f.addrs))
-	sortPrefixes(out)
+	dummyif.SortPrefixes(out)
 	return out, nil
 }
 
@@ -172,7 +173,7 @@ func (f *Fake) DeleteAddress(addr netip.Addr) error {
 // changeAddress adds (add) or deletes addr's host prefix, failing as the kernel does when it
 // is already there (EEXIST) or not there (EADDRNOTAVAIL).
 func (f *Fake) changeAddress(addr netip.Addr, add bool) error {
-	p, err := hostPrefix(addr)
+	p, err := dummyif.HostPrefix(addr)
 	if err != nil {
 		return err
 	}
@@ -200,17 +201,19 @@ func (f *Fake) changeAddress(addr netip.Addr, add bool) error {
 }
 
 // EnsureAddress implements Interface.
-func (f *Fake) EnsureAddress(addr netip.Addr) (bool, error) { return ensureAddress(f, addr) }
+func (f *Fake) EnsureAddress(addr netip.Addr) (bool, error) { return dummyif.EnsureAddressVia(f, addr) }
 
 // EnsureAddresses implements Interface (one address at a time: each can fail alone).
-func (f *Fake) EnsureAddresses(addrs []netip.Addr) []error { return ensureAddresses(f, addrs) }
+func (f *Fake) EnsureAddresses(addrs []netip.Addr) []error {
+	return dummyif.EnsureAddressesVia(f, addrs)
+}
 
 // RemoveAddress implements Interface.
-func (f *Fake) RemoveAddress(addr netip.Addr) (bool, error) { return removeAddress(f, addr) }
+func (f *Fake) RemoveAddress(addr netip.Addr) (bool, error) { return dummyif.RemoveAddressVia(f, addr) }
 
 // Dump implements Interface.
 func (f *Fake) Dump() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return formatDump(f.name, f.typ, f.up, slices.Collect(maps.Keys(f.addrs))), nil
+	return dummyif.FormatDump(f.name, f.typ, f.up, slices.Collect(maps.Keys(f.addrs))), nil
 }
