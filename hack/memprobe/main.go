@@ -42,7 +42,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
@@ -355,7 +355,7 @@ func apiSource(cfg *config.Config, rc *rest.Config, log *zap.Logger) (*watch.API
 func fakeDeps(src *watch.APISource) daemon.Deps {
 	v := ipvstest.NewFake()
 	sets := ipsettest.NewFake()
-	nf := map[inet.Family]*netfilter.Fake{inet.IPv4: netfilter.NewFake(inet.IPv4), inet.IPv6: netfilter.NewFake(inet.IPv6)}
+	nf := map[inet.Family]*netfiltertest.Fake{inet.IPv4: netfiltertest.NewFake(inet.IPv4), inet.IPv6: netfiltertest.NewFake(inet.IPv6)}
 	dummy := dummyiftest.NewFake(ipvsmode.DummyName)
 	return daemon.Deps{
 		Source: src, IPVS: v,

@@ -35,6 +35,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
@@ -64,14 +65,14 @@ const oneServiceIPVS = "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 10.244
 type fakeNode struct {
 	ipvs   *ipvstest.Fake
 	ipset  *ipsettest.Fake
-	nf     *netfilter.Fake
+	nf     *netfiltertest.Fake
 	dummy  *dummyiftest.Fake
 	sysctl *sysctltest.Fake
 }
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{
-		ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(), nf: netfilter.NewFake(inet.IPv4),
+		ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(), nf: netfiltertest.NewFake(inet.IPv4),
 		dummy: dummyiftest.NewFake(ipvsmode.DummyName),
 		sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
@@ -554,7 +555,7 @@ func TestDaemonFamilies(t *testing.T) {
 			}
 			log := zaptest.NewLogger(t)
 			node := newFakeNode()
-			nf6 := netfilter.NewFake(inet.IPv6)
+			nf6 := netfiltertest.NewFake(inet.IPv6)
 			reg := prometheus.NewRegistry()
 			deps := node.deps(startFileSource(t, t.Context(), path, log), reg)
 			deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {

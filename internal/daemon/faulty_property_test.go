@@ -31,6 +31,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/runner"
@@ -642,7 +643,7 @@ func (s *faultySource) final() *faultySource {
 // faultyNode is a fake node with every adapter faulty, foreign objects planted.
 type faultyNode struct {
 	*fakeNode
-	nf6       *netfilter.Fake // ip6tables, used when dualStack
+	nf6       *netfiltertest.Fake // ip6tables, used when dualStack
 	ct        *conntracktest.Fake
 	foreign   *dummyiftest.Fake // another link, with an address of its own
 	dualStack bool
@@ -650,7 +651,7 @@ type faultyNode struct {
 
 func faultyNewNode(t *testing.T, dualStack bool) *faultyNode {
 	t.Helper()
-	n := &faultyNode{fakeNode: newFakeNode(), nf6: netfilter.NewFake(inet.IPv6), ct: conntracktest.NewFake(),
+	n := &faultyNode{fakeNode: newFakeNode(), nf6: netfiltertest.NewFake(inet.IPv6), ct: conntracktest.NewFake(),
 		foreign: dummyiftest.NewFake("eth1"), dualStack: dualStack}
 	must := func(err error) {
 		t.Helper()

@@ -26,7 +26,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
@@ -37,7 +37,7 @@ import (
 type dualNode struct {
 	ipvs     *ipvstest.Fake
 	ipset    *ipsettest.Fake
-	nf4, nf6 *netfilter.Fake
+	nf4, nf6 *netfiltertest.Fake
 	dummy    *dummyiftest.Fake
 	sysctl   *sysctltest.Fake
 }
@@ -45,7 +45,7 @@ type dualNode struct {
 func newDualNode() *dualNode {
 	n := &dualNode{
 		ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(),
-		nf4: netfilter.NewFake(inet.IPv4), nf6: netfilter.NewFake(inet.IPv6),
+		nf4: netfiltertest.NewFake(inet.IPv4), nf6: netfiltertest.NewFake(inet.IPv6),
 		dummy: dummyiftest.NewFake(ipvsmode.DummyName),
 		sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",

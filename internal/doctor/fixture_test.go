@@ -26,6 +26,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl"
@@ -93,7 +94,7 @@ func (n *fakeNet) link(name string) *Link {
 
 // fakeIptables reads a netfilter fake; policy overrides the FORWARD policy it saves.
 type fakeIptables struct {
-	nf         *netfilter.Fake
+	nf         *netfiltertest.Fake
 	forwardPol string
 	// empty makes Save return nothing (no table created yet).
 	empty bool
@@ -159,7 +160,7 @@ type fixture struct {
 	net     *fakeNet
 	ipvs    *ipvstest.Fake
 	ipset   *ipsettest.Fake
-	nf      *netfilter.Fake
+	nf      *netfiltertest.Fake
 	ipt     *fakeIptables
 	// other is iptables-legacy beside kipvs's iptables-nft (nil: not installed).
 	other   *fakeIptables
@@ -206,7 +207,7 @@ func webService(lb bool) (*v1.Service, *discoveryv1.EndpointSlice) {
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
 	f := &fixture{t: t, release: "6.1.0-56-amd64", mods: fakeModules{}, ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(),
-		nf: netfilter.NewFake(inet.IPv4), now: epoch()}
+		nf: netfiltertest.NewFake(inet.IPv4), now: epoch()}
 	f.ipt = &fakeIptables{nf: f.nf}
 	f.cfg = config.Defaults()
 	f.cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}

@@ -25,7 +25,7 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 )
@@ -295,7 +295,7 @@ type proxier struct {
 	fam     inet.Family
 	ipvs    *ipvstest.Fake
 	ipset   *ipsettest.Fake
-	nf      *netfilter.Fake
+	nf      *netfiltertest.Fake
 	dummy   *dummyiftest.Fake
 	rec     *reconcile.Reconciler
 	desired *proxy.Desired
@@ -308,7 +308,7 @@ func newProxier(t *testing.T, fam inet.Family) *proxier {
 	if fam == inet.IPv6 {
 		nff = inet.IPv6
 	}
-	p := &proxier{t: t, fam: fam, ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(), nf: netfilter.NewFake(nff), dummy: dummyiftest.NewFake("kube-ipvs0")}
+	p := &proxier{t: t, fam: fam, ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(), nf: netfiltertest.NewFake(nff), dummy: dummyiftest.NewFake("kube-ipvs0")}
 	// No graceful period: a removed real server goes at once rather than draining at weight 0
 	// (graceful termination has its own tests), so the kernels compare.
 	p.rec = reconcile.New(reconcile.Kernel{IPVS: p.ipvs, Filter: iptables.New(fam, p.ipset, p.nf), Dummy: p.dummy, Conntrack: conntracktest.NewFake()},

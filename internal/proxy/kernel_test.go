@@ -20,7 +20,7 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
@@ -77,7 +77,7 @@ func kernelSync(t *testing.T, fam inet.Family, nodeAddr string, svcs []kernelSvc
 	if fam == inet.IPv6 {
 		nff = inet.IPv6
 	}
-	rec := reconcile.New(reconcile.Kernel{IPVS: ipv, Filter: iptables.New(fam, ipsettest.NewFake(), netfilter.NewFake(nff)), Dummy: dummy, Conntrack: conntracktest.NewFake()},
+	rec := reconcile.New(reconcile.Kernel{IPVS: ipv, Filter: iptables.New(fam, ipsettest.NewFake(), netfiltertest.NewFake(nff)), Dummy: dummy, Conntrack: conntracktest.NewFake()},
 		reconcile.Options{Family: fam, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))})
 	opts := &proxy.Options{Family: fam, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14,
 		NodePortAddresses: []netip.Addr{netip.MustParseAddr(nodeAddr)}, NodeIP: netip.MustParseAddr(nodeAddr)}

@@ -12,7 +12,7 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -44,7 +44,7 @@ func TestLinkLocalLeftoverVIPRemoved(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rec := New(Kernel{IPVS: ipvstest.NewFake(), Filter: iptables.New(tc.family, ipsettest.NewFake(), netfilter.NewFake(tc.nf)), Dummy: dummy},
+			rec := New(Kernel{IPVS: ipvstest.NewFake(), Filter: iptables.New(tc.family, ipsettest.NewFake(), netfiltertest.NewFake(tc.nf)), Dummy: dummy},
 				Options{Family: tc.family, Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))})
 			opts := &proxy.Options{Family: tc.family, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14}
 			d := proxy.NewDesired(tc.family)

@@ -30,7 +30,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/metrics"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
@@ -40,7 +40,7 @@ type env struct {
 	t       testing.TB
 	ipvs    *ipvstest.Fake
 	ipset   *ipsettest.Fake
-	nf      *netfilter.Fake
+	nf      *netfiltertest.Fake
 	dummy   *dummyiftest.Fake
 	ct      *conntracktest.Fake
 	clk     *clocktesting.FakeClock
@@ -56,7 +56,7 @@ func newEnv(t testing.TB, mod ...func(*Options)) *env {
 		t:     t,
 		ipvs:  ipvstest.NewFake(),
 		ipset: ipsettest.NewFake(),
-		nf:    netfilter.NewFake(inet.IPv4),
+		nf:    netfiltertest.NewFake(inet.IPv4),
 		dummy: dummyiftest.NewFake("kube-ipvs0"),
 		ct:    conntracktest.NewFake(),
 		clk:   clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)),

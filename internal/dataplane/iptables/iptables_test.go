@@ -13,6 +13,7 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -160,7 +161,7 @@ func membersOfEverySet(f inet.Family) []proxy.Member {
 // a full sync finds nothing to change; and every set of the family exists once created.
 func TestMembersRoundTrip(t *testing.T) {
 	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
-		t.Run(f.String(), func(t *testing.T) { roundTrip(t, New(f, ipsettest.NewFake(), netfilter.NewFake(f)), f, nil) })
+		t.Run(f.String(), func(t *testing.T) { roundTrip(t, New(f, ipsettest.NewFake(), netfiltertest.NewFake(f)), f, nil) })
 	}
 }
 
@@ -217,7 +218,7 @@ func runTx(t testing.TB, p *Filter, tx dataplane.Tx) dataplane.TxResult {
 // set's alone; every other set, and the rules, are applied.
 func TestRunFailureStaysWithItsSet(t *testing.T) {
 	sets := ipsettest.NewFake()
-	p := New(inet.IPv4, sets, netfilter.NewFake(inet.IPv4))
+	p := New(inet.IPv4, sets, netfiltertest.NewFake(inet.IPv4))
 	_, missing, err := p.Members()
 	if err != nil {
 		t.Fatal(err)
