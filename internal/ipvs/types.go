@@ -497,7 +497,7 @@ func NewBatchError(n int, errs []*OpError) error {
 	return &BatchError{Ops: n, Errors: errs}
 }
 
-// Interface is the IPVS adapter. Both the netlink client (New) and the fake (NewFake)
+// Interface is the IPVS adapter. Both the netlink client (New) and the fake (ipvstest.NewFake)
 // implement it; errors wrap kerr.ErrNotFound / ErrExists / ErrInvalid and the errno.
 type Interface interface {
 	// Info returns the IPVS version and connection table size.
