@@ -1,3 +1,6 @@
+// Package conntracktest holds the in-memory fake of package conntrack's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
 package conntracktest
 
 import (
@@ -72,7 +75,7 @@ func (f *Fake) Insert(fl conntrack.Flow) error {
 	return nil
 }
 
-// List implements Interface.
+// List implements conntrack.Interface.
 func (f *Fake) List() ([]conntrack.Flow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -89,7 +92,7 @@ func (f *Fake) list() []conntrack.Flow {
 	return out
 }
 
-// Delete implements Interface.
+// Delete implements conntrack.Interface.
 func (f *Fake) Delete(filters ...conntrack.Filter) (int, error) {
 	if err := conntrack.ValidateFilters(filters); err != nil {
 		return 0, err
@@ -126,7 +129,7 @@ func (f *Fake) Delete(filters ...conntrack.Filter) (int, error) {
 	return n, ferr
 }
 
-// Dump implements Interface.
+// Dump implements conntrack.Interface.
 func (f *Fake) Dump() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,3 +1,6 @@
+// Package dummyiftest holds the in-memory fake of package dummyif's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
 package dummyiftest
 
 import (
@@ -85,7 +88,7 @@ func (f *Fake) SetUp(up bool) {
 	}
 }
 
-// Name implements Interface.
+// Name implements dummyif.Interface.
 func (f *Fake) Name() string { return f.name }
 
 func (f *Fake) check(op string) error {
@@ -112,7 +115,7 @@ func (f *Fake) dummy() error {
 	}
 }
 
-// EnsureLink implements Interface.
+// EnsureLink implements dummyif.Interface.
 func (f *Fake) EnsureLink() (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -130,7 +133,7 @@ func (f *Fake) EnsureLink() (bool, error) {
 	return true, nil
 }
 
-// DeleteLink implements Interface.
+// DeleteLink implements dummyif.Interface.
 func (f *Fake) DeleteLink() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -145,7 +148,7 @@ func (f *Fake) DeleteLink() error {
 	return nil
 }
 
-// Addresses implements Interface.
+// Addresses implements dummyif.Interface.
 func (f *Fake) Addresses() ([]netip.Prefix, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -160,12 +163,12 @@ func (f *Fake) Addresses() ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// AddAddress implements Interface.
+// AddAddress implements dummyif.Interface.
 func (f *Fake) AddAddress(addr netip.Addr) error {
 	return f.changeAddress(addr, true)
 }
 
-// DeleteAddress implements Interface.
+// DeleteAddress implements dummyif.Interface.
 func (f *Fake) DeleteAddress(addr netip.Addr) error {
 	return f.changeAddress(addr, false)
 }
@@ -200,18 +203,18 @@ func (f *Fake) changeAddress(addr netip.Addr, add bool) error {
 	return nil
 }
 
-// EnsureAddress implements Interface.
+// EnsureAddress implements dummyif.Interface.
 func (f *Fake) EnsureAddress(addr netip.Addr) (bool, error) { return dummyif.EnsureAddressVia(f, addr) }
 
-// EnsureAddresses implements Interface (one address at a time: each can fail alone).
+// EnsureAddresses implements dummyif.Interface (one address at a time: each can fail alone).
 func (f *Fake) EnsureAddresses(addrs []netip.Addr) []error {
 	return dummyif.EnsureAddressesVia(f, addrs)
 }
 
-// RemoveAddress implements Interface.
+// RemoveAddress implements dummyif.Interface.
 func (f *Fake) RemoveAddress(addr netip.Addr) (bool, error) { return dummyif.RemoveAddressVia(f, addr) }
 
-// Dump implements Interface.
+// Dump implements dummyif.Interface.
 func (f *Fake) Dump() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,3 +1,6 @@
+// Package ipsettest holds the in-memory fake of package ipset's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
 package ipsettest
 
 import (
@@ -13,7 +16,7 @@ import (
 )
 
 // Fake is an in-memory model of one namespace's ipsets: headers, members and references. It
-// rejects what the kernel rejects with the same typed errors (see Interface), so reconcile
+// rejects what the kernel rejects with the same typed errors (see ipset.Interface), so reconcile
 // logic can be tested without root. Use Reference to model an iptables rule using a set, and
 // FailNth to make a kernel request fail.
 //
@@ -129,7 +132,7 @@ func (f *Fake) get(what, name string) (*fakeSet, error) {
 	return s, nil
 }
 
-// Create implements Interface.
+// Create implements ipset.Interface.
 func (f *Fake) Create(s ipset.Set) error {
 	s, err := s.Normalize()
 	if err != nil {
@@ -160,7 +163,7 @@ func (f *Fake) create(s ipset.Set) error {
 	return nil
 }
 
-// Destroy implements Interface.
+// Destroy implements ipset.Interface.
 func (f *Fake) Destroy(name string) error { return f.destroy(name) }
 
 func (f *Fake) destroy(name string) error {
@@ -182,7 +185,7 @@ func (f *Fake) destroy(name string) error {
 	return nil
 }
 
-// Flush implements Interface.
+// Flush implements ipset.Interface.
 func (f *Fake) Flush(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -200,7 +203,7 @@ func (f *Fake) Flush(name string) error {
 	return nil
 }
 
-// Swap implements Interface.
+// Swap implements ipset.Interface.
 func (f *Fake) Swap(a, b string) error { return f.swap(a, b) }
 
 func (f *Fake) swap(a, b string) error {
@@ -243,7 +246,7 @@ func (f *Fake) header(what, name string) (ipset.Set, error) {
 	return s.hdr, nil
 }
 
-// Add implements Interface.
+// Add implements ipset.Interface.
 func (f *Fake) Add(set string, entries ...ipset.Entry) error {
 	f.mu.Lock()
 	hdr, err := f.header("add to", set)
@@ -282,7 +285,7 @@ func (f *Fake) add(hdr ipset.Set, entries []ipset.Entry) error {
 	return nil
 }
 
-// Del implements Interface.
+// Del implements ipset.Interface.
 func (f *Fake) Del(set string, entries ...ipset.Entry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -300,7 +303,7 @@ func (f *Fake) Del(set string, entries ...ipset.Entry) error {
 	return bad
 }
 
-// Test implements Interface.
+// Test implements ipset.Interface.
 func (f *Fake) Test(set string, e ipset.Entry) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -336,7 +339,7 @@ func (f *Fake) Test(set string, e ipset.Entry) (bool, error) {
 	return false, nil
 }
 
-// List implements Interface.
+// List implements ipset.Interface.
 func (f *Fake) List(name string) (*ipset.SetInfo, error) { return f.list(name) }
 
 func (f *Fake) list(name string) (*ipset.SetInfo, error) {
@@ -352,7 +355,7 @@ func (f *Fake) list(name string) (*ipset.SetInfo, error) {
 	return f.info(s), nil
 }
 
-// Header implements Interface.
+// Header implements ipset.Interface.
 func (f *Fake) Header(name string) (*ipset.SetInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -377,7 +380,7 @@ func (f *Fake) info(s *fakeSet) *ipset.SetInfo {
 	return in
 }
 
-// ListNames implements Interface.
+// ListNames implements ipset.Interface.
 func (f *Fake) ListNames() ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -395,14 +398,14 @@ func (f *Fake) ListNames() ([]string, error) {
 	return names, nil
 }
 
-// Replace implements Interface.
+// Replace implements ipset.Interface.
 func (f *Fake) Replace(s ipset.Set, entries []ipset.Entry) error {
 	f.replaceMu.Lock()
 	defer f.replaceMu.Unlock()
 	return ipset.ReplaceWith(fakePrimitives{f}, s, entries)
 }
 
-// Dump implements Interface.
+// Dump implements ipset.Interface.
 func (f *Fake) Dump() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -416,7 +419,7 @@ func (f *Fake) Dump() (string, error) {
 	return ipset.FormatDump(infos), nil
 }
 
-// Close implements Interface.
+// Close implements ipset.Interface.
 func (f *Fake) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

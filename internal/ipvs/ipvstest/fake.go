@@ -1,3 +1,6 @@
+// Package ipvstest holds the in-memory fake of package ipvs's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
 package ipvstest
 
 import (
@@ -184,7 +187,7 @@ func (f *Fake) read(op string) error {
 	return nil
 }
 
-// Close implements Interface; later calls fail.
+// Close implements ipvs.Interface; later calls fail.
 func (f *Fake) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -192,7 +195,7 @@ func (f *Fake) Close() error {
 	return nil
 }
 
-// Info implements Interface.
+// Info implements ipvs.Interface.
 func (f *Fake) Info() (ipvs.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -202,7 +205,7 @@ func (f *Fake) Info() (ipvs.Info, error) {
 	return f.info, nil
 }
 
-// Timeouts implements Interface.
+// Timeouts implements ipvs.Interface.
 func (f *Fake) Timeouts() (ipvs.Timeouts, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -212,7 +215,7 @@ func (f *Fake) Timeouts() (ipvs.Timeouts, error) {
 	return f.timeouts, nil
 }
 
-// SetTimeouts implements Interface.
+// SetTimeouts implements ipvs.Interface.
 func (f *Fake) SetTimeouts(t ipvs.Timeouts) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -239,7 +242,7 @@ func (f *Fake) SetTimeouts(t ipvs.Timeouts) error {
 	return nil
 }
 
-// Flush implements Interface.
+// Flush implements ipvs.Interface.
 func (f *Fake) Flush() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -267,7 +270,7 @@ func (f *Fake) table() []ipvs.Entry {
 	return t
 }
 
-// Services implements Interface.
+// Services implements ipvs.Interface.
 func (f *Fake) Services() ([]ipvs.Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -282,7 +285,7 @@ func (f *Fake) Services() ([]ipvs.Service, error) {
 	return svcs, nil
 }
 
-// GetService implements Interface.
+// GetService implements ipvs.Interface.
 func (f *Fake) GetService(k ipvs.ServiceKey) (ipvs.Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -296,7 +299,7 @@ func (f *Fake) GetService(k ipvs.ServiceKey) (ipvs.Service, error) {
 	return readService(s.svc), nil
 }
 
-// Destinations implements Interface.
+// Destinations implements ipvs.Interface.
 func (f *Fake) Destinations(k ipvs.ServiceKey) ([]ipvs.Destination, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -315,7 +318,7 @@ func (f *Fake) Destinations(k ipvs.ServiceKey) ([]ipvs.Destination, error) {
 	return dests, nil
 }
 
-// Table implements Interface.
+// Table implements ipvs.Interface.
 func (f *Fake) Table() ([]ipvs.Entry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -325,7 +328,7 @@ func (f *Fake) Table() ([]ipvs.Entry, error) {
 	return f.table(), nil
 }
 
-// Dump implements Interface.
+// Dump implements ipvs.Interface.
 func (f *Fake) Dump() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -335,26 +338,26 @@ func (f *Fake) Dump() (string, error) {
 	return ipvs.FormatDump(f.table()), nil
 }
 
-// AddService implements Interface.
+// AddService implements ipvs.Interface.
 func (f *Fake) AddService(s ipvs.Service) error { return f.do(ipvs.AddServiceOp(s)) }
 
-// UpdateService implements Interface.
+// UpdateService implements ipvs.Interface.
 func (f *Fake) UpdateService(s ipvs.Service) error { return f.do(ipvs.UpdateServiceOp(s)) }
 
-// DeleteService implements Interface.
+// DeleteService implements ipvs.Interface.
 func (f *Fake) DeleteService(k ipvs.ServiceKey) error { return f.do(ipvs.DeleteServiceOp(k)) }
 
-// AddDestination implements Interface.
+// AddDestination implements ipvs.Interface.
 func (f *Fake) AddDestination(k ipvs.ServiceKey, d ipvs.Destination) error {
 	return f.do(ipvs.AddDestinationOp(k, d))
 }
 
-// UpdateDestination implements Interface.
+// UpdateDestination implements ipvs.Interface.
 func (f *Fake) UpdateDestination(k ipvs.ServiceKey, d ipvs.Destination) error {
 	return f.do(ipvs.UpdateDestinationOp(k, d))
 }
 
-// DeleteDestination implements Interface.
+// DeleteDestination implements ipvs.Interface.
 func (f *Fake) DeleteDestination(k ipvs.ServiceKey, ap netip.AddrPort) error {
 	return f.do(ipvs.DeleteDestinationOp(k, ap))
 }
@@ -368,7 +371,7 @@ func (f *Fake) do(o ipvs.Op) error {
 	return f.mutate(o)
 }
 
-// Apply implements Interface, with the same per-op semantics as the kernel batch.
+// Apply implements ipvs.Interface, with the same per-op semantics as the kernel batch.
 func (f *Fake) Apply(ops []ipvs.Op) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,3 +1,6 @@
+// Package netfiltertest holds the in-memory fake of package netfilter's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
 package netfiltertest
 
 import (
@@ -77,18 +80,18 @@ func (f *Fake) fault(op Op) error {
 	return nil
 }
 
-// Check implements Interface; it fails only with an injected fault (FailNext(OpCheck, ...)).
+// Check implements netfilter.Interface; it fails only with an injected fault (FailNext(OpCheck, ...)).
 func (f *Fake) Check(ctx context.Context, table netfilter.Table, rule string) error {
 	return f.fault(OpCheck)
 }
 
-// Family implements Interface.
+// Family implements netfilter.Interface.
 func (f *Fake) Family() inet.Family { return f.handle.Family() }
 
-// Backend implements Interface.
+// Backend implements netfilter.Interface.
 func (f *Fake) Backend() netfilter.Backend { return f.handle.Backend() }
 
-// Apply implements Interface.
+// Apply implements netfilter.Interface.
 func (f *Fake) Apply(ctx context.Context, rs netfilter.Ruleset) (netfilter.Result, error) {
 	if err := f.fault(OpApply); err != nil {
 		return netfilter.Result{}, err
@@ -96,7 +99,7 @@ func (f *Fake) Apply(ctx context.Context, rs netfilter.Ruleset) (netfilter.Resul
 	return f.handle.Apply(ctx, rs)
 }
 
-// Observe implements Interface.
+// Observe implements netfilter.Interface.
 func (f *Fake) Observe(ctx context.Context) (netfilter.Ruleset, error) {
 	if err := f.fault(OpObserve); err != nil {
 		return nil, err
@@ -104,7 +107,7 @@ func (f *Fake) Observe(ctx context.Context) (netfilter.Ruleset, error) {
 	return f.handle.Observe(ctx)
 }
 
-// Remove implements Interface.
+// Remove implements netfilter.Interface.
 func (f *Fake) Remove(ctx context.Context) (netfilter.Result, error) {
 	if err := f.fault(OpRemove); err != nil {
 		return netfilter.Result{}, err
@@ -112,7 +115,7 @@ func (f *Fake) Remove(ctx context.Context) (netfilter.Result, error) {
 	return f.handle.Remove(ctx)
 }
 
-// Dump implements Interface.
+// Dump implements netfilter.Interface.
 func (f *Fake) Dump(ctx context.Context) (string, error) {
 	if err := f.fault(OpDump); err != nil {
 		return "", err

@@ -1,3 +1,6 @@
+// Package sysctltest holds the in-memory fake of package sysctl's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
 package sysctltest
 
 import (
@@ -98,7 +101,7 @@ func (f *Fake) Dump() string {
 	return b.String()
 }
 
-// Get implements Interface.
+// Get implements sysctl.Interface.
 func (f *Fake) Get(key string) (string, error) {
 	p, err := sysctl.Path(key)
 	if err != nil {
@@ -121,7 +124,7 @@ func (f *Fake) Get(key string) (string, error) {
 	return v, nil
 }
 
-// Set implements Interface.
+// Set implements sysctl.Interface.
 func (f *Fake) Set(key, value string) (string, bool, error) {
 	p, err := sysctl.Path(key)
 	if err != nil {
