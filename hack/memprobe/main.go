@@ -34,18 +34,18 @@ import (
 	"github.com/kipvs/kipvs/e2e/bench"
 	"github.com/kipvs/kipvs/e2e/cluster"
 	"github.com/kipvs/kipvs/internal/config"
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
-	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
-	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
 	"github.com/kipvs/kipvs/internal/watch"
 )
 
@@ -353,18 +353,18 @@ func apiSource(cfg *config.Config, rc *rest.Config, log *zap.Logger) (*watch.API
 }
 
 func fakeDeps(src *watch.APISource) daemon.Deps {
-	v := ipvs.NewFake()
-	sets := ipset.NewFake()
-	nf := map[inet.Family]*netfilter.Fake{inet.IPv4: netfilter.NewFake(inet.IPv4), inet.IPv6: netfilter.NewFake(inet.IPv6)}
-	dummy := dummyif.NewFake(ipvsmode.DummyName)
+	v := ipvstest.NewFake()
+	sets := ipsettest.NewFake()
+	nf := map[inet.Family]*netfiltertest.Fake{inet.IPv4: netfiltertest.NewFake(inet.IPv4), inet.IPv6: netfiltertest.NewFake(inet.IPv6)}
+	dummy := dummyiftest.NewFake(ipvsmode.DummyName)
 	return daemon.Deps{
 		Source: src, IPVS: v,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
-			return reconcile.Kernel{IPVS: v, Filter: iptables.New(f, sets, nf[f]), Dummy: dummy, Conntrack: conntrack.NewFake()}, nil
+			return reconcile.Kernel{IPVS: v, Filter: iptables.New(f, sets, nf[f]), Dummy: dummy, Conntrack: conntracktest.NewFake()}, nil
 		},
 		// Both families run, as on a node with IPv6 (the benchmark VM).
 		IPv6: func() error { return nil },
-		Sysctl: sysctl.NewFake(map[string]string{
+		Sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
 			"net/ipv4/ip_forward": "0", "net/netfilter/nf_conntrack_max": "65536",
 			"net/netfilter/nf_conntrack_tcp_timeout_established": "432000", "net/netfilter/nf_conntrack_tcp_timeout_close_wait": "60",

@@ -140,8 +140,8 @@ type Interface interface {
 	Dump() (string, error)
 }
 
-// validateAll validates every filter.
-func validateAll(filters []Filter) error {
+// ValidateFilters validates every filter.
+func ValidateFilters(filters []Filter) error {
 	for _, f := range filters {
 		if err := f.Validate(); err != nil {
 			return err
@@ -150,8 +150,8 @@ func validateAll(filters []Filter) error {
 	return nil
 }
 
-// matchAny returns the first filter that selects fl.
-func matchAny(filters []Filter, fl Flow) (Filter, bool) {
+// MatchAny returns the first filter that selects fl.
+func MatchAny(filters []Filter, fl Flow) (Filter, bool) {
 	for _, f := range filters {
 		if f.Match(fl) {
 			return f, true
@@ -160,8 +160,8 @@ func matchAny(filters []Filter, fl Flow) (Filter, bool) {
 	return Filter{}, false
 }
 
-// sortFlows sorts by zone, protocol, family, then the original and reply tuples.
-func sortFlows(fs []Flow) {
+// SortFlows sorts by zone, protocol, family, then the original and reply tuples.
+func SortFlows(fs []Flow) {
 	slices.SortFunc(fs, func(a, b Flow) int {
 		return cmp.Or(
 			cmp.Compare(a.Zone, b.Zone),
@@ -175,9 +175,11 @@ func sortFlows(fs []Flow) {
 	})
 }
 
-func formatDump(fs []Flow) string {
+// FormatDump is Interface.Dump's text for fs: one flow per line in the Flow.String format,
+// sorted by SortFlows. It does not modify fs.
+func FormatDump(fs []Flow) string {
 	fs = slices.Clone(fs)
-	sortFlows(fs)
+	SortFlows(fs)
 	var b strings.Builder
 	for _, f := range fs {
 		b.WriteString(f.String())

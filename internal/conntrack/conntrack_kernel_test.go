@@ -1,6 +1,6 @@
 //go:build kernel
 
-package conntrack
+package conntrack_test
 
 import (
 	"fmt"
@@ -12,18 +12,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kipvs/kipvs/internal/testutil/golden"
-
 	"github.com/vishvananda/netns"
 
+	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/netnsutil"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
 // insertArgs is the `conntrack -I` command that creates fl.
-func insertArgs(fl Flow) string {
+func insertArgs(fl conntrack.Flow) string {
 	args := []string{"conntrack", "-I", "-p", fl.Protocol.String(),
 		"-s", fl.Orig.Src.Addr().String(), "-d", fl.Orig.Dst.Addr().String(),
 		"--sport", strconv.Itoa(int(fl.Orig.Src.Port())), "--dport", strconv.Itoa(int(fl.Orig.Dst.Port())),
@@ -49,20 +49,20 @@ func insertArgs(fl Flow) string {
 func listed(t *testing.T, ns *netnstest.NS) string {
 	t.Helper()
 	out := ns.MustRun(t, "conntrack", "-L")
-	var fs []Flow
+	var fs []conntrack.Flow
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if line == "" {
 			continue
 		}
 		fs = append(fs, parseListed(t, line))
 	}
-	return formatDump(fs)
+	return conntrack.FormatDump(fs)
 }
 
 // parseListed parses one line of `conntrack -L`, e.g. "udp 17 29 src=10.0.0.1
 // dst=10.96.0.10 sport=1 dport=53 [UNREPLIED] src=... dst=... sport=53 dport=1 mark=0 use=1":
 // the first src/dst/sport/dport are the original direction, the second the reply.
-func parseListed(t *testing.T, line string) Flow {
+func parseListed(t *testing.T, line string) conntrack.Flow {
 	t.Helper()
 	fields := strings.Fields(line)
 	if len(fields) < 2 {
@@ -74,7 +74,7 @@ func parseListed(t *testing.T, line string) Flow {
 	}
 	seen := map[string]int{}
 	vals := [2]map[string]string{{}, {}}
-	fl := Flow{Protocol: inet.Protocol(proto)}
+	fl := conntrack.Flow{Protocol: inet.Protocol(proto)}
 	for _, f := range fields {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok {
@@ -94,7 +94,7 @@ func parseListed(t *testing.T, line string) Flow {
 			fl.Mark = uint32(m)
 		}
 	}
-	tuple := func(m map[string]string) Tuple {
+	tuple := func(m map[string]string) conntrack.Tuple {
 		port := func(s string) uint16 {
 			if s == "" {
 				return 0
@@ -105,7 +105,7 @@ func parseListed(t *testing.T, line string) Flow {
 			}
 			return uint16(p)
 		}
-		return Tuple{
+		return conntrack.Tuple{
 			Src: netip.AddrPortFrom(netip.MustParseAddr(m["src"]), port(m["sport"])),
 			Dst: netip.AddrPortFrom(netip.MustParseAddr(m["dst"]), port(m["dport"])),
 		}
@@ -124,7 +124,7 @@ func TestOpsKernel(t *testing.T) {
 	}
 	ns.MustRun(t, "sh", "-ec", strings.Join(script, "\n"))
 	// A socket bound to another namespace (here the VM's root) sees none of them.
-	root, err := New(netns.None())
+	root, err := conntrack.New(netns.None())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestOpsKernel(t *testing.T) {
 	if out, err := exec.Command("conntrack", "-L").Output(); err != nil || strings.Contains(string(out), "10.96.0.10") {
 		t.Fatalf("conntrack -L in the root namespace (%v):\n%s", err, out)
 	}
-	c, err := New(ns.Handle)
+	c, err := conntrack.New(ns.Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestOpsKernel(t *testing.T) {
 // `conntrack -L` shows exactly the other family's flow left, then none.
 func TestStaleUDPFlowsKernel(t *testing.T) {
 	ns := netnstest.New(t)
-	c, err := New(ns.Handle)
+	c, err := conntrack.New(ns.Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,9 +176,9 @@ func TestStaleUDPFlowsKernel(t *testing.T) {
 	ns.MustRun(t, "sh", "-ec", "for c in iptables ip6tables; do $c -A INPUT -m conntrack --ctstate NEW -j ACCEPT; done")
 	src4 := send("127.0.0.1:5353")
 	src6 := send("[::1]:5353")
-	want := formatDump([]Flow{
-		{Protocol: inet.UDP, Orig: Tuple{src4, ap("127.0.0.1:5353")}, Reply: Tuple{ap("127.0.0.1:5353"), src4}},
-		{Protocol: inet.UDP, Orig: Tuple{src6, ap("[::1]:5353")}, Reply: Tuple{ap("[::1]:5353"), src6}},
+	want := conntrack.FormatDump([]conntrack.Flow{
+		{Protocol: inet.UDP, Orig: conntrack.Tuple{src4, ap("127.0.0.1:5353")}, Reply: conntrack.Tuple{ap("127.0.0.1:5353"), src4}},
+		{Protocol: inet.UDP, Orig: conntrack.Tuple{src6, ap("[::1]:5353")}, Reply: conntrack.Tuple{ap("[::1]:5353"), src6}},
 	})
 	var got string
 	_, _ = poll.Wait(10*time.Second, "the flows", func() (bool, string) {

@@ -1,8 +1,9 @@
-package conntrack
+package conntrack_test
 
 import (
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/inet"
 )
@@ -10,7 +11,7 @@ import (
 // A fault on a flow stops Delete there, the flows before it deleted; a failed dump deletes
 // nothing.
 func TestFakeFaulty(t *testing.T) {
-	f := NewFake(seedFlows()...)
+	f := conntracktest.NewFake(seedFlows()...)
 	before, _ := f.Dump()
 	in := faulty.New(1, 0)
 	f.SetFaulty(in)

@@ -75,13 +75,13 @@ func (c *Conntrack) List() ([]Flow, error) {
 	for i, kf := range kfs {
 		fs[i] = fromKernel(kf)
 	}
-	sortFlows(fs)
+	SortFlows(fs)
 	return fs, nil
 }
 
 // Delete implements Interface.
 func (c *Conntrack) Delete(filters ...Filter) (int, error) {
-	if err := validateAll(filters); err != nil {
+	if err := ValidateFilters(filters); err != nil {
 		return 0, err
 	}
 	if len(filters) == 0 {
@@ -96,7 +96,7 @@ func (c *Conntrack) Delete(filters ...Filter) (int, error) {
 	n := 0
 	for _, kf := range kfs {
 		fl := fromKernel(kf)
-		f, ok := matchAny(filters, fl)
+		f, ok := MatchAny(filters, fl)
 		if !ok {
 			continue
 		}
@@ -126,7 +126,7 @@ func (c *Conntrack) Dump() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return formatDump(fs), nil
+	return FormatDump(fs), nil
 }
 
 func fromKernel(kf ct.Flow) Flow {

@@ -25,17 +25,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipvs/kipvs/internal/config"
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/reconcile"
-	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 	"github.com/kipvs/kipvs/internal/watch"
@@ -61,18 +63,18 @@ endpoints:
 const oneServiceIPVS = "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n"
 
 type fakeNode struct {
-	ipvs   *ipvs.Fake
-	ipset  *ipset.Fake
-	nf     *netfilter.Fake
-	dummy  *dummyif.Fake
-	sysctl *sysctl.Fake
+	ipvs   *ipvstest.Fake
+	ipset  *ipsettest.Fake
+	nf     *netfiltertest.Fake
+	dummy  *dummyiftest.Fake
+	sysctl *sysctltest.Fake
 }
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{
-		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(inet.IPv4),
-		dummy: dummyif.NewFake(ipvsmode.DummyName),
-		sysctl: sysctl.NewFake(map[string]string{
+		ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(), nf: netfiltertest.NewFake(inet.IPv4),
+		dummy: dummyiftest.NewFake(ipvsmode.DummyName),
+		sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
 			"net/ipv4/ip_forward": "0", "net/netfilter/nf_conntrack_max": "65536",
 			"net/netfilter/nf_conntrack_tcp_timeout_established": "432000", "net/netfilter/nf_conntrack_tcp_timeout_close_wait": "60",
@@ -84,7 +86,7 @@ func (n *fakeNode) deps(src watch.Source, reg *prometheus.Registry) Deps {
 	return Deps{
 		Source: src, IPVS: n.ipvs,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
-			return reconcile.Kernel{IPVS: n.ipvs, Filter: iptables.New(f, n.ipset, n.nf), Dummy: n.dummy, Conntrack: conntrack.NewFake()}, nil
+			return reconcile.Kernel{IPVS: n.ipvs, Filter: iptables.New(f, n.ipset, n.nf), Dummy: n.dummy, Conntrack: conntracktest.NewFake()}, nil
 		},
 		Sysctl:        n.sysctl,
 		HostAddrs:     func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.1.10")}, nil },
@@ -405,7 +407,7 @@ func TestReadOnlySysEvent(t *testing.T) {
 
 // A read-only /proc/sys gives one clear error naming the key.
 func TestSysctlReadOnlyNamesKey(t *testing.T) {
-	s := sysctl.NewFake(map[string]string{"net/ipv4/vs/conntrack": "0"})
+	s := sysctltest.NewFake(map[string]string{"net/ipv4/vs/conntrack": "0"})
 	s.SetReadOnly(true)
 	err := applySysctls(s, []ipvsmode.Sysctl{{Key: "net/ipv4/vs/conntrack", Value: "1", Why: "why"}}, zap.NewNop())
 	if err == nil || !strings.Contains(err.Error(), "net.ipv4.vs.conntrack") {
@@ -553,7 +555,7 @@ func TestDaemonFamilies(t *testing.T) {
 			}
 			log := zaptest.NewLogger(t)
 			node := newFakeNode()
-			nf6 := netfilter.NewFake(inet.IPv6)
+			nf6 := netfiltertest.NewFake(inet.IPv6)
 			reg := prometheus.NewRegistry()
 			deps := node.deps(startFileSource(t, t.Context(), path, log), reg)
 			deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
@@ -561,7 +563,7 @@ func TestDaemonFamilies(t *testing.T) {
 				if f == inet.IPv6 {
 					nf = nf6
 				}
-				return reconcile.Kernel{IPVS: node.ipvs, Filter: iptables.New(f, node.ipset, nf), Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
+				return reconcile.Kernel{IPVS: node.ipvs, Filter: iptables.New(f, node.ipset, nf), Dummy: node.dummy, Conntrack: conntracktest.NewFake()}, nil
 			}
 			deps.IPv6 = tc.ipv6
 			deps.RandomFully = func(f inet.Family) bool { return f == inet.IPv4 }

@@ -23,14 +23,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/runner"
@@ -642,16 +643,16 @@ func (s *faultySource) final() *faultySource {
 // faultyNode is a fake node with every adapter faulty, foreign objects planted.
 type faultyNode struct {
 	*fakeNode
-	nf6       *netfilter.Fake // ip6tables, used when dualStack
-	ct        *conntrack.Fake
-	foreign   *dummyif.Fake // another link, with an address of its own
+	nf6       *netfiltertest.Fake // ip6tables, used when dualStack
+	ct        *conntracktest.Fake
+	foreign   *dummyiftest.Fake // another link, with an address of its own
 	dualStack bool
 }
 
 func faultyNewNode(t *testing.T, dualStack bool) *faultyNode {
 	t.Helper()
-	n := &faultyNode{fakeNode: newFakeNode(), nf6: netfilter.NewFake(inet.IPv6), ct: conntrack.NewFake(),
-		foreign: dummyif.NewFake("eth1"), dualStack: dualStack}
+	n := &faultyNode{fakeNode: newFakeNode(), nf6: netfiltertest.NewFake(inet.IPv6), ct: conntracktest.NewFake(),
+		foreign: dummyiftest.NewFake("eth1"), dualStack: dualStack}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

@@ -19,35 +19,35 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kipvs/kipvs/internal/config"
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
-	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
-	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
 )
 
 // dualNode is one dual-stack node's kernel over the fakes: IPVS, ipsets and the dummy link
 // are shared by both families, as in the kernel; iptables and ip6tables are separate.
 type dualNode struct {
-	ipvs     *ipvs.Fake
-	ipset    *ipset.Fake
-	nf4, nf6 *netfilter.Fake
-	dummy    *dummyif.Fake
-	sysctl   *sysctl.Fake
+	ipvs     *ipvstest.Fake
+	ipset    *ipsettest.Fake
+	nf4, nf6 *netfiltertest.Fake
+	dummy    *dummyiftest.Fake
+	sysctl   *sysctltest.Fake
 }
 
 func newDualNode() *dualNode {
 	n := &dualNode{
-		ipvs: ipvs.NewFake(), ipset: ipset.NewFake(),
-		nf4: netfilter.NewFake(inet.IPv4), nf6: netfilter.NewFake(inet.IPv6),
-		dummy: dummyif.NewFake(ipvsmode.DummyName),
-		sysctl: sysctl.NewFake(map[string]string{
+		ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(),
+		nf4: netfiltertest.NewFake(inet.IPv4), nf6: netfiltertest.NewFake(inet.IPv6),
+		dummy: dummyiftest.NewFake(ipvsmode.DummyName),
+		sysctl: sysctltest.NewFake(map[string]string{
 			"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
 			"net/ipv4/ip_forward": "0", "net/ipv6/conf/all/forwarding": "0", "net/netfilter/nf_conntrack_max": "65536",
 			"net/netfilter/nf_conntrack_tcp_timeout_established": "432000", "net/netfilter/nf_conntrack_tcp_timeout_close_wait": "60",
@@ -141,7 +141,7 @@ func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*f
 			if f == inet.IPv6 {
 				nf = n.nf6
 			}
-			return reconcile.Kernel{IPVS: n.ipvs, Filter: iptables.New(f, n.ipset, nf), Dummy: n.dummy, Conntrack: conntrack.NewFake()}, nil
+			return reconcile.Kernel{IPVS: n.ipvs, Filter: iptables.New(f, n.ipset, nf), Dummy: n.dummy, Conntrack: conntracktest.NewFake()}, nil
 		},
 		Sysctl:            n.sysctl,
 		HostAddrs:         func() ([]netip.Addr, error) { return slices.Clone(fuzzHostAddrs), nil },

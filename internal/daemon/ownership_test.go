@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipvs/kipvs/internal/config"
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/reconcile"
@@ -46,7 +46,7 @@ func newOwnNode(t *testing.T, cfg config.Config) *ownNode {
 			if f == inet.IPv6 {
 				nf = n.nf6
 			}
-			return reconcile.Kernel{IPVS: n.ipvs, Filter: iptables.New(f, n.ipset, nf), Dummy: n.dummy, Conntrack: conntrack.NewFake()}, nil
+			return reconcile.Kernel{IPVS: n.ipvs, Filter: iptables.New(f, n.ipset, nf), Dummy: n.dummy, Conntrack: conntracktest.NewFake()}, nil
 		},
 		Sysctl:            n.sysctl,
 		HostAddrs:         func() ([]netip.Addr, error) { return slices.Clone(fuzzHostAddrs), nil },

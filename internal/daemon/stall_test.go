@@ -17,10 +17,11 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
@@ -37,7 +38,7 @@ const stallBound = time.Second
 // slowTableRead. The copy is taken at the start, so changes made during the read are not
 // in it (the stale copy a real dump of a changing table can return).
 type slowIPVS struct {
-	*ipvs.Fake
+	*ipvstest.Fake
 	clk     *clocktesting.FakeClock
 	slow    atomic.Bool
 	reading chan struct{}
@@ -140,7 +141,7 @@ func TestChangeDoesNotWaitForPeriodicFullSync(t *testing.T) {
 	deps.Clock = clk
 	deps.IPVS = slow
 	deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
-		return reconcile.Kernel{IPVS: slow, Filter: iptables.New(f, node.ipset, node.nf), Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
+		return reconcile.Kernel{IPVS: slow, Filter: iptables.New(f, node.ipset, node.nf), Dummy: node.dummy, Conntrack: conntracktest.NewFake()}, nil
 	}
 	cfg := testConfig(t)
 	cfg.IPVS.SyncPeriod = 30 * time.Second
@@ -218,7 +219,7 @@ func TestStopDuringPeriodicRead(t *testing.T) {
 	deps.Clock = clk
 	deps.IPVS = slow
 	deps.Kernel = func(f inet.Family) (reconcile.Kernel, error) {
-		return reconcile.Kernel{IPVS: slow, Filter: iptables.New(f, node.ipset, node.nf), Dummy: node.dummy, Conntrack: conntrack.NewFake()}, nil
+		return reconcile.Kernel{IPVS: slow, Filter: iptables.New(f, node.ipset, node.nf), Dummy: node.dummy, Conntrack: conntracktest.NewFake()}, nil
 	}
 	cfg := testConfig(t)
 	cfg.IPVS.SyncPeriod = 30 * time.Second

@@ -14,7 +14,7 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 )
 
 // expect is one result a case must produce.
@@ -411,7 +411,7 @@ func TestBrokenNode(t *testing.T) {
 		},
 		{
 			name:  "the other iptables backend has FORWARD policy ACCEPT",
-			breaK: func(f *fixture) { f.other = &fakeIptables{nf: netfilter.NewFake(inet.IPv4)} },
+			breaK: func(f *fixture) { f.other = &fakeIptables{nf: netfiltertest.NewFake(inet.IPv4)} },
 			want: []expect{{check: "FORWARD policy", status: OK,
 				finding: []string{"KUBE-FORWARD at position", "; iptables-legacy filter FORWARD policy ACCEPT"}}},
 		},
@@ -419,7 +419,7 @@ func TestBrokenNode(t *testing.T) {
 			name: "dockerd's FORWARD DROP on the other iptables backend",
 			breaK: func(f *fixture) {
 				f.ipt.forwardPol = "DROP"
-				f.other = &fakeIptables{nf: netfilter.NewFake(inet.IPv4), forwardPol: "DROP"}
+				f.other = &fakeIptables{nf: netfiltertest.NewFake(inet.IPv4), forwardPol: "DROP"}
 			},
 			want: []expect{{check: "FORWARD policy", status: Fail,
 				finding: []string{"iptables-legacy filter FORWARD policy is DROP", "kipvs programs the other backend"},

@@ -20,15 +20,17 @@ import (
 	"github.com/kipvs/kipvs/internal/daemon"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/debugapi"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
-	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
 )
 
 // The fixture is a healthy node: a kipvs daemon (its desired state built by the real proxy
@@ -92,7 +94,7 @@ func (n *fakeNet) link(name string) *Link {
 
 // fakeIptables reads a netfilter fake; policy overrides the FORWARD policy it saves.
 type fakeIptables struct {
-	nf         *netfilter.Fake
+	nf         *netfiltertest.Fake
 	forwardPol string
 	// empty makes Save return nothing (no table created yet).
 	empty bool
@@ -154,11 +156,11 @@ type fixture struct {
 	cfg     config.Config
 	release string
 	mods    fakeModules
-	sysctl  *sysctl.Fake
+	sysctl  *sysctltest.Fake
 	net     *fakeNet
-	ipvs    *ipvs.Fake
-	ipset   *ipset.Fake
-	nf      *netfilter.Fake
+	ipvs    *ipvstest.Fake
+	ipset   *ipsettest.Fake
+	nf      *netfiltertest.Fake
 	ipt     *fakeIptables
 	// other is iptables-legacy beside kipvs's iptables-nft (nil: not installed).
 	other   *fakeIptables
@@ -204,8 +206,8 @@ func webService(lb bool) (*v1.Service, *discoveryv1.EndpointSlice) {
 
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
-	f := &fixture{t: t, release: "6.1.0-56-amd64", mods: fakeModules{}, ipvs: ipvs.NewFake(), ipset: ipset.NewFake(),
-		nf: netfilter.NewFake(inet.IPv4), now: epoch()}
+	f := &fixture{t: t, release: "6.1.0-56-amd64", mods: fakeModules{}, ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(),
+		nf: netfiltertest.NewFake(inet.IPv4), now: epoch()}
 	f.ipt = &fakeIptables{nf: f.nf}
 	f.cfg = config.Defaults()
 	f.cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
@@ -225,7 +227,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		desired.Update(types.NamespacedName{Namespace: s.Namespace, Name: s.Name},
 			proxy.BuildService(proxy.ServiceInput{Service: s, Slices: []*discoveryv1.EndpointSlice{es}}, opts), nil)
 	}
-	dummy := dummyif.NewFake(ipvsmode.DummyName)
+	dummy := dummyiftest.NewFake(ipvsmode.DummyName)
 	filter := iptables.New(inet.IPv4, f.ipset, f.nf)
 	rec := reconcile.New(reconcile.Kernel{IPVS: f.ipvs, Filter: filter, Dummy: dummy},
 		reconcile.Options{Family: inet.IPv4, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(epoch())})
@@ -276,7 +278,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	for _, s := range want {
 		values[s.Key] = s.Value
 	}
-	f.sysctl = sysctl.NewFake(values)
+	f.sysctl = sysctltest.NewFake(values)
 	return f
 }
 
@@ -343,7 +345,7 @@ func (f *fixture) dropSysctl(key string) {
 		f.t.Fatalf("dropSysctl: no key %s", p)
 	}
 	delete(vals, p)
-	f.sysctl = sysctl.NewFake(vals)
+	f.sysctl = sysctltest.NewFake(vals)
 }
 
 func errBoom() error { return errors.New("boom") }

@@ -48,10 +48,10 @@ type Interface interface {
 	Dump() (string, error)
 }
 
-// hostPrefix returns addr as a /32 or /128 prefix, or kerr.ErrInvalid for an address that
+// HostPrefix returns addr as a /32 or /128 prefix, or kerr.ErrInvalid for an address that
 // cannot be bound as a VIP: the zero value, an address with a zone, an IPv4-mapped IPv6
 // address (use the IPv4 form), the unspecified address or a multicast address.
-func hostPrefix(addr netip.Addr) (netip.Prefix, error) {
+func HostPrefix(addr netip.Addr) (netip.Prefix, error) {
 	switch {
 	case !addr.IsValid():
 		return netip.Prefix{}, fmt.Errorf("address %v: %w", addr, kerr.ErrInvalid)
@@ -73,9 +73,9 @@ func KernelLinkLocal(p netip.Prefix) bool {
 	return p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() && p.Bits() != 128
 }
 
-// validName checks a link name the way the kernel does (dev_valid_name): 1 to 15 bytes,
+// ValidName checks a link name the way the kernel does (dev_valid_name): 1 to 15 bytes,
 // not "." or "..", no '/', ':' or whitespace. It returns kerr.ErrInvalid otherwise.
-func validName(name string) error {
+func ValidName(name string) error {
 	bad := name == "" || len(name) > 15 || name == "." || name == ".." ||
 		strings.ContainsAny(name, "/: \t\n\v\f\r")
 	if bad {
@@ -84,8 +84,8 @@ func validName(name string) error {
 	return nil
 }
 
-// sortPrefixes sorts IPv4 before IPv6, then by address, then by prefix length.
-func sortPrefixes(ps []netip.Prefix) {
+// SortPrefixes sorts IPv4 before IPv6, then by address, then by prefix length.
+func SortPrefixes(ps []netip.Prefix) {
 	slices.SortFunc(ps, func(a, b netip.Prefix) int {
 		if c := a.Addr().Compare(b.Addr()); c != 0 {
 			return c
@@ -94,8 +94,8 @@ func sortPrefixes(ps []netip.Prefix) {
 	})
 }
 
-// formatDump renders the shared Dump format. typ == "" means the link does not exist.
-func formatDump(name, typ string, up bool, addrs []netip.Prefix) string {
+// FormatDump renders the shared Dump format. typ == "" means the link does not exist.
+func FormatDump(name, typ string, up bool, addrs []netip.Prefix) string {
 	if typ == "" {
 		return "no link " + name + "\n"
 	}
@@ -106,18 +106,22 @@ func formatDump(name, typ string, up bool, addrs []netip.Prefix) string {
 	}
 	fmt.Fprintf(&b, "link %s type %s state %s\n", name, typ, state)
 	addrs = slices.Clone(addrs)
-	sortPrefixes(addrs)
+	SortPrefixes(addrs)
 	for _, p := range addrs {
 		fmt.Fprintf(&b, "addr %s\n", p)
 	}
 	return b.String()
 }
 
-func notDummy(name, typ string) error {
+// NotDummyError is the error for a link named name whose type typ is not dummy; it wraps
+// ErrNotDummy.
+func NotDummyError(name, typ string) error {
 	return fmt.Errorf("link %s has type %q: %w", name, typ, ErrNotDummy)
 }
 
-func ensureAddress(i Interface, addr netip.Addr) (bool, error) {
+// EnsureAddressVia is EnsureAddress built on i.AddAddress: it reports whether addr was
+// added, and an address already bound is no error.
+func EnsureAddressVia(i Interface, addr netip.Addr) (bool, error) {
 	err := i.AddAddress(addr)
 	if kerr.IsExists(err) {
 		return false, nil
@@ -125,8 +129,8 @@ func ensureAddress(i Interface, addr netip.Addr) (bool, error) {
 	return err == nil, err
 }
 
-// ensureAddresses is EnsureAddresses one address at a time.
-func ensureAddresses(i Interface, addrs []netip.Addr) []error {
+// EnsureAddressesVia is EnsureAddresses one address at a time.
+func EnsureAddressesVia(i Interface, addrs []netip.Addr) []error {
 	errs := make([]error, len(addrs))
 	for j, a := range addrs {
 		_, errs[j] = i.EnsureAddress(a)
@@ -134,7 +138,9 @@ func ensureAddresses(i Interface, addrs []netip.Addr) []error {
 	return errs
 }
 
-func removeAddress(i Interface, addr netip.Addr) (bool, error) {
+// RemoveAddressVia is RemoveAddress built on i.DeleteAddress: it reports whether addr was
+// removed, and an address not bound is no error.
+func RemoveAddressVia(i Interface, addr netip.Addr) (bool, error) {
 	err := i.DeleteAddress(addr)
 	if kerr.IsNotFound(err) {
 		return false, nil

@@ -1,6 +1,6 @@
 //go:build kernel
 
-package dummyif
+package dummyif_test
 
 import (
 	"encoding/json"
@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kipvs/kipvs/internal/testutil/golden"
-
+	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netnsutil"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
@@ -66,7 +66,7 @@ func ipDump(t *testing.T, ns *netnstest.NS, name string) string {
 	t.Helper()
 	l := ipShow(t, ns, name)
 	if l == nil {
-		return formatDump(name, "", false, nil)
+		return dummyif.FormatDump(name, "", false, nil)
 	}
 	var ps []netip.Prefix
 	for _, a := range l.Addrs {
@@ -82,7 +82,7 @@ func ipDump(t *testing.T, ns *netnstest.NS, name string) string {
 		}
 		ps = append(ps, p)
 	}
-	return formatDump(name, l.LinkInfo.Kind, slices.Contains(l.Flags, "UP"), ps)
+	return dummyif.FormatDump(name, l.LinkInfo.Kind, slices.Contains(l.Flags, "UP"), ps)
 }
 
 // ipBatch runs ip commands (without the leading "ip") in ns with one `ip -batch` and
@@ -100,7 +100,7 @@ func ipBatch(t *testing.T, ns *netnstest.NS, cmds ...string) string {
 // to what `ip` shows in the namespace.
 func TestOpsKernel(t *testing.T) {
 	ns := netnstest.New(t)
-	d, err := New(testLink, ns.Handle)
+	d, err := dummyif.New(testLink, ns.Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestExistingLinkKernel(t *testing.T) {
 	ns := netnstest.New(t)
 	ipBatch(t, ns, "link add "+ipvsmode.DummyName+" type dummy", "addr add 10.1.0.1/24 dev "+ipvsmode.DummyName,
 		"link set "+ipvsmode.DummyName+" up")
-	d, err := New("", ns.Handle)
+	d, err := dummyif.New("", ns.Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestVIPOnDownLinkServesIPVSKernel(t *testing.T) {
 		"route add default via 192.168.2.1", "route add default via fd02::1")
 	node.MustRun(t, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
 
-	d, err := New("", node.Handle)
+	d, err := dummyif.New("", node.Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestVIPOnDownLinkServesIPVSKernel(t *testing.T) {
 // (TestLinkLocalFake).
 func TestLinkLocalKernel(t *testing.T) {
 	ns := netnstest.New(t)
-	d, err := New(testLink, ns.Handle)
+	d, err := dummyif.New(testLink, ns.Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestHostAddrsKernel(t *testing.T) {
 	ns.MustRun(t, "ip", "addr", "add", "10.9.9.1/32", "peer", "10.9.9.2/32", "dev", "eth8")
 	var got []netip.Addr
 	if err := netnsutil.Do(ns.Handle, func() (err error) {
-		got, err = HostAddrs(ipvsmode.DummyName)
+		got, err = dummyif.HostAddrs(ipvsmode.DummyName)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -344,7 +344,7 @@ func TestHostAddrsKernel(t *testing.T) {
 // link, and when the link is gone, it fails as not found.
 func TestLinkRecreatedKernel(t *testing.T) {
 	ns := netnstest.New(t)
-	d, err := New(testLink, ns.Handle)
+	d, err := dummyif.New(testLink, ns.Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestLinkRecreatedKernel(t *testing.T) {
 	if err := d.AddAddress(netip.MustParseAddr("10.96.0.3")); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := ipDump(t, ns, testLink), formatDump(testLink, "dummy", false, []netip.Prefix{netip.MustParsePrefix("10.96.0.3/32")}); got != want {
+	if got, want := ipDump(t, ns, testLink), dummyif.FormatDump(testLink, "dummy", false, []netip.Prefix{netip.MustParsePrefix("10.96.0.3/32")}); got != want {
 		t.Fatalf("ip shows %q, want %q", got, want)
 	}
 	if l := ipShow(t, ns, "kipvs-other0"); l == nil || len(l.Addrs) != 0 {
@@ -383,7 +383,7 @@ func TestLinkRecreatedKernel(t *testing.T) {
 // the others of their message are bound.
 func TestEnsureAddressesKernel(t *testing.T) {
 	ns := netnstest.New(t)
-	d, err := New(testLink, ns.Handle)
+	d, err := dummyif.New(testLink, ns.Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestEnsureAddressesKernel(t *testing.T) {
 	ipBatch(t, ns, "address add 10.97.0.5/32 dev "+testLink)
 	var addrs []netip.Addr
 	want := map[string]bool{}
-	for i := range 2*addrBatch + 44 {
+	for i := range 2*dummyif.AddrBatch + 44 {
 		a := netip.AddrFrom4([4]byte{10, 97, byte(i / 250), byte(1 + i%250)})
 		addrs = append(addrs, a)
 		want[a.String()+"/32"] = true
@@ -404,13 +404,13 @@ func TestEnsureAddressesKernel(t *testing.T) {
 		addrs = append(addrs, a)
 		want[a.String()+"/128"] = true
 	}
-	delete(want, addrs[addrBatch+7].String()+"/32")
-	addrs[addrBatch+7] = netip.MustParseAddr("224.0.0.9") // invalid, in the second message
+	delete(want, addrs[dummyif.AddrBatch+7].String()+"/32")
+	addrs[dummyif.AddrBatch+7] = netip.MustParseAddr("224.0.0.9") // invalid, in the second message
 	want["10.97.0.5/32"] = true
 	check := func(when string, errs []error) {
 		t.Helper()
 		for i, err := range errs {
-			if i == addrBatch+7 {
+			if i == dummyif.AddrBatch+7 {
 				if !kerr.IsInvalid(err) {
 					t.Errorf("%s: %s: %v, want invalid", when, addrs[i], err)
 				}
@@ -431,22 +431,22 @@ func TestEnsureAddressesKernel(t *testing.T) {
 	// The batch itself, without the one-by-one fallback that would hide its failure: every
 	// add of a message is acked, those already there included.
 	first := []int{0, 1, 2, 3, 4}
-	if left := d.addBatch(addrs, first); len(left) > 0 {
+	if left := dummyif.AddBatch(d, addrs, first); len(left) > 0 {
 		t.Fatalf("one message of %d adds: %v not acked as bound", len(first), left)
 	}
 	check("first", d.EnsureAddresses(addrs))
 	check("again", d.EnsureAddresses(addrs))
-	all := make([]int, 0, addrBatch)
-	for i := range addrBatch {
+	all := make([]int, 0, dummyif.AddrBatch)
+	for i := range dummyif.AddrBatch {
 		all = append(all, i)
 	}
-	if left := d.addBatch(addrs, all); len(left) > 0 {
-		t.Errorf("one message of %d adds already there: %v not acked as bound", addrBatch, left)
+	if left := dummyif.AddBatch(d, addrs, all); len(left) > 0 {
+		t.Errorf("one message of %d adds already there: %v not acked as bound", dummyif.AddrBatch, left)
 	}
 
 	ns.MustRun(t, "sysctl", "-qw", "net.ipv6.conf."+testLink+".disable_ipv6=1")
 	some := []netip.Addr{netip.MustParseAddr("10.98.0.1"), netip.MustParseAddr("fd00:98::1"), netip.MustParseAddr("10.98.0.2")}
-	if left := d.addBatch(some, []int{0, 1, 2}); !slices.Equal(left, []int{1}) {
+	if left := dummyif.AddBatch(d, some, []int{0, 1, 2}); !slices.Equal(left, []int{1}) {
 		t.Errorf("with IPv6 disabled on the link, the batch left %v; want [1] (the IPv6 address) only", left)
 	}
 	errs := d.EnsureAddresses(some)

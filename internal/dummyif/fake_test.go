@@ -1,4 +1,4 @@
-package dummyif
+package dummyif_test
 
 import (
 	"errors"
@@ -7,20 +7,21 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kipvs/kipvs/internal/testutil/golden"
-
+	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
 
 func TestOpsFake(t *testing.T) {
-	f := NewFake(testLink)
+	f := dummyiftest.NewFake(testLink)
 	h := &harness{impl: f, foreign: func(*testing.T) { f.SetForeignLink("veth") }}
 	golden.Check(t, "ops.golden", runOps(t, h))
 }
 
 func TestFakeDefaultsAndState(t *testing.T) {
-	f := NewFake("")
+	f := dummyiftest.NewFake("")
 	if f.Name() != ipvsmode.DummyName {
 		t.Fatalf("Name() = %q, want %q", f.Name(), ipvsmode.DummyName)
 	}
@@ -42,7 +43,7 @@ func TestFakeDefaultsAndState(t *testing.T) {
 }
 
 func TestFakeFault(t *testing.T) {
-	f := NewFake(testLink)
+	f := dummyiftest.NewFake(testLink)
 	boom := errors.New("boom")
 	f.SetFault(func(op string) error {
 		if strings.HasPrefix(op, "add dummy link") {
@@ -82,7 +83,7 @@ func TestFakeFault(t *testing.T) {
 }
 
 func TestFakeConcurrent(t *testing.T) {
-	f := NewFake(testLink)
+	f := dummyiftest.NewFake(testLink)
 	if _, err := f.EnsureLink(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,13 +116,13 @@ func TestHostPrefix(t *testing.T) {
 		{"fd00::1", "fd00::1/128"},
 		{"2001:db8::1", "2001:db8::1/128"},
 	} {
-		p, err := hostPrefix(netip.MustParseAddr(c.in))
+		p, err := dummyif.HostPrefix(netip.MustParseAddr(c.in))
 		if err != nil || p.String() != c.want {
 			t.Errorf("HostPrefix(%s) = %v, %v; want %s", c.in, p, err, c.want)
 		}
 	}
 	for _, in := range []string{"", "0.0.0.0", "::", "224.0.0.1", "ff02::1", "::ffff:10.0.0.1", "fe80::1%eth0"} {
-		if _, err := hostPrefix(addr(in)); !kerr.IsInvalid(err) {
+		if _, err := dummyif.HostPrefix(addr(in)); !kerr.IsInvalid(err) {
 			t.Errorf("HostPrefix(%q) = %v, want ErrInvalid", in, err)
 		}
 	}
@@ -129,12 +130,12 @@ func TestHostPrefix(t *testing.T) {
 
 func TestValidName(t *testing.T) {
 	for _, n := range []string{"kube-ipvs0", "a", "eth0.1", "abcdefghijklmno"} {
-		if err := validName(n); err != nil {
+		if err := dummyif.ValidName(n); err != nil {
 			t.Errorf("ValidName(%q) = %v", n, err)
 		}
 	}
 	for _, n := range []string{"", ".", "..", "abcdefghijklmnop", "a/b", "a:b", "a b"} {
-		if err := validName(n); !kerr.IsInvalid(err) {
+		if err := dummyif.ValidName(n); !kerr.IsInvalid(err) {
 			t.Errorf("ValidName(%q) = %v, want ErrInvalid", n, err)
 		}
 	}

@@ -1,15 +1,16 @@
-package dummyif
+package dummyif_test
 
 import (
 	"net/netip"
 	"testing"
 
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/faulty"
 )
 
 // Failed requests change nothing; Addresses fails as a read; Dump keeps working.
 func TestFakeFaulty(t *testing.T) {
-	f := NewFake("")
+	f := dummyiftest.NewFake("")
 	if _, err := f.EnsureLink(); err != nil {
 		t.Fatal(err)
 	}

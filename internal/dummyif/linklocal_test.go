@@ -1,16 +1,19 @@
-package dummyif
+package dummyif_test
 
 import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 )
 
 // linkLocalTranscript binds link-local VIPs (169.254.169.254, fe80::1) on a new link, brings
 // the link up and down with setUp, and records Addresses after each step. The link's own
 // fe80::/64 address (random in the kernel) reads as "fe80::LINK/64". setUp must return once
 // the kernel has processed the change.
-func linkLocalTranscript(t *testing.T, impl Interface, setUp func(up bool)) string {
+func linkLocalTranscript(t *testing.T, impl dummyif.Interface, setUp func(up bool)) string {
 	t.Helper()
 	var b strings.Builder
 	must := func(err error) {
@@ -58,7 +61,7 @@ down:
 
 // The fake reports link-local addresses as the kernel does (TestLinkLocalKernel).
 func TestLinkLocalFake(t *testing.T) {
-	f := NewFake(testLink)
+	f := dummyiftest.NewFake(testLink)
 	if got := linkLocalTranscript(t, f, f.SetUp); got != linkLocalWant {
 		t.Errorf("transcript:\n%s\nwant:\n%s", got, linkLocalWant)
 	}

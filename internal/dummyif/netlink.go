@@ -50,7 +50,7 @@ func New(name string, ns netns.NsHandle) (*Dummy, error) {
 	if name == "" {
 		name = ipvsmode.DummyName
 	}
-	if err := validName(name); err != nil {
+	if err := ValidName(name); err != nil {
 		return nil, err
 	}
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
@@ -126,7 +126,7 @@ func (d *Dummy) dummy() (netlink.Link, error) {
 		return nil, fmt.Errorf("link %s: %w", d.name, kerr.ErrNotFound)
 	}
 	if l.Type() != "dummy" {
-		return nil, notDummy(d.name, l.Type())
+		return nil, NotDummyError(d.name, l.Type())
 	}
 	return l, nil
 }
@@ -141,7 +141,7 @@ func (d *Dummy) EnsureLink() (bool, error) {
 	}
 	if l != nil {
 		if l.Type() != "dummy" {
-			return false, notDummy(d.name, l.Type())
+			return false, NotDummyError(d.name, l.Type())
 		}
 		return false, nil
 	}
@@ -198,7 +198,7 @@ func (d *Dummy) addrs(l netlink.Link) ([]netip.Prefix, error) {
 		}
 		out = append(out, p)
 	}
-	sortPrefixes(out)
+	SortPrefixes(out)
 	return out, nil
 }
 
@@ -252,7 +252,7 @@ func (d *Dummy) DeleteAddress(addr netip.Addr) error {
 // changeAddress adds or deletes (verb, and the preposition of the error text) the host
 // prefix of addr on the link with change.
 func (d *Dummy) changeAddress(addr netip.Addr, verb, prep string, change func(*netlink.Handle, netlink.Link, *netlink.Addr) error) error {
-	p, err := hostPrefix(addr)
+	p, err := HostPrefix(addr)
 	if err != nil {
 		return err
 	}
@@ -284,7 +284,7 @@ func (d *Dummy) changeAddress(addr netip.Addr, verb, prep string, change func(*n
 }
 
 // EnsureAddress implements Interface.
-func (d *Dummy) EnsureAddress(addr netip.Addr) (bool, error) { return ensureAddress(d, addr) }
+func (d *Dummy) EnsureAddress(addr netip.Addr) (bool, error) { return EnsureAddressVia(d, addr) }
 
 // addrBatch is how many address requests EnsureAddresses sends in one message (40 bytes
 // each for IPv4, 64 for IPv6: well within a socket's default send buffer). Each message is
@@ -302,7 +302,7 @@ func (d *Dummy) EnsureAddresses(addrs []netip.Addr) []error {
 	errs := make([]error, len(addrs))
 	todo := make([]int, 0, len(addrs))
 	for i, a := range addrs {
-		if _, err := hostPrefix(a); err != nil {
+		if _, err := HostPrefix(a); err != nil {
 			_, errs[i] = d.EnsureAddress(a) // its error as EnsureAddress words it
 		} else {
 			todo = append(todo, i)
@@ -342,7 +342,7 @@ func (d *Dummy) addBatch(addrs []netip.Addr, idx []int) []int {
 	d.seq += uint32(len(idx))
 	buf := make([]byte, 0, len(idx)*newAddrLen(true))
 	for j, i := range idx {
-		p, _ := hostPrefix(addrs[i])
+		p, _ := HostPrefix(addrs[i])
 		buf = appendNewAddr(buf, seq+uint32(j), uint32(l.Attrs().Index), p)
 	}
 	if err := unix.Sendto(fd, buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
@@ -423,7 +423,7 @@ func appendNewAddr(b []byte, seq, index uint32, p netip.Prefix) []byte {
 }
 
 // RemoveAddress implements Interface.
-func (d *Dummy) RemoveAddress(addr netip.Addr) (bool, error) { return removeAddress(d, addr) }
+func (d *Dummy) RemoveAddress(addr netip.Addr) (bool, error) { return RemoveAddressVia(d, addr) }
 
 // Dump implements Interface.
 func (d *Dummy) Dump() (string, error) {
@@ -434,13 +434,13 @@ func (d *Dummy) Dump() (string, error) {
 		return "", err
 	}
 	if l == nil {
-		return formatDump(d.name, "", false, nil), nil
+		return FormatDump(d.name, "", false, nil), nil
 	}
 	addrs, err := d.addrs(l)
 	if err != nil {
 		return "", err
 	}
-	return formatDump(d.name, l.Type(), l.Attrs().Flags&net.FlagUp != 0, addrs), nil
+	return FormatDump(d.name, l.Type(), l.Attrs().Flags&net.FlagUp != 0, addrs), nil
 }
 
 // HostAddrs reads the node's own addresses from the kernel of the current namespace: every

@@ -1,4 +1,4 @@
-package dummyif
+package dummyif_test
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -22,7 +23,7 @@ const testLink = "kipvs-dummy0"
 
 // harness is what the table needs from one implementation's environment.
 type harness struct {
-	impl Interface
+	impl dummyif.Interface
 	// foreign replaces the link by a veth of the same name, created by someone else.
 	foreign func(t *testing.T)
 	// observe reads the link independently (the kernel test uses `ip`); nil for the fake.
@@ -35,7 +36,7 @@ type step struct {
 	run  func(h *harness, t *testing.T) (string, error)
 }
 
-func mk(name string, fn func(i Interface) error) step {
+func mk(name string, fn func(i dummyif.Interface) error) step {
 	return step{name, func(h *harness, _ *testing.T) (string, error) { return "", fn(h.impl) }}
 }
 
@@ -47,11 +48,11 @@ func addr(s string) netip.Addr {
 }
 
 func add(s string) step {
-	return mk("add "+s, func(i Interface) error { return i.AddAddress(addr(s)) })
+	return mk("add "+s, func(i dummyif.Interface) error { return i.AddAddress(addr(s)) })
 }
 
 func del(s string) step {
-	return mk("delete "+s, func(i Interface) error { return i.DeleteAddress(addr(s)) })
+	return mk("delete "+s, func(i dummyif.Interface) error { return i.DeleteAddress(addr(s)) })
 }
 
 func ensure(s string) step {
@@ -92,7 +93,7 @@ func ensureLink() step {
 }
 
 func deleteLink() step {
-	return mk("delete link", func(i Interface) error { return i.DeleteLink() })
+	return mk("delete link", func(i dummyif.Interface) error { return i.DeleteLink() })
 }
 
 func list() step {
@@ -220,7 +221,7 @@ func outcome(err error) string {
 	}
 	var kind string
 	switch {
-	case errors.Is(err, ErrNotDummy):
+	case errors.Is(err, dummyif.ErrNotDummy):
 		kind = "not a dummy"
 	case kerr.IsNotFound(err):
 		kind = "not found"

@@ -4,8 +4,8 @@
 //
 // The real implementation (New) talks netlink (NETLINK_NETFILTER, subsystem ipset) through
 // github.com/vishvananda/netlink, plus a little netlink code of its own where that library
-// falls short (see Real). It never runs the ipset binary. The fake (NewFake) models the
-// kernel's state for unit tests. Both produce the same Dump (see dump.go), so one golden file
+// falls short (see Real). It never runs the ipset binary. The fake (ipsettest.NewFake)
+// models the kernel's state for unit tests. Both produce the same Dump (see dump.go), so one golden file
 // checks both, and NormalizeSave makes `ipset save` output comparable with it.
 //
 // Kernel behaviour worth knowing (checked in the kernel tests, Debian 6.1):

@@ -22,8 +22,8 @@ import (
 //
 // NormalizeSave turns real `ipset save` output into this format.
 
-// formatDump renders sets in the Dump format.
-func formatDump(sets []*SetInfo) string {
+// FormatDump renders sets in the Dump format.
+func FormatDump(sets []*SetInfo) string {
 	sets = slices.Clone(sets)
 	slices.SortFunc(sets, func(a, b *SetInfo) int { return strings.Compare(a.Name, b.Name) })
 	var b strings.Builder

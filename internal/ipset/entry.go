@@ -84,8 +84,8 @@ func netString(p netip.Prefix) string {
 	return p.String()
 }
 
-// key is the member's identity: the entry without its comment, with its net masked.
-func (e Entry) key() Entry {
+// Key is the member's identity: the entry without its comment, with its net masked.
+func (e Entry) Key() Entry {
 	e.Comment = ""
 	if e.Net.IsValid() {
 		e.Net = e.Net.Masked()
@@ -93,8 +93,8 @@ func (e Entry) key() Entry {
 	return e
 }
 
-// compareEntries orders members by address, protocol, port, second address and net.
-func compareEntries(a, b Entry) int {
+// CompareEntries orders members by address, protocol, port, second address and net.
+func CompareEntries(a, b Entry) int {
 	if c := a.IP.Compare(b.IP); c != 0 {
 		return c
 	}
@@ -288,20 +288,20 @@ func presence(what string, want bool, t Type) string {
 	return what + "; " + string(t) + " members have none"
 }
 
-// prepare normalizes and checks a batch of members for a normalized set; one bad member fails
+// Prepare normalizes and checks a batch of members for a normalized set; one bad member fails
 // the whole batch (Test, Replace: the set's content is all or nothing).
-func prepare(s Set, entries []Entry) ([]Entry, error) {
-	out, err := sift(s, entries)
+func Prepare(s Set, entries []Entry) ([]Entry, error) {
+	out, err := Sift(s, entries)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// sift normalizes and checks a batch of members for a normalized set and returns the good
+// Sift normalizes and checks a batch of members for a normalized set and returns the good
 // ones, in order, and an error (kerr.ErrInvalid) naming every bad one. Add and Del send the
 // good ones anyway, so one bad member never keeps the others out of (or in) the set.
-func sift(s Set, entries []Entry) ([]Entry, error) {
+func Sift(s Set, entries []Entry) ([]Entry, error) {
 	out := make([]Entry, 0, len(entries))
 	var errs []error
 	for _, e := range entries {

@@ -7,13 +7,14 @@ import (
 
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 )
 
 // With random faults, an Add applies its members up to the failing one, as an ipset restore
 // batch stops at its failing line; failed Create, Destroy and Flush change nothing; reads
 // fail while Dump keeps working.
 func TestFakeFaulty(t *testing.T) {
-	f := ipset.NewFake()
+	f := ipsettest.NewFake()
 	s := ipset.Set{Name: "KUBE-CLUSTER-IP", Type: ipset.HashIPPort}
 	if err := f.Create(s); err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestFakeFaulty(t *testing.T) {
 	}
 }
 
-func dumpOf(t *testing.T, f *ipset.Fake) string {
+func dumpOf(t *testing.T, f *ipsettest.Fake) string {
 	t.Helper()
 	d, err := f.Dump()
 	if err != nil {

@@ -14,6 +14,6 @@ func TestSameMembersGuard(t *testing.T) {
 	base := Entry{IP: netip.MustParseAddr("10.96.0.10"), Protocol: inet.TCP, Port: 80, IP2: netip.MustParseAddr("10.244.1.5"),
 		Net: netip.MustParsePrefix("10.0.0.0/8"), Comment: "default/web:http"}
 	fieldguard.Check(t, base, nil, func(a, b Entry) bool {
-		return !sameMembers([]Entry{a}, map[Entry]string{b.key(): b.Comment})
+		return !sameMembers([]Entry{a}, map[Entry]string{b.Key(): b.Comment})
 	})
 }

@@ -22,7 +22,7 @@ import (
 
 func mustNorm(t *testing.T, s Set) Set {
 	t.Helper()
-	n, err := s.normalize()
+	n, err := s.Normalize()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestKernelBatchRequests(t *testing.T) {
 			es[i] = e
 			want[e.String()] = e.Comment
 		}
-		es, err := prepare(s, es)
+		es, err := Prepare(s, es)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -155,9 +155,9 @@ func TempName(name string) string {
 	return fmt.Sprintf("%s%08x", TempPrefix, h.Sum32())
 }
 
-// normalize checks a Create/Replace request and fills in the defaults the kernel applies, so
+// Normalize checks a Create/Replace request and fills in the defaults the kernel applies, so
 // the result compares equal to what List reports for a fresh set.
-func (s Set) normalize() (Set, error) {
+func (s Set) Normalize() (Set, error) {
 	if err := CheckName(s.Name); err != nil {
 		return s, err
 	}
@@ -266,4 +266,16 @@ type Interface interface {
 	Dump() (string, error)
 	// Close releases the instance's resources; later calls fail.
 	Close() error
+}
+
+// ErrClosed: the instance was closed.
+var ErrClosed = errors.New("ipset: instance closed")
+
+// EnsureError is Create's answer, in the real implementation and the fake, when the name
+// is taken by a set with header have: nil when have satisfies want, else kerr.ErrExists.
+func EnsureError(want, have Set) error {
+	if compatible(have, want) {
+		return nil
+	}
+	return fmt.Errorf("ipset: create %s: the set exists as %s, want %s: %w", want.Name, have.String(), want.String(), kerr.ErrExists)
 }

@@ -9,15 +9,15 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kipvs/kipvs/internal/testutil/golden"
-
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
 
 func TestFakeOps(t *testing.T) {
-	f := ipset.NewFake()
+	f := ipsettest.NewFake()
 	applyOps(t, f)
 	got, err := f.Dump()
 	if err != nil {
@@ -33,7 +33,7 @@ func TestDumpMatchesRealSave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := ipset.NewFake()
+	f := ipsettest.NewFake()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -170,7 +170,7 @@ func TestNamesAndTempNames(t *testing.T) {
 		}
 		seen[tmp] = n
 	}
-	f := ipset.NewFake()
+	f := ipsettest.NewFake()
 	if err := f.Create(ipset.Set{Name: long + "X", Type: ipset.HashIP}); !kerr.IsInvalid(err) {
 		t.Errorf("fake created a 32-byte name: %v", err)
 	}
@@ -180,7 +180,7 @@ func TestNamesAndTempNames(t *testing.T) {
 }
 
 func TestFakeReferencedSetIsBusy(t *testing.T) {
-	f := ipset.NewFake()
+	f := ipsettest.NewFake()
 	s := ipset.Set{Name: "KUBE-CLUSTER-IP", Type: ipset.HashIPPort}
 	if err := f.Create(s); err != nil {
 		t.Fatal(err)
@@ -217,14 +217,14 @@ func TestFakeReplaceFaults(t *testing.T) {
 	s := ipset.Set{Name: "KUBE-LOAD-BALANCER", Type: ipset.HashIPPort}
 	oldC := ents(ipset.HashIPPort, "10.0.0.1,tcp:80", "10.0.0.2,tcp:80")
 	newC := ents(ipset.HashIPPort, "10.0.0.2,tcp:80", "10.0.0.3,tcp:80", "10.0.0.4,udp:53")
-	setup := func() *ipset.Fake {
-		f := ipset.NewFake()
+	setup := func() *ipsettest.Fake {
+		f := ipsettest.NewFake()
 		if err := f.Replace(s, oldC); err != nil {
 			t.Fatal(err)
 		}
 		return f
 	}
-	dump := func(f *ipset.Fake) string {
+	dump := func(f *ipsettest.Fake) string {
 		d, err := f.Dump()
 		if err != nil {
 			t.Fatal(err)
@@ -274,7 +274,7 @@ func TestFakeReplaceFaults(t *testing.T) {
 }
 
 func TestFakeConcurrent(t *testing.T) {
-	f := ipset.NewFake()
+	f := ipsettest.NewFake()
 	s := ipset.Set{Name: "KUBE-IPVS-IPS", Type: ipset.HashIP}
 	if err := f.Create(s); err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestFakeConcurrent(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	f := ipset.NewFake()
+	f := ipsettest.NewFake()
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

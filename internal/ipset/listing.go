@@ -122,7 +122,7 @@ func parseListing(msgs [][]byte) ([]*SetInfo, error) {
 		for _, re := range raws[s] {
 			s.Entries = append(s.Entries, shape(s.Type, re))
 		}
-		slices.SortFunc(s.Entries, compareEntries)
+		slices.SortFunc(s.Entries, CompareEntries)
 	}
 	return order, nil
 }

@@ -307,7 +307,7 @@ func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
 
 // Create implements Interface.
 func (r *Real) Create(s Set) error {
-	s, err := s.normalize()
+	s, err := s.Normalize()
 	if err != nil {
 		return err
 	}
@@ -323,7 +323,7 @@ func (r *Real) Create(s Set) error {
 	if lerr != nil {
 		return errors.Join(err, lerr)
 	}
-	return ensureErr(s, have)
+	return EnsureError(s, have)
 }
 
 // Destroy implements Interface.
@@ -469,7 +469,7 @@ func (r *Real) Add(set string, entries ...Entry) error {
 	if err != nil {
 		return err
 	}
-	entries, bad := sift(hdr, entries)
+	entries, bad := Sift(hdr, entries)
 	if err := r.add(hdr, entries); err != nil {
 		return errors.Join(err, bad)
 	}
@@ -574,7 +574,7 @@ func (r *Real) Del(set string, entries ...Entry) error {
 	if err != nil {
 		return err
 	}
-	entries, bad := sift(hdr, entries)
+	entries, bad := Sift(hdr, entries)
 	if err := r.members(nl.IPSET_CMD_DEL, hdr, entries); err != nil {
 		return errors.Join(err, bad)
 	}
@@ -594,7 +594,7 @@ func (r *Real) Test(set string, e Entry) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	es, err := prepare(hdr, []Entry{e})
+	es, err := Prepare(hdr, []Entry{e})
 	if err != nil {
 		return false, err
 	}
@@ -665,7 +665,7 @@ func (r *Real) Dump() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return formatDump(sets), nil
+	return FormatDump(sets), nil
 }
 
 // Replace implements Interface.
@@ -676,7 +676,7 @@ func (r *Real) Replace(s Set, entries []Entry) error {
 	defer r.mu.RUnlock()
 	r.replaceMu.Lock()
 	defer r.replaceMu.Unlock()
-	return replace(r, s, entries)
+	return ReplaceWith(realPrimitives{r}, s, entries)
 }
 
 // dump lists one set (name given) or all, in full or as flags say, merging the messages the
@@ -707,3 +707,12 @@ func (r *Real) dump(what, name string, flags uint32) ([]*SetInfo, error) {
 	}
 	return sets, nil
 }
+
+// realPrimitives gives ReplaceWith the real implementation's single requests.
+type realPrimitives struct{ r *Real }
+
+func (p realPrimitives) ListSet(name string) (*SetInfo, error) { return p.r.list(name) }
+func (p realPrimitives) CreateSet(s Set) error                 { return p.r.create(s) }
+func (p realPrimitives) DestroySet(name string) error          { return p.r.destroy(name) }
+func (p realPrimitives) AddEntries(s Set, es []Entry) error    { return p.r.add(s, es) }
+func (p realPrimitives) SwapSets(a, b string) error            { return p.r.swap(a, b) }

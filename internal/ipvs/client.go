@@ -74,7 +74,7 @@ func (cl *Client) with(fn func(c *conn) error) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.conn == nil {
-		return errClosed
+		return ErrClosed
 	}
 	return fn(cl.conn)
 }
@@ -127,8 +127,8 @@ func (cl *Client) SetTimeouts(t Timeouts) error {
 		v   uint32
 	}{{cmdAttrTimeoutTCP, t.TCP}, {cmdAttrTimeoutTCPFin, t.TCPFin}, {cmdAttrTimeoutUDP, t.UDP}} {
 		if a.v != 0 {
-			if a.v > maxTimeout {
-				return invalid("ipvs: set timeouts: %d s is too long (max %d)", a.v, maxTimeout)
+			if a.v > MaxTimeout {
+				return Invalidf("ipvs: set timeouts: %d s is too long (max %d)", a.v, MaxTimeout)
 			}
 			attrs = appendU32Attr(attrs, a.typ, a.v)
 		}
@@ -140,8 +140,8 @@ func (cl *Client) SetTimeouts(t Timeouts) error {
 	return kerr.Errno(fmt.Sprintf("ipvs: set timeouts tcp %d tcpfin %d udp %d", t.TCP, t.TCPFin, t.UDP), err)
 }
 
-// maxTimeout is the largest timeout the kernel accepts (INT_MAX / HZ with HZ up to 1000).
-const maxTimeout = 1<<31/1000 - 1
+// MaxTimeout is the largest timeout the kernel accepts (INT_MAX / HZ with HZ up to 1000).
+const MaxTimeout = 1<<31/1000 - 1
 
 // Flush implements Interface.
 func (cl *Client) Flush() error {
@@ -261,7 +261,7 @@ func (cl *Client) TableContext(ctx context.Context) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	sortTable(t)
+	SortTable(t)
 	return t, nil
 }
 
@@ -271,12 +271,12 @@ func (cl *Client) Dump() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return formatDump(t), nil
+	return FormatDump(t), nil
 }
 
 // do runs one mutation as its own request.
 func (cl *Client) do(o Op) error {
-	n, err := o.normalize()
+	n, err := o.Normalize()
 	if err != nil {
 		return fmt.Errorf("ipvs: %s: %w", o, err)
 	}
@@ -327,7 +327,7 @@ func (cl *Client) Apply(ops []Op) error {
 			buf, chunk, at = buf[:0], chunk[:0], at[:0]
 			last := 0 // offset of the chunk's last message
 			for i < len(ops) && len(chunk) < c.maxOps {
-				n, err := ops[i].normalize()
+				n, err := ops[i].Normalize()
 				if err != nil {
 					failed = append(failed, &OpError{Index: i, Op: ops[i], Err: fmt.Errorf("ipvs: %s: %w", ops[i], err)})
 					i++
@@ -362,7 +362,7 @@ func (cl *Client) Apply(ops []Op) error {
 		return err
 	}
 	slices.SortFunc(failed, func(a, b *OpError) int { return cmp.Compare(a.Index, b.Index) })
-	return errBatch(len(ops), failed)
+	return NewBatchError(len(ops), failed)
 }
 
 // setAck sets NLM_F_ACK on the message starting at off in buf.

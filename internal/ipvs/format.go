@@ -37,23 +37,23 @@ func CompareDestinations(a, b Destination) int {
 	return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
 }
 
-// sortTable sorts services and the destinations of each.
-func sortTable(t []Entry) {
+// SortTable sorts services and the destinations of each.
+func SortTable(t []Entry) {
 	slices.SortFunc(t, func(a, b Entry) int { return CompareServiceKeys(a.Service.ServiceKey, b.Service.ServiceKey) })
 	for _, e := range t {
 		slices.SortFunc(e.Destinations, CompareDestinations)
 	}
 }
 
-// formatDump renders a table as the lines `ipvsadm -Sn` prints for it, one service line
+// FormatDump renders a table as the lines `ipvsadm -Sn` prints for it, one service line
 // followed by its destination lines, sorted as CompareServiceKeys and CompareDestinations
 // say (t itself is sorted in place). The one difference from ipvsadm: destination
 // thresholds, which ipvsadm -S omits, are kept as " -x U -y L" when either is non-zero.
 //
 //	-A -t 10.0.0.1:80 -s rr -p 300 -M 255.255.255.0 -b flag-1
 //	-a -t 10.0.0.1:80 -r 10.1.0.1:8080 -m -w 1
-func formatDump(t []Entry) string {
-	sortTable(t)
+func FormatDump(t []Entry) string {
+	SortTable(t)
 	var b strings.Builder
 	for _, e := range t {
 		svc := serviceSpec(e.Service.ServiceKey)

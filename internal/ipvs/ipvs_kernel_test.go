@@ -1,6 +1,6 @@
 //go:build kernel
 
-package ipvs
+package ipvs_test
 
 import (
 	"bytes"
@@ -20,20 +20,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kipvs/kipvs/internal/testutil/golden"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netnsutil"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 )
 
-func newClient(t *testing.T, ns *netnstest.NS, opts ...Option) *Client {
+func newClient(t *testing.T, ns *netnstest.NS, opts ...ipvs.Option) *ipvs.Client {
 	t.Helper()
-	c, err := New(ns.Handle, opts...)
+	c, err := ipvs.New(ns.Handle, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestKernelOpTable(t *testing.T) {
 
 // checkIPVSADM compares the client's view with ipvsadm's in ns: the -Sn rules (re-sorted),
 // and the thresholds, weights and forwarding methods of -Ln --thresholds and -Ln.
-func checkIPVSADM(t *testing.T, ns *netnstest.NS, c *Client) {
+func checkIPVSADM(t *testing.T, ns *netnstest.NS, c *ipvs.Client) {
 	t.Helper()
 	dump := mustDump(t, c)
 	got := resortRules(t, run(t, ns, "ipvsadm", "-Sn"))
@@ -127,11 +127,11 @@ func countRows(m map[string]map[string][]string) int {
 func resortRules(t *testing.T, out string) string {
 	t.Helper()
 	type dest struct {
-		d    Destination
+		d    ipvs.Destination
 		line string
 	}
 	type group struct {
-		key   ServiceKey
+		key   ipvs.ServiceKey
 		line  string
 		dests []dest
 	}
@@ -157,15 +157,15 @@ func resortRules(t *testing.T, out string) string {
 				t.Fatalf("ipvsadm -S line %q: %v", line, err)
 			}
 			g := groups[len(groups)-1]
-			g.dests = append(g.dests, dest{Destination{Addr: a.Addr(), Port: a.Port()}, line})
+			g.dests = append(g.dests, dest{ipvs.Destination{Addr: a.Addr(), Port: a.Port()}, line})
 		default:
 			t.Fatalf("ipvsadm -S line %q", line)
 		}
 	}
-	slices.SortFunc(groups, func(a, b *group) int { return CompareServiceKeys(a.key, b.key) })
+	slices.SortFunc(groups, func(a, b *group) int { return ipvs.CompareServiceKeys(a.key, b.key) })
 	var b strings.Builder
 	for _, g := range groups {
-		slices.SortFunc(g.dests, func(a, b dest) int { return CompareDestinations(a.d, b.d) })
+		slices.SortFunc(g.dests, func(a, b dest) int { return ipvs.CompareDestinations(a.d, b.d) })
 		b.WriteString(g.line + "\n")
 		for _, d := range g.dests {
 			b.WriteString(d.line + "\n")
@@ -174,16 +174,16 @@ func resortRules(t *testing.T, out string) string {
 	return b.String()
 }
 
-func parseRuleService(f []string) (ServiceKey, []string, error) {
+func parseRuleService(f []string) (ipvs.ServiceKey, []string, error) {
 	if len(f) < 2 {
-		return ServiceKey{}, nil, errors.New("no service")
+		return ipvs.ServiceKey{}, nil, errors.New("no service")
 	}
 	if f[0] == "-f" {
 		mark, err := strconv.ParseUint(f[1], 10, 32)
 		if err != nil {
-			return ServiceKey{}, nil, err
+			return ipvs.ServiceKey{}, nil, err
 		}
-		k := ServiceKey{FWMark: uint32(mark), Family: inet.IPv4}
+		k := ipvs.ServiceKey{FWMark: uint32(mark), Family: inet.IPv4}
 		rest := f[2:]
 		if len(rest) > 0 && rest[0] == "-6" {
 			k.Family, rest = inet.IPv6, rest[1:]
@@ -193,13 +193,13 @@ func parseRuleService(f []string) (ServiceKey, []string, error) {
 	protos := map[string]inet.Protocol{"-t": inet.TCP, "-u": inet.UDP, "--sctp-service": inet.SCTP}
 	p, ok := protos[f[0]]
 	if !ok {
-		return ServiceKey{}, nil, fmt.Errorf("unknown service option %q", f[0])
+		return ipvs.ServiceKey{}, nil, fmt.Errorf("unknown service option %q", f[0])
 	}
 	a, err := netip.ParseAddrPort(f[1])
 	if err != nil {
-		return ServiceKey{}, nil, err
+		return ipvs.ServiceKey{}, nil, err
 	}
-	k, err := ServiceKey{Protocol: p, Addr: a.Addr(), Port: a.Port()}.Normalize()
+	k, err := ipvs.ServiceKey{Protocol: p, Addr: a.Addr(), Port: a.Port()}.Normalize()
 	return k, f[2:], err
 }
 
@@ -243,41 +243,41 @@ func TestKernelBatch(t *testing.T) {
 	const n = 1000
 	k := tcp("10.0.0.1:80")
 	k2 := tcp("10.0.0.2:80")
-	dest := func(i int) Destination {
+	dest := func(i int) ipvs.Destination {
 		return masq(fmt.Sprintf("10.1.%d.%d:8080", i/250, i%250+1), 1+i%7)
 	}
 
-	ops := []Op{AddServiceOp(Service{ServiceKey: k, Scheduler: "rr"})}
-	want := []Entry{{Service: Service{ServiceKey: k, Scheduler: "rr"}}}
+	ops := []ipvs.Op{ipvs.AddServiceOp(ipvs.Service{ServiceKey: k, Scheduler: "rr"})}
+	want := []ipvs.Entry{{Service: ipvs.Service{ServiceKey: k, Scheduler: "rr"}}}
 	for i := range n {
-		ops = append(ops, AddDestinationOp(k, dest(i)))
+		ops = append(ops, ipvs.AddDestinationOp(k, dest(i)))
 		want[0].Destinations = append(want[0].Destinations, dest(i))
 		switch i {
 		case 499:
-			ops = append(ops, AddDestinationOp(k, dest(7))) // duplicate, index 501
+			ops = append(ops, ipvs.AddDestinationOp(k, dest(7))) // duplicate, index 501
 		case 699:
-			ops = append(ops, AddDestinationOp(tcp("10.9.9.9:80"), dest(1))) // missing service, index 702
+			ops = append(ops, ipvs.AddDestinationOp(tcp("10.9.9.9:80"), dest(1))) // missing service, index 702
 		}
 	}
-	sends := c.conn.sends
+	sends := ipvs.Sends(c)
 	start := time.Now()
 	err := c.Apply(ops)
 	batchTime := time.Since(start)
-	batchSends := c.conn.sends - sends
-	var be *BatchError
+	batchSends := ipvs.Sends(c) - sends
+	var be *ipvs.BatchError
 	if !errors.As(err, &be) || len(be.Errors) != 2 || be.Errors[0].Index != 501 || be.Errors[1].Index != 702 ||
 		!errors.Is(be.Errors[0], kerr.ErrExists) || !errors.Is(be.Errors[1], syscall.ESRCH) {
 		t.Fatalf("Apply of %d ops: %v", len(ops), err)
 	}
-	if wantSends := (len(ops) + c.conn.maxOps - 1) / c.conn.maxOps; batchSends != wantSends {
-		t.Errorf("Apply of %d ops used %d sendmsg calls, want %d (max %d ops per call)", len(ops), batchSends, wantSends, c.conn.maxOps)
+	if wantSends := (len(ops) + ipvs.MaxOps(c) - 1) / ipvs.MaxOps(c); batchSends != wantSends {
+		t.Errorf("Apply of %d ops used %d sendmsg calls, want %d (max %d ops per call)", len(ops), batchSends, wantSends, ipvs.MaxOps(c))
 	}
 
 	// The same number of destinations, one AddDestination call each.
-	if err := c.AddService(Service{ServiceKey: k2, Scheduler: "rr"}); err != nil {
+	if err := c.AddService(ipvs.Service{ServiceKey: k2, Scheduler: "rr"}); err != nil {
 		t.Fatal(err)
 	}
-	want = append(want, Entry{Service: Service{ServiceKey: k2, Scheduler: "rr"}})
+	want = append(want, ipvs.Entry{Service: ipvs.Service{ServiceKey: k2, Scheduler: "rr"}})
 	start = time.Now()
 	for i := range n {
 		if err := c.AddDestination(k2, dest(i)); err != nil {
@@ -287,34 +287,34 @@ func TestKernelBatch(t *testing.T) {
 	}
 	singleTime := time.Since(start)
 	t.Logf("%d destinations: Apply %v in %d sendmsg calls (max %d ops each); one call per op %v; ratio %.1fx",
-		n, batchTime.Round(time.Millisecond), batchSends, c.conn.maxOps, singleTime.Round(time.Millisecond),
+		n, batchTime.Round(time.Millisecond), batchSends, ipvs.MaxOps(c), singleTime.Round(time.Millisecond),
 		float64(singleTime)/float64(batchTime))
 
 	for i := range want {
 		want[i].Service, _ = want[i].Service.Normalize()
 	}
-	if got, exp := mustDump(t, c), formatDump(want); got != exp {
+	if got, exp := mustDump(t, c), ipvs.FormatDump(want); got != exp {
 		t.Errorf("Dump after the batch differs from the expected table (%d vs %d lines)", strings.Count(got, "\n"), strings.Count(exp, "\n"))
 	}
 	checkIPVSADM(t, ns, c)
 
 	// Delete through a client limited to 100 ops per sendmsg; two ops fail, one of them
 	// the last op of a chunk (whose ack ends the chunk).
-	c100 := newClient(t, ns, withMaxBatch(100))
-	var del []Op
+	c100 := newClient(t, ns, ipvs.WithMaxBatch(100))
+	var del []ipvs.Op
 	for i := range n {
-		del = append(del, DeleteDestinationOp(k, dest(i).AddrPort()))
+		del = append(del, ipvs.DeleteDestinationOp(k, dest(i).AddrPort()))
 		if i == 98 || i == 400 {
-			del = append(del, DeleteDestinationOp(k, ap("10.99.0.1:1"))) // index 99 and 402
+			del = append(del, ipvs.DeleteDestinationOp(k, ap("10.99.0.1:1"))) // index 99 and 402
 		}
 	}
-	sends = c100.conn.sends
+	sends = ipvs.Sends(c100)
 	err = c100.Apply(del)
 	if !errors.As(err, &be) || len(be.Errors) != 2 || be.Errors[0].Index != 99 || be.Errors[1].Index != 402 ||
 		!errors.Is(err, kerr.ErrNotFound) || !errors.Is(be.Errors[1], syscall.ENOENT) {
 		t.Fatalf("batched delete: %v", err)
 	}
-	if got := c100.conn.sends - sends; got != (len(del)+99)/100 {
+	if got := ipvs.Sends(c100) - sends; got != (len(del)+99)/100 {
 		t.Errorf("batched delete of %d ops used %d sendmsg calls, want %d", len(del), got, (len(del)+99)/100)
 	}
 	dests, err := c.Destinations(k)
@@ -331,11 +331,11 @@ func TestKernelTableContext(t *testing.T) {
 	ns := netnstest.New(t)
 	c := newClient(t, ns)
 	for i := range 3 {
-		s := Service{ServiceKey: ServiceKey{Addr: netip.AddrFrom4([4]byte{10, 96, 0, byte(10 + i)}), Protocol: inet.TCP, Port: 80}, Scheduler: "rr"}
+		s := ipvs.Service{ServiceKey: ipvs.ServiceKey{Addr: netip.AddrFrom4([4]byte{10, 96, 0, byte(10 + i)}), Protocol: inet.TCP, Port: 80}, Scheduler: "rr"}
 		if err := c.AddService(s); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.AddDestination(s.ServiceKey, Destination{Addr: netip.MustParseAddr("10.244.0.5"), Port: 8080, Weight: 1}); err != nil {
+		if err := c.AddDestination(s.ServiceKey, ipvs.Destination{Addr: netip.MustParseAddr("10.244.0.5"), Port: 8080, Weight: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -344,7 +344,7 @@ func TestKernelTableContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := c.TableContext(t.Context())
-	if err != nil || formatDump(got) != formatDump(want) || len(got) != 3 {
+	if err != nil || ipvs.FormatDump(got) != ipvs.FormatDump(want) || len(got) != 3 {
 		t.Errorf("TableContext = %v, %v; Table = %v", got, err, want)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -373,7 +373,7 @@ func TestKernelInfo(t *testing.T) {
 func TestKernelTimeouts(t *testing.T) {
 	ns := netnstest.New(t)
 	c := newClient(t, ns)
-	check := func(want Timeouts) {
+	check := func(want ipvs.Timeouts) {
 		t.Helper()
 		got, err := c.Timeouts()
 		if err != nil || got != want {
@@ -384,17 +384,17 @@ func TestKernelTimeouts(t *testing.T) {
 			t.Errorf("ipvsadm --timeout: %q, want %q", line, w)
 		}
 	}
-	check(Timeouts{TCP: 900, TCPFin: 120, UDP: 300})
-	if err := c.SetTimeouts(Timeouts{TCP: 1000, TCPFin: 100, UDP: 200}); err != nil {
+	check(ipvs.Timeouts{TCP: 900, TCPFin: 120, UDP: 300})
+	if err := c.SetTimeouts(ipvs.Timeouts{TCP: 1000, TCPFin: 100, UDP: 200}); err != nil {
 		t.Fatal(err)
 	}
-	check(Timeouts{TCP: 1000, TCPFin: 100, UDP: 200})
-	if err := c.SetTimeouts(Timeouts{TCPFin: 5}); err != nil {
+	check(ipvs.Timeouts{TCP: 1000, TCPFin: 100, UDP: 200})
+	if err := c.SetTimeouts(ipvs.Timeouts{TCPFin: 5}); err != nil {
 		t.Fatal(err)
 	}
-	check(Timeouts{TCP: 1000, TCPFin: 5, UDP: 200})
+	check(ipvs.Timeouts{TCP: 1000, TCPFin: 5, UDP: 200})
 	run(t, ns, "ipvsadm", "--set", "0", "0", "50")
-	check(Timeouts{TCP: 1000, TCPFin: 5, UDP: 50})
+	check(ipvs.Timeouts{TCP: 1000, TCPFin: 5, UDP: 50})
 }
 
 // Real traffic through a persistent NAT service: a client in one namespace, the VIP on a
@@ -416,9 +416,9 @@ func TestKernelStats(t *testing.T) {
 	c := newClient(t, lb)
 	k, _ := tcp("10.0.0.100:80").Normalize()
 	backend := masq("10.1.0.1:8080", 1)
-	if err := c.Apply([]Op{
-		AddServiceOp(Service{ServiceKey: k, Scheduler: "rr", Flags: FlagPersistent, Timeout: 60}),
-		AddDestinationOp(k, backend),
+	if err := c.Apply([]ipvs.Op{
+		ipvs.AddServiceOp(ipvs.Service{ServiceKey: k, Scheduler: "rr", Flags: ipvs.FlagPersistent, Timeout: 60}),
+		ipvs.AddDestinationOp(k, backend),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func TestKernelStats(t *testing.T) {
 	}
 
 	// Connection counts, including the persistence template.
-	connRow := func(d Destination) []string {
+	connRow := func(d ipvs.Destination) []string {
 		return []string{strconv.Itoa(d.Weight), u(d.PersistentConns), u(d.ActiveConns), u(d.InactiveConns)}
 	}
 	r = stable(t, c, k, func() string { return run(t, lb, "ipvsadm", "-Ln", "--persistent-conn") },
@@ -531,13 +531,13 @@ func TestKernelStats(t *testing.T) {
 		})
 }
 
-func statsRow(p *Stats) [5]string {
-	s := StatsOf(p)
+func statsRow(p *ipvs.Stats) [5]string {
+	s := ipvs.StatsOf(p)
 	return [5]string{n64(s.Conns), n64(s.InPkts), n64(s.OutPkts), n64(s.InBytes), n64(s.OutBytes)}
 }
 
-func rateRow(p *Stats) [5]uint64 {
-	s := StatsOf(p)
+func rateRow(p *ipvs.Stats) [5]uint64 {
+	s := ipvs.StatsOf(p)
 	return [5]uint64{s.CPS, s.InPPS, s.OutPPS, s.InBPS, s.OutBPS}
 }
 
@@ -559,14 +559,14 @@ func n64(v uint64) string { return strconv.FormatUint(v, 10) }
 
 // reading is the client's view of a service and its only destination.
 type reading struct {
-	svc Service
-	dst Destination
+	svc ipvs.Service
+	dst ipvs.Destination
 }
 
 // stable reads service k, runs ipvsadm, reads again and, once settled says the two
 // readings agree, requires match to accept ipvsadm's listing. It polls (with a deadline)
 // while the values move.
-func stable(t *testing.T, c *Client, k ServiceKey, ipvsadm func() string, settled func(a, b reading) bool,
+func stable(t *testing.T, c *ipvs.Client, k ipvs.ServiceKey, ipvsadm func() string, settled func(a, b reading) bool,
 	match func(map[string][]string, map[string]map[string][]string, reading, reading) bool) reading {
 	t.Helper()
 	read := func() reading {
@@ -607,7 +607,7 @@ func TestKernelConcurrentAndFlush(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			k := tcp(fmt.Sprintf("10.0.%d.1:80", g))
-			if err := c.AddService(Service{ServiceKey: k, Scheduler: "wlc"}); err != nil {
+			if err := c.AddService(ipvs.Service{ServiceKey: k, Scheduler: "wlc"}); err != nil {
 				t.Error(err)
 				return
 			}
@@ -635,7 +635,7 @@ func TestKernelConcurrentAndFlush(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Table(); !errors.Is(err, errClosed) {
+	if _, err := c.Table(); !errors.Is(err, ipvs.ErrClosed) {
 		t.Errorf("Table after Close: %v", err)
 	}
 }
@@ -647,22 +647,22 @@ func TestKernelBatchLostAcks(t *testing.T) {
 	ns := netnstest.New(t)
 	c := newClient(t, ns)
 	k := tcp("10.0.0.1:80")
-	if err := c.AddService(Service{ServiceKey: k, Scheduler: "rr"}); err != nil {
+	if err := c.AddService(ipvs.Service{ServiceKey: k, Scheduler: "rr"}); err != nil {
 		t.Fatal(err)
 	}
 	var serr error
-	if err := c.conn.rc.Control(func(fd uintptr) {
+	if err := ipvs.RawConn(c).Control(func(fd uintptr) {
 		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096)
 	}); err != nil || serr != nil {
 		t.Fatal(err, serr)
 	}
-	c.conn.maxOps = 1000
-	var ops []Op
+	ipvs.SetMaxOps(c, 1000)
+	var ops []ipvs.Op
 	for i := range 1000 {
-		ops = append(ops, DeleteDestinationOp(k, ap(fmt.Sprintf("10.1.%d.%d:80", i/250, i%250+1))))
+		ops = append(ops, ipvs.DeleteDestinationOp(k, ap(fmt.Sprintf("10.1.%d.%d:80", i/250, i%250+1))))
 	}
 	err := c.Apply(ops)
-	var be *BatchError
+	var be *ipvs.BatchError
 	if !errors.As(err, &be) || len(be.Errors) != len(ops) {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -689,7 +689,3 @@ func TestKernelBatchLostAcks(t *testing.T) {
 		t.Errorf("Dump after the overflow:\n%s", got)
 	}
 }
-
-// withMaxBatch caps the ops per sendmsg in Apply (default: as many as the socket buffers
-// allow, at most 1024). 1 makes Apply send one message per op.
-func withMaxBatch(n int) Option { return func(o *options) { o.maxBatch = n } }

@@ -1,4 +1,4 @@
-package ipvs
+package ipvs_test
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -19,25 +20,25 @@ import (
 
 func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 
-func tcp(s string) ServiceKey {
+func tcp(s string) ipvs.ServiceKey {
 	a := ap(s)
-	return ServiceKey{Protocol: inet.TCP, Addr: a.Addr(), Port: a.Port()}
+	return ipvs.ServiceKey{Protocol: inet.TCP, Addr: a.Addr(), Port: a.Port()}
 }
-func udp(s string) ServiceKey {
+func udp(s string) ipvs.ServiceKey {
 	a := ap(s)
-	return ServiceKey{Protocol: inet.UDP, Addr: a.Addr(), Port: a.Port()}
+	return ipvs.ServiceKey{Protocol: inet.UDP, Addr: a.Addr(), Port: a.Port()}
 }
-func sctp(s string) ServiceKey {
+func sctp(s string) ipvs.ServiceKey {
 	a := ap(s)
-	return ServiceKey{Protocol: inet.SCTP, Addr: a.Addr(), Port: a.Port()}
+	return ipvs.ServiceKey{Protocol: inet.SCTP, Addr: a.Addr(), Port: a.Port()}
 }
-func fwm(mark uint32, f inet.Family) ServiceKey {
-	return ServiceKey{FWMark: mark, Family: f}
+func fwm(mark uint32, f inet.Family) ipvs.ServiceKey {
+	return ipvs.ServiceKey{FWMark: mark, Family: f}
 }
 
-func masq(s string, w int) Destination {
+func masq(s string, w int) ipvs.Destination {
 	a := ap(s)
-	return Destination{Addr: a.Addr(), Port: a.Port(), Forward: Masq, Weight: w}
+	return ipvs.Destination{Addr: a.Addr(), Port: a.Port(), Forward: ipvs.Masq, Weight: w}
 }
 
 // batchFail is one expected failure of an Apply step.
@@ -49,21 +50,23 @@ type batchFail struct {
 
 type step struct {
 	name  string
-	run   func(Interface) error
+	run   func(ipvs.Interface) error
 	kind  error         // expected kerr type; nil: the step must succeed
 	errno syscall.Errno // expected errno when kind is set
 	batch []batchFail   // for Apply steps: the expected failed ops, in index order
 }
 
-func ok(name string, run func(Interface) error) step { return step{name: name, run: run} }
+func ok(name string, run func(ipvs.Interface) error) step { return step{name: name, run: run} }
 
-func fails(name string, kind error, errno syscall.Errno, run func(Interface) error) step {
+func fails(name string, kind error, errno syscall.Errno, run func(ipvs.Interface) error) step {
 	return step{name: name, run: run, kind: kind, errno: errno}
 }
 
-func add(s Service) func(Interface) error { return func(i Interface) error { return i.AddService(s) } }
-func addDest(k ServiceKey, d Destination) func(Interface) error {
-	return func(i Interface) error { return i.AddDestination(k, d) }
+func add(s ipvs.Service) func(ipvs.Interface) error {
+	return func(i ipvs.Interface) error { return i.AddService(s) }
+}
+func addDest(k ipvs.ServiceKey, d ipvs.Destination) func(ipvs.Interface) error {
+	return func(i ipvs.Interface) error { return i.AddDestination(k, d) }
 }
 
 // opTable covers IPv4 and IPv6, TCP/UDP/SCTP and firewall marks, persistence and netmasks,
@@ -88,32 +91,32 @@ func opTable() []step {
 	batchSvc := tcp("10.0.0.8:8080")
 
 	return []step{
-		ok("add tcp", add(Service{ServiceKey: web, Scheduler: "rr"})),
-		ok("add persistent with netmask", add(Service{ServiceKey: sticky, Scheduler: "rr", Flags: FlagPersistent, Timeout: 300, Netmask: 0xffff0000})),
-		ok("add udp mh with flags", add(Service{ServiceKey: dns, Scheduler: "mh", Flags: FlagMHFallback | FlagMHPort})),
-		ok("add sh with flags and persistence", add(Service{ServiceKey: shsvc, Scheduler: "sh", Flags: FlagSHFallback | FlagSHPort | FlagPersistent, Timeout: 100})),
-		ok("add sctp", add(Service{ServiceKey: sctp4, Scheduler: "wrr"})),
-		ok("add ipv6 persistent /64", add(Service{ServiceKey: web6, Scheduler: "rr", Flags: FlagPersistent, Timeout: 60, Netmask: 64})),
-		ok("add ipv6 udp one-packet", add(Service{ServiceKey: dns6, Scheduler: "rr", Flags: FlagOnePacket})),
-		ok("add ipv6 sctp", add(Service{ServiceKey: sctp6, Scheduler: "wlc"})),
-		ok("add far address 1", add(Service{ServiceKey: far1, Scheduler: "lc"})),
-		ok("add far address 2", add(Service{ServiceKey: far2, Scheduler: "rr"})),
-		ok("add generic scheduler flags", add(Service{ServiceKey: flags, Scheduler: "rr", Flags: FlagSched1 | FlagSched3})),
-		ok("add sip persistence engine", add(Service{ServiceKey: sip, Scheduler: "rr", Flags: FlagPersistent, Timeout: 30, PEName: "sip"})),
-		ok("add fwmark ipv4", add(Service{ServiceKey: mark4, Scheduler: "rr"})),
-		ok("add fwmark ipv6 persistent /96", add(Service{ServiceKey: mark6, Scheduler: "rr", Flags: FlagPersistent, Timeout: 10, Netmask: 96})),
-		ok("add sh with a third scheduler flag", add(Service{ServiceKey: tcp("10.0.0.11:80"), Scheduler: "sh", Flags: FlagSched1 | FlagSched2 | FlagSched3})),
-		ok("add lazily loaded scheduler", add(Service{ServiceKey: tcp("10.0.0.9:80"), Scheduler: "lblcr"})),
+		ok("add tcp", add(ipvs.Service{ServiceKey: web, Scheduler: "rr"})),
+		ok("add persistent with netmask", add(ipvs.Service{ServiceKey: sticky, Scheduler: "rr", Flags: ipvs.FlagPersistent, Timeout: 300, Netmask: 0xffff0000})),
+		ok("add udp mh with flags", add(ipvs.Service{ServiceKey: dns, Scheduler: "mh", Flags: ipvs.FlagMHFallback | ipvs.FlagMHPort})),
+		ok("add sh with flags and persistence", add(ipvs.Service{ServiceKey: shsvc, Scheduler: "sh", Flags: ipvs.FlagSHFallback | ipvs.FlagSHPort | ipvs.FlagPersistent, Timeout: 100})),
+		ok("add sctp", add(ipvs.Service{ServiceKey: sctp4, Scheduler: "wrr"})),
+		ok("add ipv6 persistent /64", add(ipvs.Service{ServiceKey: web6, Scheduler: "rr", Flags: ipvs.FlagPersistent, Timeout: 60, Netmask: 64})),
+		ok("add ipv6 udp one-packet", add(ipvs.Service{ServiceKey: dns6, Scheduler: "rr", Flags: ipvs.FlagOnePacket})),
+		ok("add ipv6 sctp", add(ipvs.Service{ServiceKey: sctp6, Scheduler: "wlc"})),
+		ok("add far address 1", add(ipvs.Service{ServiceKey: far1, Scheduler: "lc"})),
+		ok("add far address 2", add(ipvs.Service{ServiceKey: far2, Scheduler: "rr"})),
+		ok("add generic scheduler flags", add(ipvs.Service{ServiceKey: flags, Scheduler: "rr", Flags: ipvs.FlagSched1 | ipvs.FlagSched3})),
+		ok("add sip persistence engine", add(ipvs.Service{ServiceKey: sip, Scheduler: "rr", Flags: ipvs.FlagPersistent, Timeout: 30, PEName: "sip"})),
+		ok("add fwmark ipv4", add(ipvs.Service{ServiceKey: mark4, Scheduler: "rr"})),
+		ok("add fwmark ipv6 persistent /96", add(ipvs.Service{ServiceKey: mark6, Scheduler: "rr", Flags: ipvs.FlagPersistent, Timeout: 10, Netmask: 96})),
+		ok("add sh with a third scheduler flag", add(ipvs.Service{ServiceKey: tcp("10.0.0.11:80"), Scheduler: "sh", Flags: ipvs.FlagSched1 | ipvs.FlagSched2 | ipvs.FlagSched3})),
+		ok("add lazily loaded scheduler", add(ipvs.Service{ServiceKey: tcp("10.0.0.9:80"), Scheduler: "lblcr"})),
 
 		ok("dest masq", addDest(web, masq("10.1.0.1:8080", 1))),
 		ok("dest masq weight 2", addDest(web, masq("10.1.0.2:8080", 2))),
-		ok("dest thresholds", addDest(web, Destination{Addr: ap("10.1.0.3:8080").Addr(), Port: 8080, Weight: 0, UpperThreshold: 100, LowerThreshold: 10})),
-		ok("dest ipv6 in ipv4 service (tunnel)", addDest(web, Destination{Addr: ap("[fd01::9]:80").Addr(), Port: 80, Forward: Tunnel, Weight: 1})),
-		ok("dest route", addDest(sticky, Destination{Addr: ap("10.1.0.5:80").Addr(), Port: 80, Forward: Route, Weight: 1})),
-		ok("dest gue tunnel", addDest(sticky, Destination{Addr: ap("10.1.0.6:80").Addr(), Port: 80, Forward: Tunnel, Weight: 1,
-			TunnelType: TunnelGUE, TunnelPort: 6080, TunnelFlags: TunnelCsum})),
-		ok("dest gre tunnel", addDest(sticky, Destination{Addr: ap("10.1.0.7:80").Addr(), Port: 80, Forward: Tunnel, Weight: 1,
-			TunnelType: TunnelGRE, TunnelFlags: TunnelNoCsum})),
+		ok("dest thresholds", addDest(web, ipvs.Destination{Addr: ap("10.1.0.3:8080").Addr(), Port: 8080, Weight: 0, UpperThreshold: 100, LowerThreshold: 10})),
+		ok("dest ipv6 in ipv4 service (tunnel)", addDest(web, ipvs.Destination{Addr: ap("[fd01::9]:80").Addr(), Port: 80, Forward: ipvs.Tunnel, Weight: 1})),
+		ok("dest route", addDest(sticky, ipvs.Destination{Addr: ap("10.1.0.5:80").Addr(), Port: 80, Forward: ipvs.Route, Weight: 1})),
+		ok("dest gue tunnel", addDest(sticky, ipvs.Destination{Addr: ap("10.1.0.6:80").Addr(), Port: 80, Forward: ipvs.Tunnel, Weight: 1,
+			TunnelType: ipvs.TunnelGUE, TunnelPort: 6080, TunnelFlags: ipvs.TunnelCsum})),
+		ok("dest gre tunnel", addDest(sticky, ipvs.Destination{Addr: ap("10.1.0.7:80").Addr(), Port: 80, Forward: ipvs.Tunnel, Weight: 1,
+			TunnelType: ipvs.TunnelGRE, TunnelFlags: ipvs.TunnelNoCsum})),
 		ok("dest big weight", addDest(dns, masq("10.1.0.1:53", 65535))),
 		ok("dest sh", addDest(shsvc, masq("10.1.0.1:443", 1))),
 		ok("dest sctp", addDest(sctp4, masq("10.1.0.7:9", 1))),
@@ -127,71 +130,71 @@ func opTable() []step {
 		ok("dest fwmark with port", addDest(mark4, masq("10.1.0.2:8080", 1))),
 		ok("dest fwmark ipv6", addDest(mark6, masq("[fd01::3]:0", 1))),
 
-		fails("duplicate service", kerr.ErrExists, syscall.EEXIST, add(Service{ServiceKey: web, Scheduler: "wrr"})),
-		fails("duplicate fwmark service", kerr.ErrExists, syscall.EEXIST, add(Service{ServiceKey: mark4, Scheduler: "rr"})),
+		fails("duplicate service", kerr.ErrExists, syscall.EEXIST, add(ipvs.Service{ServiceKey: web, Scheduler: "wrr"})),
+		fails("duplicate fwmark service", kerr.ErrExists, syscall.EEXIST, add(ipvs.Service{ServiceKey: mark4, Scheduler: "rr"})),
 		fails("duplicate destination", kerr.ErrExists, syscall.EEXIST, addDest(web, masq("10.1.0.1:8080", 7))),
 		fails("destination on missing service", kerr.ErrNotFound, syscall.ESRCH, addDest(gone, masq("10.1.0.1:8080", 1))),
-		fails("update missing service", kerr.ErrNotFound, syscall.ESRCH, func(i Interface) error {
-			return i.UpdateService(Service{ServiceKey: gone, Scheduler: "rr"})
+		fails("update missing service", kerr.ErrNotFound, syscall.ESRCH, func(i ipvs.Interface) error {
+			return i.UpdateService(ipvs.Service{ServiceKey: gone, Scheduler: "rr"})
 		}),
-		fails("delete missing service", kerr.ErrNotFound, syscall.ESRCH, func(i Interface) error { return i.DeleteService(gone) }),
-		fails("delete missing destination", kerr.ErrNotFound, syscall.ENOENT, func(i Interface) error {
+		fails("delete missing service", kerr.ErrNotFound, syscall.ESRCH, func(i ipvs.Interface) error { return i.DeleteService(gone) }),
+		fails("delete missing destination", kerr.ErrNotFound, syscall.ENOENT, func(i ipvs.Interface) error {
 			return i.DeleteDestination(web, ap("10.1.0.99:8080"))
 		}),
-		fails("update missing destination", kerr.ErrNotFound, syscall.ENOENT, func(i Interface) error {
+		fails("update missing destination", kerr.ErrNotFound, syscall.ENOENT, func(i ipvs.Interface) error {
 			return i.UpdateDestination(web, masq("10.1.0.99:8080", 1))
 		}),
-		fails("unknown scheduler", kerr.ErrNotFound, syscall.ENOENT, add(Service{ServiceKey: gone, Scheduler: "nosuch"})),
-		fails("unknown persistence engine", kerr.ErrNotFound, syscall.ENOENT, add(Service{ServiceKey: gone, Scheduler: "rr", PEName: "nosuch"})),
+		fails("unknown scheduler", kerr.ErrNotFound, syscall.ENOENT, add(ipvs.Service{ServiceKey: gone, Scheduler: "nosuch"})),
+		fails("unknown persistence engine", kerr.ErrNotFound, syscall.ENOENT, add(ipvs.Service{ServiceKey: gone, Scheduler: "rr", PEName: "nosuch"})),
 		fails("negative weight", kerr.ErrInvalid, syscall.ERANGE, addDest(web, masq("10.1.0.20:8080", -1))),
-		fails("lower threshold above upper", kerr.ErrInvalid, syscall.ERANGE, addDest(web, Destination{Addr: ap("10.1.0.20:8080").Addr(), Port: 8080, Weight: 1, UpperThreshold: 1, LowerThreshold: 5})),
+		fails("lower threshold above upper", kerr.ErrInvalid, syscall.ERANGE, addDest(web, ipvs.Destination{Addr: ap("10.1.0.20:8080").Addr(), Port: 8080, Weight: 1, UpperThreshold: 1, LowerThreshold: 5})),
 		fails("mixed family without tunnel", kerr.ErrInvalid, syscall.EINVAL, addDest(web, masq("[fd01::20]:8080", 1))),
-		fails("gue tunnel without port", kerr.ErrInvalid, syscall.EINVAL, addDest(web, Destination{Addr: ap("10.1.0.21:80").Addr(), Port: 80, Forward: Tunnel, Weight: 1, TunnelType: TunnelGUE})),
+		fails("gue tunnel without port", kerr.ErrInvalid, syscall.EINVAL, addDest(web, ipvs.Destination{Addr: ap("10.1.0.21:80").Addr(), Port: 80, Forward: ipvs.Tunnel, Weight: 1, TunnelType: ipvs.TunnelGUE})),
 		fails("multicast destination", kerr.ErrInvalid, syscall.EINVAL, addDest(web, masq("224.0.0.1:80", 1))),
-		fails("ipv6 netmask too long", kerr.ErrInvalid, syscall.EINVAL, add(Service{ServiceKey: tcp("[fd00::99]:80"), Scheduler: "rr", Netmask: 129})),
-		fails("fwmark without family", kerr.ErrInvalid, syscall.EINVAL, add(Service{ServiceKey: ServiceKey{FWMark: 7}, Scheduler: "rr"})),
-		fails("unsupported protocol", kerr.ErrInvalid, syscall.EINVAL, add(Service{ServiceKey: ServiceKey{Protocol: 47, Addr: netip.MustParseAddr("10.0.0.50"), Port: 1}, Scheduler: "rr"})),
+		fails("ipv6 netmask too long", kerr.ErrInvalid, syscall.EINVAL, add(ipvs.Service{ServiceKey: tcp("[fd00::99]:80"), Scheduler: "rr", Netmask: 129})),
+		fails("fwmark without family", kerr.ErrInvalid, syscall.EINVAL, add(ipvs.Service{ServiceKey: ipvs.ServiceKey{FWMark: 7}, Scheduler: "rr"})),
+		fails("unsupported protocol", kerr.ErrInvalid, syscall.EINVAL, add(ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: 47, Addr: netip.MustParseAddr("10.0.0.50"), Port: 1}, Scheduler: "rr"})),
 
-		ok("update scheduler and persistence", func(i Interface) error {
-			return i.UpdateService(Service{ServiceKey: web, Scheduler: "wrr", Flags: FlagPersistent, Timeout: 180, Netmask: 0xffffff00})
+		ok("update scheduler and persistence", func(i ipvs.Interface) error {
+			return i.UpdateService(ipvs.Service{ServiceKey: web, Scheduler: "wrr", Flags: ipvs.FlagPersistent, Timeout: 180, Netmask: 0xffffff00})
 		}),
-		ok("update sh flags", func(i Interface) error {
-			return i.UpdateService(Service{ServiceKey: shsvc, Scheduler: "sh", Flags: FlagSHPort})
+		ok("update sh flags", func(i ipvs.Interface) error {
+			return i.UpdateService(ipvs.Service{ServiceKey: shsvc, Scheduler: "sh", Flags: ipvs.FlagSHPort})
 		}),
-		ok("update mh flags", func(i Interface) error {
-			return i.UpdateService(Service{ServiceKey: dns, Scheduler: "mh", Flags: FlagMHFallback})
+		ok("update mh flags", func(i ipvs.Interface) error {
+			return i.UpdateService(ipvs.Service{ServiceKey: dns, Scheduler: "mh", Flags: ipvs.FlagMHFallback})
 		}),
-		ok("update fwmark service", func(i Interface) error {
-			return i.UpdateService(Service{ServiceKey: mark4, Scheduler: "wlc", Flags: FlagPersistent, Timeout: 20})
+		ok("update fwmark service", func(i ipvs.Interface) error {
+			return i.UpdateService(ipvs.Service{ServiceKey: mark4, Scheduler: "wlc", Flags: ipvs.FlagPersistent, Timeout: 20})
 		}),
-		ok("update drops persistence engine", func(i Interface) error {
-			return i.UpdateService(Service{ServiceKey: sip, Scheduler: "rr"})
+		ok("update drops persistence engine", func(i ipvs.Interface) error {
+			return i.UpdateService(ipvs.Service{ServiceKey: sip, Scheduler: "rr"})
 		}),
-		ok("update destination weight and thresholds", func(i Interface) error {
-			return i.UpdateDestination(web, Destination{Addr: ap("10.1.0.1:8080").Addr(), Port: 8080, Weight: 5, UpperThreshold: 50, LowerThreshold: 5})
+		ok("update destination weight and thresholds", func(i ipvs.Interface) error {
+			return i.UpdateDestination(web, ipvs.Destination{Addr: ap("10.1.0.1:8080").Addr(), Port: 8080, Weight: 5, UpperThreshold: 50, LowerThreshold: 5})
 		}),
-		ok("update destination forward method", func(i Interface) error {
-			return i.UpdateDestination(web6, Destination{Addr: ap("[fd01::2]:8080").Addr(), Port: 8080, Forward: Route, Weight: 3})
+		ok("update destination forward method", func(i ipvs.Interface) error {
+			return i.UpdateDestination(web6, ipvs.Destination{Addr: ap("[fd01::2]:8080").Addr(), Port: 8080, Forward: ipvs.Route, Weight: 3})
 		}),
-		ok("delete destination", func(i Interface) error { return i.DeleteDestination(web, ap("10.1.0.2:8080")) }),
-		ok("delete service with destinations", func(i Interface) error { return i.DeleteService(far2) }),
-		ok("delete fwmark destination", func(i Interface) error { return i.DeleteDestination(mark4, ap("10.1.0.2:8080")) }),
+		ok("delete destination", func(i ipvs.Interface) error { return i.DeleteDestination(web, ap("10.1.0.2:8080")) }),
+		ok("delete service with destinations", func(i ipvs.Interface) error { return i.DeleteService(far2) }),
+		ok("delete fwmark destination", func(i ipvs.Interface) error { return i.DeleteDestination(mark4, ap("10.1.0.2:8080")) }),
 
 		{
 			name: "mixed batch",
-			run: func(i Interface) error {
-				return i.Apply([]Op{
-					AddServiceOp(Service{ServiceKey: batchSvc, Scheduler: "rr"}),
-					AddDestinationOp(batchSvc, masq("10.2.0.1:80", 1)),
-					AddDestinationOp(batchSvc, masq("10.2.0.1:80", 1)), // duplicate
-					AddDestinationOp(gone, masq("10.2.0.1:80", 1)),     // missing service
-					AddDestinationOp(batchSvc, masq("10.2.0.2:80", 1)),
-					AddServiceOp(Service{ServiceKey: fwm(5, 0), Scheduler: "rr"}), // invalid, never sent
-					UpdateDestinationOp(batchSvc, masq("10.2.0.2:80", 4)),
-					AddDestinationOp(batchSvc, masq("10.2.0.3:80", 1)),
-					DeleteDestinationOp(batchSvc, ap("10.2.0.3:80")),
-					DeleteDestinationOp(batchSvc, ap("10.2.0.3:80")), // already gone
-					AddServiceOp(Service{ServiceKey: tcp("10.0.0.10:80"), Scheduler: "nosuch"}),
+			run: func(i ipvs.Interface) error {
+				return i.Apply([]ipvs.Op{
+					ipvs.AddServiceOp(ipvs.Service{ServiceKey: batchSvc, Scheduler: "rr"}),
+					ipvs.AddDestinationOp(batchSvc, masq("10.2.0.1:80", 1)),
+					ipvs.AddDestinationOp(batchSvc, masq("10.2.0.1:80", 1)), // duplicate
+					ipvs.AddDestinationOp(gone, masq("10.2.0.1:80", 1)),     // missing service
+					ipvs.AddDestinationOp(batchSvc, masq("10.2.0.2:80", 1)),
+					ipvs.AddServiceOp(ipvs.Service{ServiceKey: fwm(5, 0), Scheduler: "rr"}), // invalid, never sent
+					ipvs.UpdateDestinationOp(batchSvc, masq("10.2.0.2:80", 4)),
+					ipvs.AddDestinationOp(batchSvc, masq("10.2.0.3:80", 1)),
+					ipvs.DeleteDestinationOp(batchSvc, ap("10.2.0.3:80")),
+					ipvs.DeleteDestinationOp(batchSvc, ap("10.2.0.3:80")), // already gone
+					ipvs.AddServiceOp(ipvs.Service{ServiceKey: tcp("10.0.0.10:80"), Scheduler: "nosuch"}),
 				})
 			},
 			batch: []batchFail{
@@ -202,18 +205,18 @@ func opTable() []step {
 				{10, kerr.ErrNotFound, syscall.ENOENT},
 			},
 		},
-		ok("empty batch", func(i Interface) error { return i.Apply(nil) }),
+		ok("empty batch", func(i ipvs.Interface) error { return i.Apply(nil) }),
 	}
 }
 
 // runOpTable applies the table to impl, checking every step's outcome.
-func runOpTable(t *testing.T, impl Interface) {
+func runOpTable(t *testing.T, impl ipvs.Interface) {
 	t.Helper()
 	for _, st := range opTable() {
 		err := st.run(impl)
 		switch {
 		case st.batch != nil:
-			var be *BatchError
+			var be *ipvs.BatchError
 			if !errors.As(err, &be) {
 				t.Errorf("%s: got %v, want a *BatchError", st.name, err)
 				continue
@@ -252,7 +255,7 @@ func runOpTable(t *testing.T, impl Interface) {
 }
 
 // checkReads checks that the read calls agree with Table.
-func checkReads(t *testing.T, impl Interface) {
+func checkReads(t *testing.T, impl ipvs.Interface) {
 	t.Helper()
 	table, err := impl.Table()
 	if err != nil {
@@ -262,7 +265,7 @@ func checkReads(t *testing.T, impl Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fromTable []Service
+	var fromTable []ipvs.Service
 	for _, e := range table {
 		fromTable = append(fromTable, e.Service)
 		got, err := impl.GetService(e.Service.ServiceKey)

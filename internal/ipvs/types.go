@@ -144,29 +144,29 @@ func (k ServiceKey) String() string {
 func (k ServiceKey) Normalize() (ServiceKey, error) {
 	if k.FWMark != 0 {
 		if k.Family != inet.IPv4 && k.Family != inet.IPv6 {
-			return k, invalid("service %s: firewall-mark service needs Family IPv4 or IPv6, have %s", k, k.Family)
+			return k, Invalidf("service %s: firewall-mark service needs Family IPv4 or IPv6, have %s", k, k.Family)
 		}
 		if k.Addr.IsValid() || k.Port != 0 || k.Protocol != 0 {
-			return k, invalid("service %s: firewall-mark service must not set protocol, address or port", k)
+			return k, Invalidf("service %s: firewall-mark service must not set protocol, address or port", k)
 		}
 		return k, nil
 	}
 	if !k.Addr.IsValid() {
-		return k, invalid("service %s: no address and no firewall mark", k)
+		return k, Invalidf("service %s: no address and no firewall mark", k)
 	}
 	k.Addr = k.Addr.Unmap()
 	if k.Addr.Zone() != "" {
-		return k, invalid("service %s: address has a zone", k)
+		return k, Invalidf("service %s: address has a zone", k)
 	}
 	fam := inet.FamilyOf(k.Addr)
 	if k.Family != 0 && k.Family != fam {
-		return k, invalid("service %s: Family %s does not match the address", k, k.Family)
+		return k, Invalidf("service %s: Family %s does not match the address", k, k.Family)
 	}
 	k.Family = fam
 	switch k.Protocol {
 	case inet.TCP, inet.UDP, inet.SCTP:
 	default:
-		return k, invalid("service %s: protocol %d not supported", k, k.Protocol)
+		return k, Invalidf("service %s: protocol %d not supported", k, k.Protocol)
 	}
 	return k, nil
 }
@@ -236,16 +236,16 @@ func (s Service) Normalize() (Service, error) {
 		s.Netmask = FullNetmask(k.Family)
 	}
 	if k.Family == inet.IPv6 && s.Netmask > 128 {
-		return s, invalid("service %s: IPv6 netmask %d is not a prefix length", k, s.Netmask)
+		return s, Invalidf("service %s: IPv6 netmask %d is not a prefix length", k, s.Netmask)
 	}
 	if len(s.Scheduler) > maxNameLen {
-		return s, invalid("service %s: scheduler name %q longer than %d bytes", k, s.Scheduler, maxNameLen)
+		return s, Invalidf("service %s: scheduler name %q longer than %d bytes", k, s.Scheduler, maxNameLen)
 	}
 	if len(s.PEName) > maxNameLen {
-		return s, invalid("service %s: persistence engine name %q longer than %d bytes", k, s.PEName, maxNameLen)
+		return s, Invalidf("service %s: persistence engine name %q longer than %d bytes", k, s.PEName, maxNameLen)
 	}
 	if strings.IndexByte(s.Scheduler, 0) >= 0 || strings.IndexByte(s.PEName, 0) >= 0 {
-		return s, invalid("service %s: NUL byte in scheduler or persistence engine name", k)
+		return s, Invalidf("service %s: NUL byte in scheduler or persistence engine name", k)
 	}
 	s.Stats = nil
 	return s, nil
@@ -285,22 +285,22 @@ func (d Destination) AddrPort() netip.AddrPort { return netip.AddrPortFrom(d.Add
 // unless Forward is Tunnel, read-only fields zeroed) or an error wrapping kerr.ErrInvalid.
 func (d Destination) Normalize() (Destination, error) {
 	if !d.Addr.IsValid() {
-		return d, invalid("destination %s: no address", d.AddrPort())
+		return d, Invalidf("destination %s: no address", d.AddrPort())
 	}
 	d.Addr = d.Addr.Unmap()
 	if d.Addr.Zone() != "" {
-		return d, invalid("destination %s: address has a zone", d.AddrPort())
+		return d, Invalidf("destination %s: address has a zone", d.AddrPort())
 	}
 	if d.Forward > Route {
-		return d, invalid("destination %s: forwarding method %d not supported", d.AddrPort(), d.Forward)
+		return d, Invalidf("destination %s: forwarding method %d not supported", d.AddrPort(), d.Forward)
 	}
 	if d.Weight < -1<<31 || d.Weight > 1<<31-1 {
-		return d, invalid("destination %s: weight %d out of range", d.AddrPort(), d.Weight)
+		return d, Invalidf("destination %s: weight %d out of range", d.AddrPort(), d.Weight)
 	}
 	if d.Forward != Tunnel {
 		d.TunnelType, d.TunnelPort, d.TunnelFlags = 0, 0, 0
 	} else if d.TunnelType > TunnelGRE || d.TunnelFlags > TunnelRemCsum {
-		return d, invalid("destination %s: tunnel type %d / flags %d not supported", d.AddrPort(), d.TunnelType, d.TunnelFlags)
+		return d, Invalidf("destination %s: tunnel type %d / flags %d not supported", d.AddrPort(), d.TunnelType, d.TunnelFlags)
 	}
 	d.ActiveConns, d.InactiveConns, d.PersistentConns = 0, 0, 0
 	d.Stats = nil
@@ -404,8 +404,8 @@ func (o Op) String() string {
 	return fmt.Sprintf("op %d on %s", o.Kind, k)
 }
 
-// normalize checks and canonicalizes the parts of o that its kind uses.
-func (o Op) normalize() (Op, error) {
+// Normalize checks and canonicalizes the parts of o that its kind uses.
+func (o Op) Normalize() (Op, error) {
 	switch o.Kind {
 	case OpAddService, OpUpdateService:
 		s, err := o.Service.Normalize()
@@ -431,7 +431,7 @@ func (o Op) normalize() (Op, error) {
 		}
 		return n, nil
 	}
-	return o, invalid("unknown op kind %d", o.Kind)
+	return o, Invalidf("unknown op kind %d", o.Kind)
 }
 
 // OpError is the failure of one op of a batch.
@@ -484,20 +484,20 @@ func (e *BatchError) Failed(i int) *OpError {
 	return nil
 }
 
-// invalid returns a client-side validation error that looks like the kernel's EINVAL.
-func invalid(format string, args ...any) error {
+// Invalidf returns a client-side validation error that looks like the kernel's EINVAL.
+func Invalidf(format string, args ...any) error {
 	return kerr.Errno(fmt.Sprintf(format, args...), syscall.EINVAL)
 }
 
-// errBatch collects per-op errors into a *BatchError (nil if there are none).
-func errBatch(n int, errs []*OpError) error {
+// NewBatchError collects per-op errors into a *BatchError (nil if there are none).
+func NewBatchError(n int, errs []*OpError) error {
 	if len(errs) == 0 {
 		return nil
 	}
 	return &BatchError{Ops: n, Errors: errs}
 }
 
-// Interface is the IPVS adapter. Both the netlink client (New) and the fake (NewFake)
+// Interface is the IPVS adapter. Both the netlink client (New) and the fake (ipvstest.NewFake)
 // implement it; errors wrap kerr.ErrNotFound / ErrExists / ErrInvalid and the errno.
 type Interface interface {
 	// Info returns the IPVS version and connection table size.
@@ -534,4 +534,5 @@ type Interface interface {
 	Close() error
 }
 
-var errClosed = errors.New("ipvs: client closed")
+// ErrClosed is the error of every call on a closed client (or fake) but Close.
+var ErrClosed = errors.New("ipvs: client closed")

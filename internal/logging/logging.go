@@ -5,13 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/buffer"
 	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 	"k8s.io/klog/v2"
 )
 
@@ -81,23 +82,75 @@ func BridgeKlog(log *zap.Logger, verbosity int, vmodule string) error {
 // own times, through the logger of the configured format, so no line of another format
 // comes before it.
 type Boot struct {
-	logs *observer.ObservedLogs
+	rec *recorder
 }
 
 // NewBoot returns a logger that records every entry, and the Boot to replay them.
 func NewBoot() (*zap.Logger, *Boot) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	return zap.New(core, zap.AddCaller()), &Boot{logs: logs}
+	rec := &recorder{}
+	return zap.New(&recordCore{rec: rec}, zap.AddCaller()), &Boot{rec: rec}
 }
 
 // Replay writes the recorded entries through log (at its level) and forgets them.
 func (b *Boot) Replay(log *zap.Logger) {
-	for _, e := range b.logs.TakeAll() {
-		if ce := log.Core().Check(e.Entry, nil); ce != nil {
-			ce.Write(e.Context...)
+	for _, e := range b.rec.takeAll() {
+		if ce := log.Core().Check(e.entry, nil); ce != nil {
+			ce.Write(e.fields...)
 		}
 	}
 }
+
+// recordedEntry is one entry a Boot logger wrote, with all its fields (those added by
+// With first).
+type recordedEntry struct {
+	entry  zapcore.Entry
+	fields []zapcore.Field
+}
+
+// recorder is the shared, in-order store of a Boot logger's entries.
+type recorder struct {
+	mu      sync.Mutex
+	entries []recordedEntry
+}
+
+func (r *recorder) add(e recordedEntry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.entries = append(r.entries, e)
+}
+
+func (r *recorder) takeAll() []recordedEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	all := r.entries
+	r.entries = nil
+	return all
+}
+
+// recordCore is a zapcore.Core that keeps every entry, at every level, in a recorder.
+type recordCore struct {
+	rec     *recorder
+	context []zapcore.Field
+}
+
+func (c *recordCore) Enabled(zapcore.Level) bool { return true }
+
+func (c *recordCore) With(fields []zapcore.Field) zapcore.Core {
+	return &recordCore{rec: c.rec, context: append(slices.Clip(c.context), fields...)}
+}
+
+func (c *recordCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	return ce.AddCore(e, c)
+}
+
+func (c *recordCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	all := make([]zapcore.Field, 0, len(c.context)+len(fields))
+	all = append(append(all, c.context...), fields...)
+	c.rec.add(recordedEntry{entry: e, fields: all})
+	return nil
+}
+
+func (c *recordCore) Sync() error { return nil }
 
 // ReplayConsole replays the entries as text lines: for when the configuration could not
 // be read, so its format is unknown.

@@ -14,9 +14,9 @@
 //
 // The real implementation (New) runs the iptables-nft-* or iptables-legacy-* binaries
 // (ip6tables-* for IPv6; Detect chooses the backend) inside the handle's namespace. The fake
-// (NewFake) models the kernel's tables and interprets the same restore payloads. Both produce
-// the same Dump, the iptables-save text of what kipvs owns (see Format), so one golden file
-// checks both.
+// (netfiltertest.NewFake) models the kernel's tables and interprets the same restore
+// payloads. Both produce the same Dump, the iptables-save text of what kipvs owns (see
+// Format), so one golden file checks both.
 //
 // Rules are written as iptables-save prints them (see Canonical), because drift is detected by
 // comparing the text iptables-save returns with the desired text.

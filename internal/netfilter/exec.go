@@ -78,16 +78,16 @@ type binaries struct {
 	restoreBin string
 }
 
-// save reads every table at once: one process per read, and iptables-legacy-save without -t
+// Save reads every table at once: one process per read, and iptables-legacy-save without -t
 // does not create tables that do not exist.
-func (b *binaries) save(ctx context.Context) ([]byte, error) {
+func (b *binaries) Save(ctx context.Context) ([]byte, error) {
 	return b.runner.Run(ctx, nil, b.saveBin, "-c")
 }
 
-// restore: --noflush keeps everything the payload does not name; --counters applies the
+// Restore: --noflush keeps everything the payload does not name; --counters applies the
 // [pkts:bytes] carried over for unchanged rules; -w waits up to 5 s for the xtables lock (the
 // legacy backend; nft accepts and ignores it).
-func (b *binaries) restore(ctx context.Context, payload string) error {
+func (b *binaries) Restore(ctx context.Context, payload string) error {
 	_, err := b.runner.Run(ctx, []byte(payload), b.restoreBin, "--noflush", "--counters", "-w", "5")
 	if err != nil {
 		return classifyRestore(payload, err)

@@ -1,4 +1,4 @@
-package netfilter
+package netfilter_test
 
 import (
 	"context"
@@ -9,36 +9,38 @@ import (
 
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
 
-func fakeEnv(t *testing.T, f inet.Family) (*Fake, scenarioEnv) {
-	fk := NewFake(f)
+func fakeEnv(t *testing.T, f inet.Family) (*netfiltertest.Fake, netfilter.ScenarioEnv) {
+	fk := netfiltertest.NewFake(f)
 	fk.SetIPSets(func(name string) bool {
-		for s := range scenarioSets {
-			if name == famOf(f).set(s) {
+		for s := range netfilter.ScenarioSets {
+			if name == netfilter.SetName(f, s) {
 				return true
 			}
 		}
 		return false
 	})
-	return fk, scenarioEnv{
-		nf: fk,
-		foreign: func(t *testing.T, payload string) {
+	return fk, netfilter.NewScenarioEnv(
+		fk,
+		func(t *testing.T, payload string) {
 			t.Helper()
 			if err := fk.Restore(payload); err != nil {
 				t.Fatalf("foreign restore: %v", err)
 			}
 		},
-		saveAll: func(t *testing.T) string { return fk.Save(TableFilter) + fk.Save(TableNAT) },
-	}
+		func(t *testing.T) string { return fk.Save(netfilter.TableFilter) + fk.Save(netfilter.TableNAT) },
+	)
 }
 
 func TestScenarioFake(t *testing.T) {
 	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 		t.Run(f.String(), func(t *testing.T) {
 			_, env := fakeEnv(t, f)
-			runScenario(t, env)
+			netfilter.RunScenario(t, env)
 		})
 	}
 }
@@ -47,29 +49,29 @@ func TestFakeFaultInjection(t *testing.T) {
 	ctx := context.Background()
 	fk, _ := fakeEnv(t, inet.IPv4)
 	boom := errors.New("boom")
-	fk.FailNext(OpApply, boom)
-	if _, err := fk.Apply(ctx, rulesetV1(inet.IPv4)); !errors.Is(err, boom) {
+	fk.FailNext(netfiltertest.OpApply, boom)
+	if _, err := fk.Apply(ctx, netfilter.RulesetV1(inet.IPv4)); !errors.Is(err, boom) {
 		t.Fatalf("apply with fault: %v", err)
 	}
-	if d := dump(t, fk); d != "" {
+	if d := netfilter.Dump(t, fk); d != "" {
 		t.Fatalf("a failed apply changed the tables:\n%s", d)
 	}
-	if _, err := fk.Apply(ctx, rulesetV1(inet.IPv4)); err != nil {
+	if _, err := fk.Apply(ctx, netfilter.RulesetV1(inet.IPv4)); err != nil {
 		t.Fatalf("the fault must hit only the next apply: %v", err)
 	}
-	fk.FailNext(OpObserve, boom)
+	fk.FailNext(netfiltertest.OpObserve, boom)
 	if _, err := fk.Observe(ctx); !errors.Is(err, boom) {
 		t.Fatalf("observe with fault: %v", err)
 	}
-	fk.FailNext(OpRemove, boom)
+	fk.FailNext(netfiltertest.OpRemove, boom)
 	if _, err := fk.Remove(ctx); !errors.Is(err, boom) {
 		t.Fatalf("remove with fault: %v", err)
 	}
-	fk.FailNext(OpDump, boom)
+	fk.FailNext(netfiltertest.OpDump, boom)
 	if _, err := fk.Dump(ctx); !errors.Is(err, boom) {
 		t.Fatalf("dump with fault: %v", err)
 	}
-	if d := dump(t, fk); d != Format(rulesetV1(inet.IPv4)) {
+	if d := netfilter.Dump(t, fk); d != netfilter.Format(netfilter.RulesetV1(inet.IPv4)) {
 		t.Fatalf("faults changed the tables:\n%s", d)
 	}
 }
@@ -98,12 +100,12 @@ func TestFakeRejections(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fk, _ := fakeEnv(t, inet.IPv4)
-			before := fk.Save(TableNAT)
+			before := fk.Save(netfilter.TableNAT)
 			err := fk.Restore(c.payload)
 			if !errors.Is(err, c.kind) {
 				t.Fatalf("error %v, want %v", err, c.kind)
 			}
-			if after := fk.Save(TableNAT); after != before {
+			if after := fk.Save(netfilter.TableNAT); after != before {
 				t.Fatalf("a failed restore changed the table:\n%s", after)
 			}
 		})
@@ -120,7 +122,7 @@ func TestFakeNoflushSemantics(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "*filter\n:INPUT DROP [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:A - [0:0]\n-A INPUT -j A\n-A A -j ACCEPT\nCOMMIT\n"
-	if got := fk.Save(TableFilter); got != want {
+	if got := fk.Save(netfilter.TableFilter); got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
 }
@@ -134,9 +136,9 @@ func TestFakeConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			rs := rulesetV1(inet.IPv4)
+			rs := netfilter.RulesetV1(inet.IPv4)
 			if i%2 == 1 {
-				rs = rulesetV2(inet.IPv4)
+				rs = netfilter.RulesetV2(inet.IPv4)
 			}
 			if _, err := fk.Apply(ctx, rs); err != nil {
 				t.Errorf("apply: %v", err)
@@ -147,8 +149,8 @@ func TestFakeConcurrent(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
-	d := dump(t, fk)
-	if d != Format(rulesetV1(inet.IPv4)) && d != Format(rulesetV2(inet.IPv4)) {
+	d := netfilter.Dump(t, fk)
+	if d != netfilter.Format(netfilter.RulesetV1(inet.IPv4)) && d != netfilter.Format(netfilter.RulesetV2(inet.IPv4)) {
 		t.Fatalf("final state is neither ruleset:\n%s", d)
 	}
 }
@@ -157,22 +159,22 @@ func TestFakeConcurrent(t *testing.T) {
 func TestCountersCarried(t *testing.T) {
 	ctx := context.Background()
 	fk, env := fakeEnv(t, inet.IPv4)
-	if _, err := fk.Apply(ctx, rulesetV1(inet.IPv4)); err != nil {
+	if _, err := fk.Apply(ctx, netfilter.RulesetV1(inet.IPv4)); err != nil {
 		t.Fatal(err)
 	}
 	// Give every KUBE-SERVICES rule counters, as traffic would.
 	var p strings.Builder
 	p.WriteString("*nat\n:KUBE-SERVICES - [0:0]\n")
-	for _, r := range rulesetV1(inet.IPv4)[TableNAT].Chains[0].Rules {
+	for _, r := range netfilter.RulesetV1(inet.IPv4)[netfilter.TableNAT].Chains[0].Rules {
 		p.WriteString("[7:420] -A KUBE-SERVICES " + r + "\n")
 	}
 	p.WriteString("COMMIT\n")
-	env.foreign(t, p.String())
-	res, err := fk.Apply(ctx, rulesetV2(inet.IPv4))
+	env.Foreign(t, p.String())
+	res, err := fk.Apply(ctx, netfilter.RulesetV2(inet.IPv4))
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload := res.Payloads[TableNAT]
+	payload := res.Payloads[netfilter.TableNAT]
 	// The unchanged rules keep their counters, the new and changed ones start at zero.
 	const wantPayload = "*nat\n" +
 		":KUBE-LOAD-BALANCER - [0:0]\n" +
@@ -189,7 +191,7 @@ func TestCountersCarried(t *testing.T) {
 	if payload != wantPayload {
 		t.Fatalf("payload:\n%s\nwant:\n%s", payload, wantPayload)
 	}
-	out, _ := fk.kernel.save(ctx)
+	out, _ := fk.Tables().Save(ctx)
 	// The kernel keeps the counters of the rules the payload kept.
 	golden.Check(t, "ipv4-counters-carried.golden", string(out))
 }

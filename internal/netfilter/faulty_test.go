@@ -1,4 +1,4 @@
-package netfilter
+package netfilter_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/netfilter"
 )
 
 // A random fault at a table's COMMIT keeps the tables committed before it and changes nothing
@@ -26,19 +27,19 @@ func TestFakeFaulty(t *testing.T) {
 	}
 	in := faulty.New(seed, 0.5)
 	fk.SetFaulty(in)
-	filterBefore, natBefore := fk.Save(TableFilter), fk.Save(TableNAT)
-	res, err := fk.Apply(ctx, rulesetV1(inet.IPv4))
-	var re *RestoreError
+	filterBefore, natBefore := fk.Save(netfilter.TableFilter), fk.Save(netfilter.TableNAT)
+	res, err := fk.Apply(ctx, netfilter.RulesetV1(inet.IPv4))
+	var re *netfilter.RestoreError
 	if !faulty.IsInjected(err) || !errors.As(err, &re) || re.Text != "COMMIT" {
 		t.Fatalf("Apply = %v, want an injected fault at a COMMIT", err)
 	}
-	if !slices.Equal(res.Restored, []Table{TableFilter}) {
+	if !slices.Equal(res.Restored, []netfilter.Table{netfilter.TableFilter}) {
 		t.Errorf("restored %v, want [filter]", res.Restored)
 	}
-	if fk.Save(TableFilter) == filterBefore {
+	if fk.Save(netfilter.TableFilter) == filterBefore {
 		t.Error("the filter table, committed before the fault, did not change")
 	}
-	if got := fk.Save(TableNAT); got != natBefore {
+	if got := fk.Save(netfilter.TableNAT); got != natBefore {
 		t.Errorf("the nat table changed at its failed COMMIT:\n%s", got)
 	}
 
@@ -47,10 +48,10 @@ func TestFakeFaulty(t *testing.T) {
 		t.Errorf("Observe with read faults = %v", err)
 	}
 	in.SetProbability(0, 0)
-	if _, err := fk.Apply(ctx, rulesetV1(inet.IPv4)); err != nil {
+	if _, err := fk.Apply(ctx, netfilter.RulesetV1(inet.IPv4)); err != nil {
 		t.Fatalf("Apply without faults: %v", err)
 	}
-	if d := dump(t, fk); d != Format(rulesetV1(inet.IPv4)) {
+	if d := netfilter.Dump(t, fk); d != netfilter.Format(netfilter.RulesetV1(inet.IPv4)) {
 		t.Errorf("after the retry:\n%s", d)
 	}
 }

@@ -14,13 +14,14 @@ import (
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
-// tables is what a Handle reads and writes: the real iptables binaries or the fake's model.
-type tables interface {
-	// save returns `iptables-save -c` output: every table that exists, with counters.
-	save(ctx context.Context) ([]byte, error)
-	// restore applies an `iptables-restore --noflush --counters` payload (one section per
+// Tables is what a Handle reads and writes: the real iptables binaries (New) or another
+// model of the kernel's tables, such as the fake's (NewWithTables).
+type Tables interface {
+	// Save returns `iptables-save -c` output: every table that exists, with counters.
+	Save(ctx context.Context) ([]byte, error)
+	// Restore applies an `iptables-restore --noflush --counters` payload (one section per
 	// table, each committed on its own). A rejected payload returns a *RestoreError.
-	restore(ctx context.Context, payload string) error
+	Restore(ctx context.Context, payload string) error
 }
 
 // Handle is the netfilter adapter for one namespace and one family. It is safe for concurrent
@@ -29,13 +30,13 @@ type Handle struct {
 	family  inet.Family
 	backend Backend
 	owned   ownedSet
-	tables  tables
+	tables  Tables
 	mu      sync.Mutex
 }
 
 var _ Interface = (*Handle)(nil)
 
-// Option configures New and NewFake.
+// Option configures New and NewWithTables.
 type Option func(*options)
 
 type options struct {
@@ -50,30 +51,44 @@ func WithRunner(r Runner) Option { return func(o *options) { o.runner = r } }
 // New returns the adapter for family in the namespace ns (netns.None(): the current one), using
 // the iptables backend b (see Detect). The handle does not take ownership of ns.
 func New(ns netns.NsHandle, family inet.Family, b Backend, opts ...Option) (*Handle, error) {
-	o := options{owned: defaultOwned()}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := applyOptions(opts)
 	if !validFamily(family) {
 		return nil, fmt.Errorf("netfilter: family %s: %w", family, kerr.ErrInvalid)
 	}
 	if b.Mode != ModeNFT && b.Mode != ModeLegacy {
 		return nil, fmt.Errorf("netfilter: backend mode %q: want %q or %q: %w", b.Mode, ModeNFT, ModeLegacy, kerr.ErrInvalid)
 	}
-	owned, err := newOwnedSet(o.owned)
-	if err != nil {
-		return nil, fmt.Errorf("netfilter: %w", err)
-	}
 	if o.runner == nil {
 		o.runner = NewRunner(ns)
 	}
 	prefix := tool(family) + "-" + string(b.Mode)
-	return &Handle{
-		family:  family,
-		backend: b,
-		owned:   owned,
-		tables:  &binaries{runner: o.runner, saveBin: prefix + "-save", restoreBin: prefix + "-restore"},
-	}, nil
+	return newHandle(family, b, o.owned, &binaries{runner: o.runner, saveBin: prefix + "-save", restoreBin: prefix + "-restore"})
+}
+
+// NewWithTables returns the adapter for family reading and writing its tables through t
+// instead of the iptables binaries; b is only what Backend reports. Of the options only the
+// owned chains apply. The fake (netfiltertest) is a Handle on a model of the tables.
+func NewWithTables(family inet.Family, b Backend, t Tables, opts ...Option) (*Handle, error) {
+	return newHandle(family, b, applyOptions(opts).owned, t)
+}
+
+func applyOptions(opts []Option) options {
+	o := options{owned: defaultOwned()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+func newHandle(family inet.Family, b Backend, owned ownedChains, t Tables) (*Handle, error) {
+	if !validFamily(family) {
+		return nil, fmt.Errorf("netfilter: family %s: %w", family, kerr.ErrInvalid)
+	}
+	set, err := newOwnedSet(owned)
+	if err != nil {
+		return nil, fmt.Errorf("netfilter: %w", err)
+	}
+	return &Handle{family: family, backend: b, owned: set, tables: t}, nil
 }
 
 // Family implements Interface.
@@ -130,7 +145,7 @@ func (h *Handle) apply(ctx context.Context, rs Ruleset, op string) (Result, erro
 	if len(planned) == 0 {
 		return res, nil
 	}
-	if err := h.tables.restore(ctx, payload.String()); err != nil {
+	if err := h.tables.Restore(ctx, payload.String()); err != nil {
 		failed := Table("")
 		var re *RestoreError
 		if errors.As(err, &re) && re.Line > 0 {
@@ -196,7 +211,7 @@ func (h *Handle) Dump(ctx context.Context) (string, error) {
 
 // read reads the owned tables with one iptables-save.
 func (h *Handle) read(ctx context.Context) (map[Table]*tableState, error) {
-	out, err := h.tables.save(ctx)
+	out, err := h.tables.Save(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read tables: %w", err)
 	}

@@ -46,9 +46,9 @@ const (
 	TableFilter Table = "filter"
 )
 
-// builtins returns the built-in chains of a table in the order iptables-save prints them, nil
+// Builtins returns the built-in chains of a table in the order iptables-save prints them, nil
 // for a table the package does not know.
-func builtins(table Table) []string {
+func Builtins(table Table) []string {
 	switch table {
 	case TableNAT:
 		return []string{"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"}
@@ -63,7 +63,7 @@ func builtins(table Table) []string {
 }
 
 // isBuiltin reports whether chain is a built-in chain of table.
-func isBuiltin(table Table, chain string) bool { return slices.Contains(builtins(table), chain) }
+func isBuiltin(table Table, chain string) bool { return slices.Contains(Builtins(table), chain) }
 
 // maxChainNameLen is the longest chain name iptables accepts (XT_EXTENSION_MAXNAMELEN minus
 // the NUL).
@@ -101,12 +101,12 @@ type ownedSet struct {
 func newOwnedSet(o ownedChains) (ownedSet, error) {
 	s := ownedSet{chains: map[Table]map[string]bool{}, sorted: map[Table][]string{}}
 	for table, names := range o {
-		if builtins(table) == nil {
+		if Builtins(table) == nil {
 			return s, fmt.Errorf("owned chains: unknown table %q: %w", table, kerr.ErrInvalid)
 		}
 		set := map[string]bool{}
 		for _, n := range names {
-			if err := checkChainName(table, n); err != nil {
+			if err := CheckChainName(table, n); err != nil {
 				return s, fmt.Errorf("owned chains: %w", err)
 			}
 			set[n] = true
@@ -122,7 +122,10 @@ func newOwnedSet(o ownedChains) (ownedSet, error) {
 	return s, nil
 }
 
-func checkChainName(table Table, name string) error {
+// CheckChainName checks that name can name a user chain of table the way iptables does:
+// 1 to 28 characters, no leading '-' or '!', no blank or quote, and not a standard target
+// or one of the table's built-in chains. It returns kerr.ErrInvalid otherwise.
+func CheckChainName(table Table, name string) error {
 	switch {
 	case name == "" || len(name) > maxChainNameLen:
 		return fmt.Errorf("table %s chain %q: name must be 1 to %d characters: %w", table, name, maxChainNameLen, kerr.ErrInvalid)
@@ -278,7 +281,7 @@ func (rs Ruleset) Normalize() Ruleset {
 		}
 		sort.SliceStable(n.Chains, func(i, j int) bool { return n.Chains[i].Name < n.Chains[j].Name })
 		n.Jumps = slices.Clone(tr.Jumps)
-		order := builtins(table)
+		order := Builtins(table)
 		sort.SliceStable(n.Jumps, func(i, j int) bool {
 			return slices.Index(order, n.Jumps[i].Chain) < slices.Index(order, n.Jumps[j].Chain)
 		})
@@ -321,7 +324,7 @@ func Diff(desired, observed Ruleset) []string {
 				out = append(out, fmt.Sprintf("%s: chain %s: %s", table, n, describeRuleDiff(want, got)))
 			}
 		}
-		for _, b := range builtins(table) {
+		for _, b := range Builtins(table) {
 			want, got := jumpRules(dt.Jumps, b), jumpRules(ot.Jumps, b)
 			if !slices.Equal(want, got) {
 				out = append(out, fmt.Sprintf("%s: %s jumps: want %q, have %q", table, b, want, got))
@@ -382,11 +385,11 @@ func Format(rs Ruleset) string {
 			fmt.Fprintf(&b, ":%s - [0:0]\n", c.Name)
 		}
 		for _, j := range tr.Jumps {
-			writeRule(&b, j.Chain, j.Rule)
+			WriteRule(&b, j.Chain, j.Rule)
 		}
 		for _, c := range tr.Chains {
 			for _, r := range c.Rules {
-				writeRule(&b, c.Name, r)
+				WriteRule(&b, c.Name, r)
 			}
 		}
 		b.WriteString("COMMIT\n")
@@ -394,7 +397,8 @@ func Format(rs Ruleset) string {
 	return b.String()
 }
 
-func writeRule(b *strings.Builder, chain, rule string) {
+// WriteRule writes one "-A chain rule" line of a restore payload or save output to b.
+func WriteRule(b *strings.Builder, chain, rule string) {
 	b.WriteString("-A ")
 	b.WriteString(chain)
 	if rule != "" {

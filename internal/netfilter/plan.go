@@ -55,7 +55,7 @@ func plan(cur *tableState, want TableRules, own ownedSet) string {
 	}
 
 	ownChains := own.chains[table]
-	for _, b := range builtins(table) {
+	for _, b := range Builtins(table) {
 		c, ok := cur.chains[b]
 		if !ok {
 			continue

@@ -29,8 +29,8 @@ func TestProgramsListsEverythingRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, _ = h.tables.save(ctx)
-			_ = h.tables.restore(ctx, "*nat\nCOMMIT\n")
+			_, _ = h.tables.Save(ctx)
+			_ = h.tables.Restore(ctx, "*nat\nCOMMIT\n")
 		}
 		_ = HoldsKubeChains(ctx, r, m)
 		_, _ = Detect(ctx, r, "")

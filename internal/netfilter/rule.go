@@ -16,10 +16,10 @@ import (
 // escapes. iptables-save prints each rule in one canonical form, and Apply compares the text it
 // reads back with the text it was given, so rules must be written in that form (see Canonical).
 
-// tokenize splits a rule the way iptables-restore does: blanks separate words, a double quote
+// Tokenize splits a rule the way iptables-restore does: blanks separate words, a double quote
 // opens or closes a quoted part (which may be glued to unquoted text), and inside quotes a
 // backslash takes the next character literally.
-func tokenize(rule string) ([]string, error) {
+func Tokenize(rule string) ([]string, error) {
 	var (
 		words   []string
 		cur     strings.Builder
@@ -96,8 +96,8 @@ func isStringOption(w string) bool {
 	return w == "--comment" || w == "--log-prefix" || w == "--nflog-prefix"
 }
 
-// render joins words back into rule text the way iptables-save prints them.
-func render(words []string) string {
+// Render joins words back into rule text the way iptables-save prints them.
+func Render(words []string) string {
 	out := make([]string, len(words))
 	for i, w := range words {
 		if i > 0 && isStringOption(words[i-1]) {
@@ -109,8 +109,8 @@ func render(words []string) string {
 	return strings.Join(out, " ")
 }
 
-// target returns the chain or target a rule jumps or goes to (-j/-g), or "".
-func target(words []string) string {
+// Target returns the chain or target a rule jumps or goes to (-j/-g), or "".
+func Target(words []string) string {
 	for i := 0; i+1 < len(words); i++ {
 		switch words[i] {
 		case "-j", "-g", "--jump", "--goto":
@@ -122,15 +122,15 @@ func target(words []string) string {
 
 // ruleTarget is target for rule text; malformed text has no target.
 func ruleTarget(rule string) string {
-	words, err := tokenize(rule)
+	words, err := Tokenize(rule)
 	if err != nil {
 		return ""
 	}
-	return target(words)
+	return Target(words)
 }
 
-// setNames returns the ipsets a rule matches against (-m set --match-set NAME ...).
-func setNames(words []string) []string {
+// SetNames returns the ipsets a rule matches against (-m set --match-set NAME ...).
+func SetNames(words []string) []string {
 	var out []string
 	for i := 0; i+1 < len(words); i++ {
 		if words[i] == "--match-set" {
@@ -222,14 +222,14 @@ func protoName(n string) (string, bool) {
 //   - -m ipvs as `--vproto 6 --vaddr 10.96.0.1 --vport 443` (number, bare host, this order);
 //   - conntrack states in the kernel's order (RELATED,ESTABLISHED, not ESTABLISHED,RELATED).
 func Canonical(family inet.Family, rule string) error {
-	words, err := tokenize(rule)
+	words, err := Tokenize(rule)
 	if err != nil {
 		return err
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("rule %q is not in iptables-save canonical form: %s: %w", rule, fmt.Sprintf(format, args...), kerr.ErrInvalid)
 	}
-	if got := render(words); got != rule {
+	if got := Render(words); got != rule {
 		return bad("iptables-save prints it as %q", got)
 	}
 	seenMatch := false

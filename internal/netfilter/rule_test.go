@@ -24,13 +24,13 @@ func TestTokenize(t *testing.T) {
 		{``, nil},
 	}
 	for _, c := range cases {
-		got, err := tokenize(c.in)
+		got, err := Tokenize(c.in)
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("tokenize(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
 	}
 	for _, bad := range []string{`--comment "open`, "-j A\n-j B"} {
-		if _, err := tokenize(bad); !errors.Is(err, kerr.ErrInvalid) {
+		if _, err := Tokenize(bad); !errors.Is(err, kerr.ErrInvalid) {
 			t.Errorf("tokenize(%q) error %v, want ErrInvalid", bad, err)
 		}
 	}
@@ -52,7 +52,7 @@ func TestQuote(t *testing.T) {
 		if got := Quote(in); got != want {
 			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
 		}
-		words, err := tokenize("--comment " + Quote(in))
+		words, err := Tokenize("--comment " + Quote(in))
 		if err != nil || words[1] != in {
 			t.Errorf("Quote(%q) does not round-trip: %q %v", in, words, err)
 		}

@@ -129,7 +129,7 @@ func parseTables(out []byte, tables []Table) (map[Table]*tableState, error) {
 		return nil, fail("last table has no COMMIT")
 	}
 	for t, st := range res {
-		for _, b := range builtins(t) {
+		for _, b := range Builtins(t) {
 			if _, ok := st.chains[b]; !ok {
 				st.chains[b] = &chainState{builtin: true}
 			}
@@ -149,7 +149,7 @@ func (st *tableState) owned(own map[string]bool) TableRules {
 		}
 		tr.Chains = append(tr.Chains, Chain{Name: name, Rules: c.specs()})
 	}
-	for _, b := range builtins(st.table) {
+	for _, b := range Builtins(st.table) {
 		c, ok := st.chains[b]
 		if !ok {
 			continue

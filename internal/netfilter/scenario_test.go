@@ -14,11 +14,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kipvs/kipvs/internal/testutil/golden"
-
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
 
 // scenarioEnv is one implementation under test plus an independent writer and reader of the

@@ -19,13 +19,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
-	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 )
@@ -293,10 +293,10 @@ func star(n int) []int {
 type proxier struct {
 	t       *testing.T
 	fam     inet.Family
-	ipvs    *ipvs.Fake
-	ipset   *ipset.Fake
-	nf      *netfilter.Fake
-	dummy   *dummyif.Fake
+	ipvs    *ipvstest.Fake
+	ipset   *ipsettest.Fake
+	nf      *netfiltertest.Fake
+	dummy   *dummyiftest.Fake
 	rec     *reconcile.Reconciler
 	desired *proxy.Desired
 	opts    proxy.Options
@@ -308,10 +308,10 @@ func newProxier(t *testing.T, fam inet.Family) *proxier {
 	if fam == inet.IPv6 {
 		nff = inet.IPv6
 	}
-	p := &proxier{t: t, fam: fam, ipvs: ipvs.NewFake(), ipset: ipset.NewFake(), nf: netfilter.NewFake(nff), dummy: dummyif.NewFake("kube-ipvs0")}
+	p := &proxier{t: t, fam: fam, ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(), nf: netfiltertest.NewFake(nff), dummy: dummyiftest.NewFake("kube-ipvs0")}
 	// No graceful period: a removed real server goes at once rather than draining at weight 0
 	// (graceful termination has its own tests), so the kernels compare.
-	p.rec = reconcile.New(reconcile.Kernel{IPVS: p.ipvs, Filter: iptables.New(fam, p.ipset, p.nf), Dummy: p.dummy, Conntrack: conntrack.NewFake()},
+	p.rec = reconcile.New(reconcile.Kernel{IPVS: p.ipvs, Filter: iptables.New(fam, p.ipset, p.nf), Dummy: p.dummy, Conntrack: conntracktest.NewFake()},
 		reconcile.Options{Family: fam, Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))})
 	return p
 }

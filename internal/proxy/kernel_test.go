@@ -14,13 +14,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
-	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
@@ -71,13 +71,13 @@ func lb(ips ...string) func(*v1.Service) {
 // full sync does, and returns the IPVS table and kube-ipvs0's addresses.
 func kernelSync(t *testing.T, fam inet.Family, nodeAddr string, svcs []kernelSvc) string {
 	t.Helper()
-	ipv := ipvs.NewFake()
-	dummy := dummyif.NewFake("kube-ipvs0")
+	ipv := ipvstest.NewFake()
+	dummy := dummyiftest.NewFake("kube-ipvs0")
 	nff := inet.IPv4
 	if fam == inet.IPv6 {
 		nff = inet.IPv6
 	}
-	rec := reconcile.New(reconcile.Kernel{IPVS: ipv, Filter: iptables.New(fam, ipset.NewFake(), netfilter.NewFake(nff)), Dummy: dummy, Conntrack: conntrack.NewFake()},
+	rec := reconcile.New(reconcile.Kernel{IPVS: ipv, Filter: iptables.New(fam, ipsettest.NewFake(), netfiltertest.NewFake(nff)), Dummy: dummy, Conntrack: conntracktest.NewFake()},
 		reconcile.Options{Family: fam, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))})
 	opts := &proxy.Options{Family: fam, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14,
 		NodePortAddresses: []netip.Addr{netip.MustParseAddr(nodeAddr)}, NodeIP: netip.MustParseAddr(nodeAddr)}

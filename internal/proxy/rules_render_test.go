@@ -8,6 +8,7 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
@@ -113,7 +114,7 @@ func TestRenderedRulesApplyToFake(t *testing.T) {
 	for _, v := range proxy.RuleVariants() {
 		t.Run(v.Name, func(t *testing.T) {
 			rs := iptables.Ruleset(v.Filter)
-			nf := netfilter.NewFake(nfFamily(v.Filter.Family))
+			nf := netfiltertest.NewFake(nfFamily(v.Filter.Family))
 			if _, err := nf.Apply(ctx, rs); err != nil {
 				t.Fatalf("apply: %v", err)
 			}

@@ -16,8 +16,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 )
 
 var errRefused = errors.New("refused by the test")
@@ -27,7 +28,7 @@ var errRefused = errors.New("refused by the test")
 // of one that has wait in it until a step waits for them: until awaited was last called
 // with binds of the same request (unwaited: not within 10 s).
 type gatedDummy struct {
-	*dummyif.Fake
+	*dummyiftest.Fake
 	refuse     netip.Addr
 	hold, wait netip.Addr
 	release    chan struct{}
@@ -94,8 +95,8 @@ func (g *gatedDummy) EnsureAddresses(as []netip.Addr) []error {
 // vipFirst checks that every virtual server but refused's is created with its VIP bound
 // already, and closes created at the first one.
 type vipFirst struct {
-	*ipvs.Fake
-	dummy   *dummyif.Fake
+	*ipvstest.Fake
+	dummy   *dummyiftest.Fake
 	refused netip.Addr // no bind to wait for
 	created chan struct{}
 	once    sync.Once
@@ -199,7 +200,7 @@ func TestRunBindsBesideVirtualServers(t *testing.T) {
 // countingDummy counts the bind requests, and those sent once ctx was done, and holds
 // those of an address step with hold in it until ctx is done.
 type countingDummy struct {
-	*dummyif.Fake
+	*dummyiftest.Fake
 	ctx   context.Context
 	hold  netip.Addr
 	calls atomic.Int32
@@ -221,7 +222,7 @@ func (c *countingDummy) EnsureAddresses(as []netip.Addr) []error {
 
 // cancelAtCreate cancels at the first virtual server created.
 type cancelAtCreate struct {
-	*ipvs.Fake
+	*ipvstest.Fake
 	cancel context.CancelFunc
 }
 
@@ -268,7 +269,7 @@ func TestRunCancelledWhileBinding(t *testing.T) {
 
 // favorDummy counts the bind requests sent while the binding goroutine was not favored.
 type favorDummy struct {
-	*dummyif.Fake
+	*dummyiftest.Fake
 	favored, restored *atomic.Int32
 	unfavored         atomic.Int32
 }
@@ -339,7 +340,7 @@ func TestRunFavorsTheBinder(t *testing.T) {
 // callsDummy records each EnsureAddresses call; the first waits for gate, having closed
 // started.
 type callsDummy struct {
-	*dummyif.Fake
+	*dummyiftest.Fake
 	refuse  netip.Addr
 	started chan struct{}
 	gate    chan struct{}
@@ -382,7 +383,7 @@ func TestBinderGathersQueuedChunks(t *testing.T) {
 	for _, n := range sizes {
 		chunks = append(chunks, chunk(n))
 	}
-	d := &callsDummy{Fake: dummyif.NewFake("kube-ipvs0"), refuse: chunks[2][1], started: make(chan struct{}), gate: make(chan struct{})}
+	d := &callsDummy{Fake: dummyiftest.NewFake("kube-ipvs0"), refuse: chunks[2][1], started: make(chan struct{}), gate: make(chan struct{})}
 	b := startBinder(context.Background(), d, clock.RealClock{}, len(chunks), func() func() { return func() {} })
 	b.submit(&Plan{AddAddrs: chunks[0]}, nil, chunks[0][0])
 	<-d.started // the binder is in its first call: the rest queue up

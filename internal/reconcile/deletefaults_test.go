@@ -12,12 +12,13 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
 // failIPVSOnce fails the first IPVS mutation match accepts, once.
-func failIPVSOnce(match func(ipvs.Op) bool) ipvs.FaultFunc {
+func failIPVSOnce(match func(ipvs.Op) bool) ipvstest.FaultFunc {
 	done := false
 	return func(_ int, op ipvs.Op) error {
 		if !done && match(op) {

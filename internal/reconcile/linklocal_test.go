@@ -8,11 +8,11 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
-	"github.com/kipvs/kipvs/internal/ipvs"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -34,7 +34,7 @@ func TestLinkLocalLeftoverVIPRemoved(t *testing.T) {
 			"link kube-ipvs0 type dummy state UP\naddr fe80::8c4f:a1ff:fe2b:7c10/64\n"},
 	} {
 		t.Run(tc.family.String(), func(t *testing.T) {
-			dummy := dummyif.NewFake("kube-ipvs0")
+			dummy := dummyiftest.NewFake("kube-ipvs0")
 			if _, err := dummy.EnsureLink(); err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +44,7 @@ func TestLinkLocalLeftoverVIPRemoved(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rec := New(Kernel{IPVS: ipvs.NewFake(), Filter: iptables.New(tc.family, ipset.NewFake(), netfilter.NewFake(tc.nf)), Dummy: dummy},
+			rec := New(Kernel{IPVS: ipvstest.NewFake(), Filter: iptables.New(tc.family, ipsettest.NewFake(), netfiltertest.NewFake(tc.nf)), Dummy: dummy},
 				Options{Family: tc.family, Clock: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))})
 			opts := &proxy.Options{Family: tc.family, Scheduler: "rr", NodeName: "node-a", MasqueradeBit: 14}
 			d := proxy.NewDesired(tc.family)

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -290,7 +291,7 @@ func TestPassWithSyncsBetweenSteps(t *testing.T) {
 
 // countingIPVS records the largest batch applied.
 type countingIPVS struct {
-	*ipvs.Fake
+	*ipvstest.Fake
 	largest int
 }
 

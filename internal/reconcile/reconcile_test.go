@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kipvs/kipvs/internal/dataplane/iptables"
-	"github.com/kipvs/kipvs/internal/testutil/golden"
-
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
@@ -24,23 +21,28 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
-	"github.com/kipvs/kipvs/internal/dummyif"
+	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
+	"github.com/kipvs/kipvs/internal/dataplane/iptables"
+	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/metrics"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
 
 // env is one node: fake kernel, desired state, reconciler.
 type env struct {
 	t       testing.TB
-	ipvs    *ipvs.Fake
-	ipset   *ipset.Fake
-	nf      *netfilter.Fake
-	dummy   *dummyif.Fake
-	ct      *conntrack.Fake
+	ipvs    *ipvstest.Fake
+	ipset   *ipsettest.Fake
+	nf      *netfiltertest.Fake
+	dummy   *dummyiftest.Fake
+	ct      *conntracktest.Fake
 	clk     *clocktesting.FakeClock
 	reg     *prometheus.Registry
 	opts    *proxy.Options
@@ -52,11 +54,11 @@ type env struct {
 func newEnv(t testing.TB, mod ...func(*Options)) *env {
 	e := &env{
 		t:     t,
-		ipvs:  ipvs.NewFake(),
-		ipset: ipset.NewFake(),
-		nf:    netfilter.NewFake(inet.IPv4),
-		dummy: dummyif.NewFake("kube-ipvs0"),
-		ct:    conntrack.NewFake(),
+		ipvs:  ipvstest.NewFake(),
+		ipset: ipsettest.NewFake(),
+		nf:    netfiltertest.NewFake(inet.IPv4),
+		dummy: dummyiftest.NewFake("kube-ipvs0"),
+		ct:    conntracktest.NewFake(),
 		clk:   clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)),
 		reg:   prometheus.NewRegistry(),
 		ctx:   context.Background(),
@@ -349,7 +351,7 @@ func TestFaultMidPlanRetriesTheFailedObject(t *testing.T) {
 	maps.Copy(touched.VirtualServers, api.VirtualServers)
 	maps.Copy(touched.Members, api.Members)
 	maps.Copy(touched.Addresses, api.Addresses)
-	e.ipvs.SetFault(ipvs.FailNth(e.ipvs.Mutations()+2, syscall.ENOMEM))
+	e.ipvs.SetFault(ipvstest.FailNth(e.ipvs.Mutations()+2, syscall.ENOMEM))
 	_, err := e.rec.Sync(e.ctx, e.desired, e.opts, touched)
 	if !errors.Is(err, syscall.ENOMEM) || !IsApplyError(err) {
 		t.Fatalf("sync error = %v, want an *ApplyError with the injected ENOMEM", err)

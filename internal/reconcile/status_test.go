@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -23,8 +24,8 @@ func TestOneFailedObjectIsRetriedAlone(t *testing.T) {
 		inject func(e *env)
 		kind   Kind
 	}{
-		{"virtual server", func(e *env) { e.ipvs.SetFault(ipvs.FailNth(e.ipvs.Mutations()+1, syscall.ENOMEM)) }, KindVirtualServer},
-		{"real server", func(e *env) { e.ipvs.SetFault(ipvs.FailNth(e.ipvs.Mutations()+2, syscall.EBUSY)) }, KindVirtualServer},
+		{"virtual server", func(e *env) { e.ipvs.SetFault(ipvstest.FailNth(e.ipvs.Mutations()+1, syscall.ENOMEM)) }, KindVirtualServer},
+		{"real server", func(e *env) { e.ipvs.SetFault(ipvstest.FailNth(e.ipvs.Mutations()+2, syscall.EBUSY)) }, KindVirtualServer},
 		{"address", func(e *env) {
 			once := false
 			e.dummy.SetFault(func(op string) error {

@@ -17,16 +17,17 @@ import (
 
 	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/ipvs/ipvstest"
 )
 
 // bed is an IPVS fake and the virtual server list the daemon would report for it.
 type bed struct {
 	t    testing.TB
-	fake *ipvs.Fake
+	fake *ipvstest.Fake
 	vss  []debugapi.VirtualServer
 }
 
-func newBed(t testing.TB) *bed { return &bed{t: t, fake: ipvs.NewFake()} }
+func newBed(t testing.TB) *bed { return &bed{t: t, fake: ipvstest.NewFake()} }
 
 // vs programs a virtual server in the fake with real servers dests (weight 1) and lists
 // it as the daemon does for Service ns/name port portName.
@@ -360,7 +361,7 @@ func TestInvalidLabelValue(t *testing.T) {
 
 // observed is a Connections that has seen the whole table of fake, as after a full sync's
 // read.
-func observed(t testing.TB, fake *ipvs.Fake) *Connections {
+func observed(t testing.TB, fake *ipvstest.Fake) *Connections {
 	t.Helper()
 	table, err := fake.Table()
 	if err != nil {

@@ -1,14 +1,15 @@
-package sysctl
+package sysctl_test
 
 import (
 	"testing"
 
 	"github.com/kipvs/kipvs/internal/faulty"
+	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
 )
 
 // A failed write changes nothing; a value already in place is not written, so never fails.
 func TestFakeFaulty(t *testing.T) {
-	f := NewFake(map[string]string{"net/ipv4/vs/conntrack": "0", "net/ipv4/ip_forward": "1"})
+	f := sysctltest.NewFake(map[string]string{"net/ipv4/vs/conntrack": "0", "net/ipv4/ip_forward": "1"})
 	in := faulty.New(1, 1)
 	f.SetFaulty(in)
 	if _, _, err := f.Set("net.ipv4.vs.conntrack", "1"); !faulty.IsInjected(err) {

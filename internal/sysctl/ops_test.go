@@ -1,4 +1,4 @@
-package sysctl
+package sysctl_test
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/sysctl"
 )
 
 // This file holds the operation table shared by the fake, the real implementation on a
@@ -96,7 +97,7 @@ type observer func(t *testing.T, paths []string) []string
 
 // runOps applies the table to impl and returns the transcript, which ends with every
 // baseline key's final value. observe, when not nil, must agree with impl on each of them.
-func runOps(t *testing.T, impl Interface, observe observer) string {
+func runOps(t *testing.T, impl sysctl.Interface, observe observer) string {
 	t.Helper()
 	var b strings.Builder
 	for i, s := range opTable() {
@@ -187,7 +188,7 @@ func fileObserver(root string) observer {
 			if err != nil {
 				t.Errorf("read %s: %v", p, err)
 			}
-			out = append(out, normalize(string(b)))
+			out = append(out, sysctl.Normalize(string(b)))
 		}
 		return out
 	}

@@ -65,9 +65,9 @@ func (s *Sysctl) Get(key string) (string, error) {
 		return err
 	})
 	if err != nil {
-		return "", fileErr("get", key, err)
+		return "", FileErr("get", key, err)
 	}
-	return normalize(val), nil
+	return Normalize(val), nil
 }
 
 // Set implements Interface.
@@ -76,7 +76,7 @@ func (s *Sysctl) Set(key, value string) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	want := normalize(value)
+	want := Normalize(value)
 	if want == "" {
 		return "", false, fmt.Errorf("sysctl %s: set empty value: %w", key, kerr.ErrInvalid)
 	}
@@ -90,7 +90,7 @@ func (s *Sysctl) Set(key, value string) (string, bool, error) {
 		if err != nil {
 			return err
 		}
-		old = normalize(string(b))
+		old = Normalize(string(b))
 		if old == want {
 			return nil
 		}
@@ -111,15 +111,15 @@ func (s *Sysctl) Set(key, value string) (string, bool, error) {
 		return nil
 	})
 	if err != nil {
-		return old, false, fileErr(fmt.Sprintf("set %q", want), key, err)
+		return old, false, FileErr(fmt.Sprintf("set %q", want), key, err)
 	}
 	return old, changed, nil
 }
 
-// fileErr names the key and maps the errno to the kerr types: besides what kerr.Errno
+// FileErr names the key and maps the errno to the kerr types: besides what kerr.Errno
 // maps, a path through a file (ENOTDIR) is a missing key and a directory (EISDIR) is not a
 // key at all.
-func fileErr(op, key string, err error) error {
+func FileErr(op, key string, err error) error {
 	switch {
 	case errors.Is(err, syscall.ENOTDIR):
 		return fmt.Errorf("sysctl %s: %s: %w: %w", key, op, kerr.ErrNotFound, err)
@@ -151,5 +151,5 @@ func Path(key string) (string, error) {
 	return strings.Join(comps, "/"), nil
 }
 
-// normalize trims a value and collapses inner whitespace to single spaces.
-func normalize(v string) string { return strings.Join(strings.Fields(v), " ") }
+// Normalize trims a value and collapses inner whitespace to single spaces.
+func Normalize(v string) string { return strings.Join(strings.Fields(v), " ") }

@@ -1,6 +1,6 @@
 //go:build kernel
 
-package sysctl
+package sysctl_test
 
 import (
 	"errors"
@@ -12,11 +12,11 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/kipvs/kipvs/internal/testutil/golden"
-
 	"github.com/vishvananda/netns"
 
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
 
@@ -39,7 +39,7 @@ func rootSysctl(t *testing.T, keys ...string) []string {
 func lines(out string) []string {
 	ls := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	for i, l := range ls {
-		ls[i] = normalize(l)
+		ls[i] = sysctl.Normalize(l)
 	}
 	return ls
 }
@@ -55,7 +55,7 @@ func TestOpsKernel(t *testing.T) {
 	}
 	ns.MustRun(t, args...)
 	observe := func(t *testing.T, keys []string) []string { return nsSysctl(t, ns, keys...) }
-	golden.Check(t, "ops.golden", runOps(t, New("", ns.Handle), observe))
+	golden.Check(t, "ops.golden", runOps(t, sysctl.New("", ns.Handle), observe))
 }
 
 // /proc/sys/net belongs to the namespace of the opening thread: a Sysctl bound to a test
@@ -66,8 +66,8 @@ func TestNamespaceIsolationKernel(t *testing.T) {
 	rootBefore := rootSysctl(t, keys...)
 	ns := netnstest.New(t)
 	nsBefore := nsSysctl(t, ns, keys...)
-	in := New("", ns.Handle)
-	root := New("", netns.None())
+	in := sysctl.New("", ns.Handle)
+	root := sysctl.New("", netns.None())
 	want := make([]string, len(keys))
 	for i, k := range keys {
 		want[i] = "1"
@@ -97,7 +97,7 @@ func TestNamespaceIsolationKernel(t *testing.T) {
 // leaves the key alone.
 func TestInvalidValueKernel(t *testing.T) {
 	ns := netnstest.New(t)
-	s := New("", ns.Handle)
+	s := sysctl.New("", ns.Handle)
 	before, err := s.Get("net.ipv4.vs.conntrack")
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestReadOnlyRootKernel(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,ro", root).CombinedOutput(); err != nil {
 		t.Fatalf("remount ro: %v: %s", err, out)
 	}
-	s := New(root, netns.None())
+	s := sysctl.New(root, netns.None())
 	if old, changed, err := s.Set("net.ipv4.ip_forward", "1"); err != nil || changed || old != "1" {
 		t.Fatalf("Set of the current value on a read-only root = %q, %t, %v", old, changed, err)
 	}

@@ -1,4 +1,4 @@
-package sysctl
+package sysctl_test
 
 import (
 	"errors"
@@ -8,15 +8,16 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/kipvs/kipvs/internal/testutil/golden"
-
 	"github.com/vishvananda/netns"
 
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/sysctl"
+	"github.com/kipvs/kipvs/internal/sysctl/sysctltest"
+	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
 
 func TestOpsFake(t *testing.T) {
-	f := NewFake(baseline())
+	f := sysctltest.NewFake(baseline())
 	golden.Check(t, "ops.golden", runOps(t, f, nil))
 	if got, want := f.Writes(), 10; got != want {
 		t.Errorf("the fake wrote %d times, want %d (one per Set that changed something)", got, want)
@@ -27,12 +28,12 @@ func TestOpsFake(t *testing.T) {
 func TestOpsTempRoot(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, baseline())
-	golden.Check(t, "ops.golden", runOps(t, New(root, netns.None()), fileObserver(root)))
+	golden.Check(t, "ops.golden", runOps(t, sysctl.New(root, netns.None()), fileObserver(root)))
 }
 
 func TestDefaultRoot(t *testing.T) {
-	if got := New("", netns.None()).Root(); got != DefaultRoot {
-		t.Fatalf("Root() = %q, want %q", got, DefaultRoot)
+	if got := sysctl.New("", netns.None()).Root(); got != sysctl.DefaultRoot {
+		t.Fatalf("Root() = %q, want %q", got, sysctl.DefaultRoot)
 	}
 }
 
@@ -45,14 +46,14 @@ func TestPath(t *testing.T) {
 		{"net.ipv4.conf.eth0.1.rp_filter", "net/ipv4/conf/eth0/1/rp_filter"},
 		{"kernel", "kernel"},
 	} {
-		got, err := Path(c.in)
+		got, err := sysctl.Path(c.in)
 		if err != nil || got != c.want {
 			t.Errorf("Path(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
 	}
 	for _, in := range []string{"", ".", "/", "net.", ".net", "net/", "/net", "net..ipv4", "net//ipv4",
 		"net/../etc", "net/./ipv4", "net.ipv4./.x", "net.ipv4./..x", "net\x00x"} {
-		if got, err := Path(in); !kerr.IsInvalid(err) {
+		if got, err := sysctl.Path(in); !kerr.IsInvalid(err) {
 			t.Errorf("Path(%q) = %q, %v; want ErrInvalid", in, got, err)
 		}
 	}
@@ -62,7 +63,7 @@ func TestNormalize(t *testing.T) {
 	for in, want := range map[string]string{
 		"1\n": "1", " 32768\t60999\n": "32768 60999", "": "", "a  b\tc": "a b c",
 	} {
-		if got := normalize(in); got != want {
+		if got := sysctl.Normalize(in); got != want {
 			t.Errorf("Normalize(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -71,7 +72,7 @@ func TestNormalize(t *testing.T) {
 // Errors name the key as the caller gave it, whatever the implementation.
 func TestErrorsNameTheKey(t *testing.T) {
 	root := t.TempDir()
-	for _, impl := range []Interface{New(root, netns.None()), NewFake(nil)} {
+	for _, impl := range []sysctl.Interface{sysctl.New(root, netns.None()), sysctltest.NewFake(nil)} {
 		_, err := impl.Get("net.ipv4.vs.conntrack")
 		if !kerr.IsNotFound(err) || !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), "net.ipv4.vs.conntrack") {
 			t.Errorf("%T: Get of a missing key: %v", impl, err)
@@ -84,7 +85,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 }
 
 func TestFakeReadOnly(t *testing.T) {
-	f := NewFake(map[string]string{"net.ipv4.ip_forward": "1"})
+	f := sysctltest.NewFake(map[string]string{"net.ipv4.ip_forward": "1"})
 	f.SetReadOnly(true)
 	if old, changed, err := f.Set("net.ipv4.ip_forward", "1"); err != nil || changed || old != "1" {
 		t.Fatalf("Set of the current value on a read-only fake = %q, %t, %v", old, changed, err)
@@ -100,7 +101,7 @@ func TestFakeReadOnly(t *testing.T) {
 }
 
 func TestFakeFaultAndAdd(t *testing.T) {
-	f := NewFake(nil)
+	f := sysctltest.NewFake(nil)
 	if err := f.Add("net.ipv4.vs.conntrack", "0"); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestTempRootNoWriteWhenUnchanged(t *testing.T) {
 	if err := os.Chmod(p, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	s := New(root, netns.None())
+	s := sysctl.New(root, netns.None())
 	if _, changed, err := s.Set("net.ipv4.ip_forward", "1"); err != nil || changed {
 		t.Fatalf("Set of the current value = %t, %v", changed, err)
 	}

@@ -8,7 +8,8 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -36,8 +37,8 @@ func header(t *testing.T, sets ipset.Interface, name string) *ipset.SetInfo {
 // grows (swapped in at a larger maxelem) instead of the add failing, keeps every member,
 // and shrinks back to the default once most are gone, with hysteresis in between.
 func TestSetGrowsAndShrinks(t *testing.T) {
-	sets := ipset.NewFake()
-	p := New(inet.IPv4, sets, netfilter.NewFake(inet.IPv4))
+	sets := ipsettest.NewFake()
+	p := New(inet.IPv4, sets, netfiltertest.NewFake(inet.IPv4))
 	name := SetName(inet.IPv4, proxy.SetClusterIP)
 	runTx(t, p, dataplane.Tx{CreateSets: []dataplane.SetSpec{spec(inet.IPv4, proxy.SetClusterIP)}})
 	if h := header(t, sets, name); h.MaxElem != ipset.DefaultMaxElem {
@@ -84,8 +85,8 @@ func TestSetGrowsAndShrinks(t *testing.T) {
 // A set kube-proxy created (default maxelem, nearly full) is adopted and grown; a set kipvs
 // grew is accepted by Check as it is.
 func TestAdoptedSetGrowsAndCheckAcceptsGrownSet(t *testing.T) {
-	sets := ipset.NewFake()
-	p := New(inet.IPv4, sets, netfilter.NewFake(inet.IPv4))
+	sets := ipsettest.NewFake()
+	p := New(inet.IPv4, sets, netfiltertest.NewFake(inet.IPv4))
 	name := SetName(inet.IPv4, proxy.SetClusterIP)
 	kubeProxy := ipset.Set{Name: name, Type: ipset.HashIPPort, HashSize: 1024, MaxElem: 65536}
 	if err := sets.Create(kubeProxy); err != nil {

@@ -9,7 +9,9 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
@@ -33,8 +35,8 @@ func TestMembersRoundTripKernel(t *testing.T) {
 			}
 			p := New(f, sets, rules)
 
-			fake := ipset.NewFake()
-			mirror := New(f, fake, netfilter.NewFake(f))
+			fake := ipsettest.NewFake()
+			mirror := New(f, fake, netfiltertest.NewFake(f))
 			_, missing, _ := mirror.Members()
 			runTx(t, mirror, dataplane.Tx{CreateSets: missing, AddMembers: membersOfEverySet(f)})
 			want, err := fake.Dump()

@@ -11,8 +11,9 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
+	"github.com/kipvs/kipvs/internal/ipset/ipsettest"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
 	"github.com/kipvs/kipvs/internal/proxy"
 )
 
@@ -160,7 +161,7 @@ func membersOfEverySet(f inet.Family) []proxy.Member {
 // a full sync finds nothing to change; and every set of the family exists once created.
 func TestMembersRoundTrip(t *testing.T) {
 	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
-		t.Run(f.String(), func(t *testing.T) { roundTrip(t, New(f, ipset.NewFake(), netfilter.NewFake(f)), f, nil) })
+		t.Run(f.String(), func(t *testing.T) { roundTrip(t, New(f, ipsettest.NewFake(), netfiltertest.NewFake(f)), f, nil) })
 	}
 }
 
@@ -216,8 +217,8 @@ func runTx(t testing.TB, p *Filter, tx dataplane.Tx) dataplane.TxResult {
 // gets none of its members (the error says why) and a delete batch that fails is that
 // set's alone; every other set, and the rules, are applied.
 func TestRunFailureStaysWithItsSet(t *testing.T) {
-	sets := ipset.NewFake()
-	p := New(inet.IPv4, sets, netfilter.NewFake(inet.IPv4))
+	sets := ipsettest.NewFake()
+	p := New(inet.IPv4, sets, netfiltertest.NewFake(inet.IPv4))
 	_, missing, err := p.Members()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,7 @@
-package conntrack
+// Package conntracktest holds the in-memory fake of package conntrack's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
+package conntracktest
 
 import (
 	"fmt"
@@ -7,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/kipvs/kipvs/internal/conntrack"
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
@@ -14,7 +18,7 @@ import (
 // FaultFunc is consulted before the fake deletes each matching flow. A non-nil result
 // stops Delete there with that error (wrapped), returning how many it had deleted, like a
 // kernel error in the middle of a cleanup.
-type FaultFunc func(f Flow) error
+type FaultFunc func(f conntrack.Flow) error
 
 // Fake holds flows in memory with the kernel's semantics: within a zone no two flows share
 // a tuple (inserting one that clashes is kerr.ErrExists), and Delete removes what the
@@ -30,14 +34,14 @@ type Fake struct {
 	faulty.Switch
 	faulty.Hook[FaultFunc]
 	mu    sync.Mutex
-	flows []Flow
+	flows []conntrack.Flow
 }
 
-var _ Interface = (*Fake)(nil)
+var _ conntrack.Interface = (*Fake)(nil)
 
 // NewFake returns a fake holding flows (see Insert); it panics on an invalid flow, as it
 // is meant for tests.
-func NewFake(flows ...Flow) *Fake {
+func NewFake(flows ...conntrack.Flow) *Fake {
 	f := &Fake{}
 	for _, fl := range flows {
 		if err := f.Insert(fl); err != nil {
@@ -49,7 +53,7 @@ func NewFake(flows ...Flow) *Fake {
 
 // Insert adds a flow, as `conntrack -I` or traffic would. Both tuples must hold valid
 // addresses of one family; a flow with a tuple already in the zone is kerr.ErrExists.
-func (f *Fake) Insert(fl Flow) error {
+func (f *Fake) Insert(fl conntrack.Flow) error {
 	addrs := []netip.Addr{fl.Orig.Src.Addr(), fl.Orig.Dst.Addr(), fl.Reply.Src.Addr(), fl.Reply.Dst.Addr()}
 	for _, a := range addrs {
 		if !a.IsValid() || a.Is4() != addrs[0].Is4() || a.Zone() != "" {
@@ -71,8 +75,8 @@ func (f *Fake) Insert(fl Flow) error {
 	return nil
 }
 
-// List implements Interface.
-func (f *Fake) List() ([]Flow, error) {
+// List implements conntrack.Interface.
+func (f *Fake) List() ([]conntrack.Flow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.Injector().Read("conntrack list"); err != nil {
@@ -82,15 +86,15 @@ func (f *Fake) List() ([]Flow, error) {
 }
 
 // list copies the flows, sorted. Callers hold f.mu.
-func (f *Fake) list() []Flow {
+func (f *Fake) list() []conntrack.Flow {
 	out := slices.Clone(f.flows)
-	sortFlows(out)
+	conntrack.SortFlows(out)
 	return out
 }
 
-// Delete implements Interface.
-func (f *Fake) Delete(filters ...Filter) (int, error) {
-	if err := validateAll(filters); err != nil {
+// Delete implements conntrack.Interface.
+func (f *Fake) Delete(filters ...conntrack.Filter) (int, error) {
+	if err := conntrack.ValidateFilters(filters); err != nil {
 		return 0, err
 	}
 	f.mu.Lock()
@@ -102,7 +106,7 @@ func (f *Fake) Delete(filters ...Filter) (int, error) {
 	kept := f.flows[:0:0]
 	var ferr error
 	for _, fl := range f.flows {
-		flt, ok := matchAny(filters, fl)
+		flt, ok := conntrack.MatchAny(filters, fl)
 		if ferr != nil || !ok {
 			kept = append(kept, fl)
 			continue
@@ -125,9 +129,9 @@ func (f *Fake) Delete(filters ...Filter) (int, error) {
 	return n, ferr
 }
 
-// Dump implements Interface.
+// Dump implements conntrack.Interface.
 func (f *Fake) Dump() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return formatDump(f.list()), nil
+	return conntrack.FormatDump(f.list()), nil
 }

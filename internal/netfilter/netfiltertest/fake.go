@@ -1,8 +1,12 @@
-package netfilter
+// Package netfiltertest holds the in-memory fake of package netfilter's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
+package netfiltertest
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +15,7 @@ import (
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/netfilter"
 )
 
 // Op names an Interface operation for fault injection.
@@ -33,32 +38,25 @@ const (
 // empty: kerr.ErrBusy; deleting a missing rule or chain: kerr.ErrNotFound; a rule matching a
 // missing ipset, when SetIPSets is used: kerr.ErrNotFound). It is safe for concurrent use.
 type Fake struct {
-	handle *Handle
+	handle *netfilter.Handle
 	kernel *fakeKernel
 
 	mu     sync.Mutex
 	faults map[Op]error
 }
 
-var _ Interface = (*Fake)(nil)
+var _ netfilter.Interface = (*Fake)(nil)
 
 // NewFake returns a fake for family with empty tables. Of the options only the owned chains
 // apply; it panics on an invalid family or owned set, which are programming errors in a test.
-func NewFake(family inet.Family, opts ...Option) *Fake {
-	o := options{owned: defaultOwned()}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if !validFamily(family) {
-		panic(fmt.Sprintf("netfilter.NewFake: family %s", family))
-	}
-	owned, err := newOwnedSet(o.owned)
+func NewFake(family inet.Family, opts ...netfilter.Option) *Fake {
+	k := &fakeKernel{tables: map[netfilter.Table]*fakeTable{}}
+	h, err := netfilter.NewWithTables(family, netfilter.Backend{Mode: "fake", Reason: "in-memory fake"}, k, opts...)
 	if err != nil {
-		panic("netfilter.NewFake: " + err.Error())
+		panic("netfiltertest.NewFake: " + err.Error())
 	}
-	k := &fakeKernel{tables: map[Table]*fakeTable{}}
 	return &Fake{
-		handle: &Handle{family: family, backend: Backend{Mode: "fake", Reason: "in-memory fake"}, owned: owned, tables: k},
+		handle: h,
 		kernel: k,
 		faults: map[Op]error{},
 	}
@@ -82,42 +80,42 @@ func (f *Fake) fault(op Op) error {
 	return nil
 }
 
-// Check implements Interface; it fails only with an injected fault (FailNext(OpCheck, ...)).
-func (f *Fake) Check(ctx context.Context, table Table, rule string) error {
+// Check implements netfilter.Interface; it fails only with an injected fault (FailNext(OpCheck, ...)).
+func (f *Fake) Check(ctx context.Context, table netfilter.Table, rule string) error {
 	return f.fault(OpCheck)
 }
 
-// Family implements Interface.
-func (f *Fake) Family() inet.Family { return f.handle.family }
+// Family implements netfilter.Interface.
+func (f *Fake) Family() inet.Family { return f.handle.Family() }
 
-// Backend implements Interface.
-func (f *Fake) Backend() Backend { return f.handle.backend }
+// Backend implements netfilter.Interface.
+func (f *Fake) Backend() netfilter.Backend { return f.handle.Backend() }
 
-// Apply implements Interface.
-func (f *Fake) Apply(ctx context.Context, rs Ruleset) (Result, error) {
+// Apply implements netfilter.Interface.
+func (f *Fake) Apply(ctx context.Context, rs netfilter.Ruleset) (netfilter.Result, error) {
 	if err := f.fault(OpApply); err != nil {
-		return Result{}, err
+		return netfilter.Result{}, err
 	}
 	return f.handle.Apply(ctx, rs)
 }
 
-// Observe implements Interface.
-func (f *Fake) Observe(ctx context.Context) (Ruleset, error) {
+// Observe implements netfilter.Interface.
+func (f *Fake) Observe(ctx context.Context) (netfilter.Ruleset, error) {
 	if err := f.fault(OpObserve); err != nil {
 		return nil, err
 	}
 	return f.handle.Observe(ctx)
 }
 
-// Remove implements Interface.
-func (f *Fake) Remove(ctx context.Context) (Result, error) {
+// Remove implements netfilter.Interface.
+func (f *Fake) Remove(ctx context.Context) (netfilter.Result, error) {
 	if err := f.fault(OpRemove); err != nil {
-		return Result{}, err
+		return netfilter.Result{}, err
 	}
 	return f.handle.Remove(ctx)
 }
 
-// Dump implements Interface.
+// Dump implements netfilter.Interface.
 func (f *Fake) Dump(ctx context.Context) (string, error) {
 	if err := f.fault(OpDump); err != nil {
 		return "", err
@@ -136,7 +134,7 @@ func (f *Fake) Restore(payload string) error {
 
 // Save returns what `iptables-save -t TABLE` would print (all chains, foreign ones included)
 // without the comment lines and counters.
-func (f *Fake) Save(table Table) string {
+func (f *Fake) Save(table netfilter.Table) string {
 	f.kernel.mu.Lock()
 	defer f.kernel.mu.Unlock()
 	t := f.kernel.table(table)
@@ -152,6 +150,10 @@ func (f *Fake) Save(table Table) string {
 // restore there, with the tables committed before it kept (iptables-restore commits table by
 // table). A save is asked about as a read. Restore and Save (the test's own access) never
 // fail this way; FailNext is consulted first.
+// Tables returns the fake's model of the kernel's tables, to save and restore payloads as
+// the iptables binaries would, bypassing the Handle.
+func (f *Fake) Tables() netfilter.Tables { return f.kernel }
+
 func (f *Fake) SetFaulty(in *faulty.Injector) { f.kernel.SetFaulty(in) }
 
 // SetIPSets makes rules matching an ipset (-m set --match-set NAME) fail with kerr.ErrNotFound
@@ -166,7 +168,7 @@ func (f *Fake) SetIPSets(exists func(name string) bool) {
 // fakeKernel is the model of the tables of one family.
 type fakeKernel struct {
 	mu        sync.Mutex
-	tables    map[Table]*fakeTable
+	tables    map[netfilter.Table]*fakeTable
 	setExists func(string) bool
 	faulty.Switch
 }
@@ -189,11 +191,11 @@ type fakeRule struct {
 
 // table returns the table, creating it with its empty built-in chains on first use (like the
 // kernel creating it on demand); nil for an unknown table. Callers hold k.mu.
-func (k *fakeKernel) table(name Table) *fakeTable {
+func (k *fakeKernel) table(name netfilter.Table) *fakeTable {
 	if t, ok := k.tables[name]; ok {
 		return t
 	}
-	bs := builtins(name)
+	bs := netfilter.Builtins(name)
 	if bs == nil {
 		return nil
 	}
@@ -217,8 +219,8 @@ func (t *fakeTable) clone() *fakeTable {
 
 // format prints the table as iptables-save does: built-in chains in hook order, then user
 // chains sorted by name; rules chain by chain in the same order.
-func (t *fakeTable) format(name Table, counters bool) string {
-	order := builtins(name)
+func (t *fakeTable) format(name netfilter.Table, counters bool) string {
+	order := netfilter.Builtins(name)
 	var user []string
 	for n, c := range t.chains {
 		if !c.builtin {
@@ -246,7 +248,7 @@ func (t *fakeTable) format(name Table, counters bool) string {
 				}
 				b.WriteString(cnt + " ")
 			}
-			writeRule(&b, n, r.spec)
+			netfilter.WriteRule(&b, n, r.spec)
 		}
 	}
 	b.WriteString("COMMIT\n")
@@ -254,14 +256,14 @@ func (t *fakeTable) format(name Table, counters bool) string {
 }
 
 // save prints every table that exists, in name order, with counters.
-func (k *fakeKernel) save(_ context.Context) ([]byte, error) {
+func (k *fakeKernel) Save(_ context.Context) ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err := k.Injector().Read("iptables-save"); err != nil {
 		return nil, fmt.Errorf("iptables-save: %w", err)
 	}
 	var b strings.Builder
-	for _, name := range sortedKeys(k.tables) {
+	for _, name := range slices.Sorted(maps.Keys(k.tables)) {
 		b.WriteString(k.tables[name].format(name, true))
 	}
 	return []byte(b.String()), nil
@@ -279,7 +281,7 @@ func knownTarget(name string) bool {
 }
 
 // restore interprets a payload from the Handle, meeting the Injector.
-func (k *fakeKernel) restore(_ context.Context, payload string) error { return k.run(payload, true) }
+func (k *fakeKernel) Restore(_ context.Context, payload string) error { return k.run(payload, true) }
 
 // run interprets a payload. Each table section takes effect at its COMMIT, all or nothing;
 // with inject, the Injector may fail a COMMIT.
@@ -288,7 +290,7 @@ func (k *fakeKernel) run(payload string, inject bool) error {
 	defer k.mu.Unlock()
 	var (
 		cur     *fakeTable
-		curName Table
+		curName netfilter.Table
 	)
 	lines := strings.Split(payload, "\n")
 	for i, raw := range lines {
@@ -297,14 +299,14 @@ func (k *fakeKernel) run(payload string, inject bool) error {
 			continue
 		}
 		fail := func(kind error, format string, args ...any) error {
-			return &RestoreError{Line: i + 1, Text: raw, Err: fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), kind)}
+			return &netfilter.RestoreError{Line: i + 1, Text: raw, Err: fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), kind)}
 		}
 		switch {
 		case strings.HasPrefix(line, "*"):
 			if cur != nil {
 				return fail(kerr.ErrInvalid, "table %s has no COMMIT", curName)
 			}
-			curName = Table(line[1:])
+			curName = netfilter.Table(line[1:])
 			t := k.table(curName)
 			if t == nil {
 				return fail(kerr.ErrNotFound, "table %q does not exist", curName)
@@ -317,7 +319,7 @@ func (k *fakeKernel) run(payload string, inject bool) error {
 			}
 			if inject {
 				if err := k.Injector().Mutation("iptables-restore COMMIT *" + string(curName)); err != nil {
-					return &RestoreError{Line: i + 1, Text: raw, Err: err}
+					return &netfilter.RestoreError{Line: i + 1, Text: raw, Err: err}
 				}
 			}
 			k.tables[curName] = cur
@@ -327,7 +329,7 @@ func (k *fakeKernel) run(payload string, inject bool) error {
 			return fail(kerr.ErrInvalid, "line outside a table")
 		case strings.HasPrefix(line, ":"):
 			if err := cur.declare(curName, strings.Fields(line[1:])); err != nil {
-				return &RestoreError{Line: i + 1, Text: raw, Err: err}
+				return &netfilter.RestoreError{Line: i + 1, Text: raw, Err: err}
 			}
 			continue
 		}
@@ -342,16 +344,16 @@ func (k *fakeKernel) run(payload string, inject bool) error {
 				return fail(kerr.ErrInvalid, "bad counters %s", counters)
 			}
 		}
-		words, err := tokenize(line)
+		words, err := netfilter.Tokenize(line)
 		if err != nil {
 			return fail(kerr.ErrInvalid, "%v", err)
 		}
 		if err := k.command(cur, curName, words, counters); err != nil {
-			return &RestoreError{Line: i + 1, Text: raw, Err: err}
+			return &netfilter.RestoreError{Line: i + 1, Text: raw, Err: err}
 		}
 	}
 	if cur != nil {
-		return &RestoreError{Err: fmt.Errorf("table %s has no COMMIT: %w", curName, kerr.ErrInvalid)}
+		return &netfilter.RestoreError{Err: fmt.Errorf("table %s has no COMMIT: %w", curName, kerr.ErrInvalid)}
 	}
 	return nil
 }
@@ -372,7 +374,7 @@ func parseCounters(c string) ([2]uint64, error) {
 
 // declare handles `:NAME POLICY [counters]`: a built-in chain gets its policy set; a user chain
 // is created, or flushed when it exists (--noflush semantics).
-func (t *fakeTable) declare(table Table, f []string) error {
+func (t *fakeTable) declare(table netfilter.Table, f []string) error {
 	if len(f) < 2 {
 		return fmt.Errorf("bad chain declaration: %w", kerr.ErrInvalid)
 	}
@@ -393,14 +395,14 @@ func (t *fakeTable) declare(table Table, f []string) error {
 		c.rules = nil
 		return nil
 	}
-	if err := checkChainName(table, name); err != nil {
+	if err := netfilter.CheckChainName(table, name); err != nil {
 		return err
 	}
 	t.chains[name] = &fakeChain{policy: "-"}
 	return nil
 }
 
-func (k *fakeKernel) command(t *fakeTable, table Table, w []string, counters string) error {
+func (k *fakeKernel) command(t *fakeTable, table netfilter.Table, w []string, counters string) error {
 	if len(w) == 0 {
 		return fmt.Errorf("empty command: %w", kerr.ErrInvalid)
 	}
@@ -453,7 +455,7 @@ func (k *fakeKernel) command(t *fakeTable, table Table, w []string, counters str
 				return nil
 			}
 		}
-		text := render(spec)
+		text := netfilter.Render(spec)
 		for i, r := range c.rules {
 			if r.spec == text {
 				c.rules = slices.Delete(c.rules, i, i+1)
@@ -468,7 +470,7 @@ func (k *fakeKernel) command(t *fakeTable, table Table, w []string, counters str
 		if _, ok := t.chains[w[1]]; ok {
 			return fmt.Errorf("chain %s: chain already exists: %w", w[1], kerr.ErrExists)
 		}
-		if err := checkChainName(table, w[1]); err != nil {
+		if err := netfilter.CheckChainName(table, w[1]); err != nil {
 			return err
 		}
 		t.chains[w[1]] = &fakeChain{policy: "-"}
@@ -515,7 +517,7 @@ func (k *fakeKernel) command(t *fakeTable, table Table, w []string, counters str
 }
 
 func (k *fakeKernel) newRule(t *fakeTable, spec []string, counters string) (fakeRule, error) {
-	r := fakeRule{spec: render(spec), target: target(spec), counters: counters}
+	r := fakeRule{spec: netfilter.Render(spec), target: netfilter.Target(spec), counters: counters}
 	if r.target != "" {
 		c, isChain := t.chains[r.target]
 		switch {
@@ -526,7 +528,7 @@ func (k *fakeKernel) newRule(t *fakeTable, spec []string, counters string) (fake
 		}
 	}
 	if k.setExists != nil {
-		for _, s := range setNames(spec) {
+		for _, s := range netfilter.SetNames(spec) {
 			if !k.setExists(s) {
 				return r, fmt.Errorf("set %s doesn't exist: %w", s, kerr.ErrNotFound)
 			}

@@ -1,4 +1,7 @@
-package ipset
+// Package ipsettest holds the in-memory fake of package ipset's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
+package ipsettest
 
 import (
 	"errors"
@@ -8,14 +11,12 @@ import (
 	"sync"
 
 	"github.com/kipvs/kipvs/internal/faulty"
+	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
-// ErrClosed: the instance was closed.
-var ErrClosed = errors.New("ipset: instance closed")
-
 // Fake is an in-memory model of one namespace's ipsets: headers, members and references. It
-// rejects what the kernel rejects with the same typed errors (see Interface), so reconcile
+// rejects what the kernel rejects with the same typed errors (see ipset.Interface), so reconcile
 // logic can be tested without root. Use Reference to model an iptables rule using a set, and
 // FailNth to make a kernel request fail.
 //
@@ -37,11 +38,11 @@ type Fake struct {
 }
 
 type fakeSet struct {
-	hdr     Set
-	members map[Entry]string // key -> comment
+	hdr     ipset.Set
+	members map[ipset.Entry]string // key -> comment
 }
 
-var _ Interface = (*Fake)(nil)
+var _ ipset.Interface = (*Fake)(nil)
 
 // NewFake returns an empty fake namespace.
 func NewFake() *Fake {
@@ -61,7 +62,7 @@ func (f *Fake) FailNth(n int, err error) {
 // faultyRead asks the Injector about a read request. f.mu is held.
 func (f *Fake) faultyRead(what string) error {
 	if f.closed {
-		return nil // get reports ErrClosed
+		return nil // get reports ipset.ErrClosed
 	}
 	if err := f.Injector().Read("ipset " + what); err != nil {
 		return fmt.Errorf("ipset fake: %s: %w", what, err)
@@ -103,7 +104,7 @@ func (f *Fake) Unreference(name string) error {
 // mutate counts one kernel mutation and returns an injected fault for it. f.mu is held.
 func (f *Fake) mutate(what string) error {
 	if f.closed {
-		return ErrClosed
+		return ipset.ErrClosed
 	}
 	f.mutations++
 	if err, ok := f.faults[f.mutations]; ok {
@@ -119,9 +120,9 @@ func (f *Fake) mutate(what string) error {
 // get returns a set or kerr.ErrNotFound. f.mu is held.
 func (f *Fake) get(what, name string) (*fakeSet, error) {
 	if f.closed {
-		return nil, ErrClosed
+		return nil, ipset.ErrClosed
 	}
-	if err := CheckName(name); err != nil {
+	if err := ipset.CheckName(name); err != nil {
 		return nil, err
 	}
 	s := f.sets[name]
@@ -131,9 +132,9 @@ func (f *Fake) get(what, name string) (*fakeSet, error) {
 	return s, nil
 }
 
-// Create implements Interface.
-func (f *Fake) Create(s Set) error {
-	s, err := s.normalize()
+// Create implements ipset.Interface.
+func (f *Fake) Create(s ipset.Set) error {
+	s, err := s.Normalize()
 	if err != nil {
 		return err
 	}
@@ -143,21 +144,13 @@ func (f *Fake) Create(s Set) error {
 		return err
 	}
 	if have := f.sets[s.Name]; have != nil {
-		return ensureErr(s, have.hdr)
+		return ipset.EnsureError(s, have.hdr)
 	}
-	f.sets[s.Name] = &fakeSet{hdr: s, members: map[Entry]string{}}
+	f.sets[s.Name] = &fakeSet{hdr: s, members: map[ipset.Entry]string{}}
 	return nil
 }
 
-// ensureErr is Create's answer when the name is taken by a set with header have.
-func ensureErr(want, have Set) error {
-	if compatible(have, want) {
-		return nil
-	}
-	return fmt.Errorf("ipset: create %s: the set exists as %s, want %s: %w", want.Name, have.String(), want.String(), kerr.ErrExists)
-}
-
-func (f *Fake) create(s Set) error {
+func (f *Fake) create(s ipset.Set) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.mutate("create " + s.Name); err != nil {
@@ -166,17 +159,17 @@ func (f *Fake) create(s Set) error {
 	if f.sets[s.Name] != nil {
 		return fmt.Errorf("ipset: create %s: %w", s.Name, kerr.ErrExists)
 	}
-	f.sets[s.Name] = &fakeSet{hdr: s, members: map[Entry]string{}}
+	f.sets[s.Name] = &fakeSet{hdr: s, members: map[ipset.Entry]string{}}
 	return nil
 }
 
-// Destroy implements Interface.
+// Destroy implements ipset.Interface.
 func (f *Fake) Destroy(name string) error { return f.destroy(name) }
 
 func (f *Fake) destroy(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := CheckName(name); err != nil {
+	if err := ipset.CheckName(name); err != nil {
 		return err
 	}
 	if err := f.mutate("destroy " + name); err != nil {
@@ -192,11 +185,11 @@ func (f *Fake) destroy(name string) error {
 	return nil
 }
 
-// Flush implements Interface.
+// Flush implements ipset.Interface.
 func (f *Fake) Flush(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := CheckName(name); err != nil {
+	if err := ipset.CheckName(name); err != nil {
 		return err
 	}
 	if err := f.mutate("flush " + name); err != nil {
@@ -210,14 +203,14 @@ func (f *Fake) Flush(name string) error {
 	return nil
 }
 
-// Swap implements Interface.
+// Swap implements ipset.Interface.
 func (f *Fake) Swap(a, b string) error { return f.swap(a, b) }
 
 func (f *Fake) swap(a, b string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, n := range []string{a, b} {
-		if err := CheckName(n); err != nil {
+		if err := ipset.CheckName(n); err != nil {
 			return err
 		}
 	}
@@ -242,33 +235,33 @@ func (f *Fake) swap(a, b string) error {
 }
 
 // header returns a set's header for the up-front member checks. f.mu is held.
-func (f *Fake) header(what, name string) (Set, error) {
+func (f *Fake) header(what, name string) (ipset.Set, error) {
 	if err := f.faultyRead(what + " " + name + " (list header)"); err != nil {
-		return Set{}, err
+		return ipset.Set{}, err
 	}
 	s, err := f.get(what, name)
 	if err != nil {
-		return Set{}, err
+		return ipset.Set{}, err
 	}
 	return s.hdr, nil
 }
 
-// Add implements Interface.
-func (f *Fake) Add(set string, entries ...Entry) error {
+// Add implements ipset.Interface.
+func (f *Fake) Add(set string, entries ...ipset.Entry) error {
 	f.mu.Lock()
 	hdr, err := f.header("add to", set)
 	f.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	entries, bad := sift(hdr, entries)
+	entries, bad := ipset.Sift(hdr, entries)
 	if err := f.add(hdr, entries); err != nil {
 		return errors.Join(err, bad)
 	}
 	return bad
 }
 
-func (f *Fake) add(hdr Set, entries []Entry) error {
+func (f *Fake) add(hdr ipset.Set, entries []ipset.Entry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, e := range entries {
@@ -283,35 +276,35 @@ func (f *Fake) add(hdr Set, entries []Entry) error {
 		if s.hdr.Type != hdr.Type || s.hdr.Family != hdr.Family {
 			return fmt.Errorf("ipset: %s: the set changed to %s: %w", what, s.hdr.String(), kerr.ErrInvalid)
 		}
-		k := e.key()
+		k := e.Key()
 		if _, ok := s.members[k]; !ok && s.hdr.Type.IsHash() && len(s.members) >= int(s.hdr.MaxElem) {
-			return fmt.Errorf("ipset: %s: maxelem %d reached: %w", what, s.hdr.MaxElem, ErrFull)
+			return fmt.Errorf("ipset: %s: maxelem %d reached: %w", what, s.hdr.MaxElem, ipset.ErrFull)
 		}
 		s.members[k] = e.Comment
 	}
 	return nil
 }
 
-// Del implements Interface.
-func (f *Fake) Del(set string, entries ...Entry) error {
+// Del implements ipset.Interface.
+func (f *Fake) Del(set string, entries ...ipset.Entry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	hdr, err := f.header("delete from", set)
 	if err != nil {
 		return err
 	}
-	entries, bad := sift(hdr, entries)
+	entries, bad := ipset.Sift(hdr, entries)
 	for _, e := range entries {
 		if err := f.mutate(fmt.Sprintf("delete %s from %s", e, set)); err != nil {
 			return errors.Join(err, bad)
 		}
-		delete(f.sets[set].members, e.key())
+		delete(f.sets[set].members, e.Key())
 	}
 	return bad
 }
 
-// Test implements Interface.
-func (f *Fake) Test(set string, e Entry) (bool, error) {
+// Test implements ipset.Interface.
+func (f *Fake) Test(set string, e ipset.Entry) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.faultyRead("test in " + set); err != nil {
@@ -321,16 +314,16 @@ func (f *Fake) Test(set string, e Entry) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	es, err := prepare(s.hdr, []Entry{e})
+	es, err := ipset.Prepare(s.hdr, []ipset.Entry{e})
 	if err != nil {
 		return false, err
 	}
-	k := es[0].key()
+	k := es[0].Key()
 	if _, ok := s.members[k]; ok {
 		return true, nil
 	}
 	// The kernel tests a host address against every net size present.
-	if s.hdr.Type == HashNet || s.hdr.Type == HashIPPortNet {
+	if s.hdr.Type == ipset.HashNet || s.hdr.Type == ipset.HashIPPortNet {
 		if k.Net.Bits() == k.Net.Addr().BitLen() {
 			host := k.Net.Addr()
 			k.Net = netip.Prefix{}
@@ -346,10 +339,10 @@ func (f *Fake) Test(set string, e Entry) (bool, error) {
 	return false, nil
 }
 
-// List implements Interface.
-func (f *Fake) List(name string) (*SetInfo, error) { return f.list(name) }
+// List implements ipset.Interface.
+func (f *Fake) List(name string) (*ipset.SetInfo, error) { return f.list(name) }
 
-func (f *Fake) list(name string) (*SetInfo, error) {
+func (f *Fake) list(name string) (*ipset.SetInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.faultyRead("list " + name); err != nil {
@@ -362,8 +355,8 @@ func (f *Fake) list(name string) (*SetInfo, error) {
 	return f.info(s), nil
 }
 
-// Header implements Interface.
-func (f *Fake) Header(name string) (*SetInfo, error) {
+// Header implements ipset.Interface.
+func (f *Fake) Header(name string) (*ipset.SetInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.faultyRead("list header " + name); err != nil {
@@ -373,26 +366,26 @@ func (f *Fake) Header(name string) (*SetInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SetInfo{Set: s.hdr, References: f.refs[name], Elements: len(s.members)}, nil
+	return &ipset.SetInfo{Set: s.hdr, References: f.refs[name], Elements: len(s.members)}, nil
 }
 
 // info snapshots a set. f.mu is held.
-func (f *Fake) info(s *fakeSet) *SetInfo {
-	in := &SetInfo{Set: s.hdr, References: f.refs[s.hdr.Name], Elements: len(s.members)}
+func (f *Fake) info(s *fakeSet) *ipset.SetInfo {
+	in := &ipset.SetInfo{Set: s.hdr, References: f.refs[s.hdr.Name], Elements: len(s.members)}
 	for k, c := range s.members {
 		k.Comment = c
 		in.Entries = append(in.Entries, k)
 	}
-	slices.SortFunc(in.Entries, compareEntries)
+	slices.SortFunc(in.Entries, ipset.CompareEntries)
 	return in
 }
 
-// ListNames implements Interface.
+// ListNames implements ipset.Interface.
 func (f *Fake) ListNames() ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return nil, ErrClosed
+		return nil, ipset.ErrClosed
 	}
 	if err := f.faultyRead("list names"); err != nil {
 		return nil, err
@@ -405,31 +398,40 @@ func (f *Fake) ListNames() ([]string, error) {
 	return names, nil
 }
 
-// Replace implements Interface.
-func (f *Fake) Replace(s Set, entries []Entry) error {
+// Replace implements ipset.Interface.
+func (f *Fake) Replace(s ipset.Set, entries []ipset.Entry) error {
 	f.replaceMu.Lock()
 	defer f.replaceMu.Unlock()
-	return replace(f, s, entries)
+	return ipset.ReplaceWith(fakePrimitives{f}, s, entries)
 }
 
-// Dump implements Interface.
+// Dump implements ipset.Interface.
 func (f *Fake) Dump() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return "", ErrClosed
+		return "", ipset.ErrClosed
 	}
-	infos := make([]*SetInfo, 0, len(f.sets))
+	infos := make([]*ipset.SetInfo, 0, len(f.sets))
 	for _, s := range f.sets {
 		infos = append(infos, f.info(s))
 	}
-	return formatDump(infos), nil
+	return ipset.FormatDump(infos), nil
 }
 
-// Close implements Interface.
+// Close implements ipset.Interface.
 func (f *Fake) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed = true
 	return nil
 }
+
+// fakePrimitives gives ipset.ReplaceWith the fake's single requests.
+type fakePrimitives struct{ f *Fake }
+
+func (p fakePrimitives) ListSet(name string) (*ipset.SetInfo, error)    { return p.f.list(name) }
+func (p fakePrimitives) CreateSet(s ipset.Set) error                    { return p.f.create(s) }
+func (p fakePrimitives) DestroySet(name string) error                   { return p.f.destroy(name) }
+func (p fakePrimitives) AddEntries(s ipset.Set, es []ipset.Entry) error { return p.f.add(s, es) }
+func (p fakePrimitives) SwapSets(a, b string) error                     { return p.f.swap(a, b) }

@@ -1,4 +1,7 @@
-package ipvs
+// Package ipvstest holds the in-memory fake of package ipvs's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
+package ipvstest
 
 import (
 	"fmt"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/kerr"
 )
 
@@ -23,11 +27,11 @@ var fakePEs = []string{"sip"}
 // FaultFunc is consulted before every mutation of the fake (single calls and each op of
 // Apply; not Flush or SetTimeouts). n counts mutations from 1. A non-nil result fails that
 // mutation with the returned error (wrapped with the op's description) and changes nothing.
-type FaultFunc func(n int, op Op) error
+type FaultFunc func(n int, op ipvs.Op) error
 
 // FailNth returns a FaultFunc that fails the nth mutation with err.
 func FailNth(nth int, err error) FaultFunc {
-	return func(n int, _ Op) error {
+	return func(n int, _ ipvs.Op) error {
 		if n == nth {
 			return err
 		}
@@ -56,28 +60,28 @@ type Fake struct {
 	faulty.Switch
 	faulty.Hook[FaultFunc]
 	mu        sync.Mutex
-	svcs      map[ServiceKey]*fakeService
-	info      Info
-	timeouts  Timeouts
+	svcs      map[ipvs.ServiceKey]*fakeService
+	info      ipvs.Info
+	timeouts  ipvs.Timeouts
 	readFault func() error
 	mutations int
 	closed    bool
 }
 
 type fakeService struct {
-	svc   Service
-	dests map[netip.AddrPort]*Destination
+	svc   ipvs.Service
+	dests map[netip.AddrPort]*ipvs.Destination
 }
 
-var _ Interface = (*Fake)(nil)
+var _ ipvs.Interface = (*Fake)(nil)
 
 // NewFake returns an empty fake with the defaults of a fresh kernel namespace: version
 // 1.2.1, a 4096-entry connection table, timeouts 900/120/300 s.
 func NewFake() *Fake {
 	return &Fake{
-		svcs:     map[ServiceKey]*fakeService{},
-		info:     Info{Version: 0x010201, ConnTableSize: 4096},
-		timeouts: Timeouts{TCP: 900, TCPFin: 120, UDP: 300},
+		svcs:     map[ipvs.ServiceKey]*fakeService{},
+		info:     ipvs.Info{Version: 0x010201, ConnTableSize: 4096},
+		timeouts: ipvs.Timeouts{TCP: 900, TCPFin: 120, UDP: 300},
 	}
 }
 
@@ -97,14 +101,14 @@ func (f *Fake) Mutations() int {
 }
 
 // SetInfo sets what Info returns.
-func (f *Fake) SetInfo(i Info) {
+func (f *Fake) SetInfo(i ipvs.Info) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.info = i
 }
 
 // SetServiceStats sets the counters of service k.
-func (f *Fake) SetServiceStats(k ServiceKey, st Stats) error {
+func (f *Fake) SetServiceStats(k ipvs.ServiceKey, st ipvs.Stats) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.lookup(k)
@@ -116,7 +120,7 @@ func (f *Fake) SetServiceStats(k ServiceKey, st Stats) error {
 }
 
 // SetDestinationStats sets the counters of destination ap of service k.
-func (f *Fake) SetDestinationStats(k ServiceKey, ap netip.AddrPort, st Stats) error {
+func (f *Fake) SetDestinationStats(k ipvs.ServiceKey, ap netip.AddrPort, st ipvs.Stats) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, err := f.lookupDest(k, ap)
@@ -128,7 +132,7 @@ func (f *Fake) SetDestinationStats(k ServiceKey, ap netip.AddrPort, st Stats) er
 }
 
 // SetDestinationConns sets the connection counts of destination ap of service k.
-func (f *Fake) SetDestinationConns(k ServiceKey, ap netip.AddrPort, active, inactive, persistent uint32) error {
+func (f *Fake) SetDestinationConns(k ipvs.ServiceKey, ap netip.AddrPort, active, inactive, persistent uint32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, err := f.lookupDest(k, ap)
@@ -139,7 +143,7 @@ func (f *Fake) SetDestinationConns(k ServiceKey, ap netip.AddrPort, active, inac
 	return nil
 }
 
-func (f *Fake) lookup(k ServiceKey) (*fakeService, error) {
+func (f *Fake) lookup(k ipvs.ServiceKey) (*fakeService, error) {
 	nk, err := k.Normalize()
 	if err != nil {
 		return nil, err
@@ -151,7 +155,7 @@ func (f *Fake) lookup(k ServiceKey) (*fakeService, error) {
 	return s, nil
 }
 
-func (f *Fake) lookupDest(k ServiceKey, ap netip.AddrPort) (*Destination, error) {
+func (f *Fake) lookupDest(k ipvs.ServiceKey, ap netip.AddrPort) (*ipvs.Destination, error) {
 	s, err := f.lookup(k)
 	if err != nil {
 		return nil, err
@@ -168,7 +172,7 @@ func (f *Fake) lookupDest(k ServiceKey, ap netip.AddrPort) (*Destination, error)
 // the Injector.
 func (f *Fake) read(op string) error {
 	if f.closed {
-		return errClosed
+		return ipvs.ErrClosed
 	}
 	if f.readFault != nil {
 		if err := f.readFault(); err != nil {
@@ -183,7 +187,7 @@ func (f *Fake) read(op string) error {
 	return nil
 }
 
-// Close implements Interface; later calls fail.
+// Close implements ipvs.Interface; later calls fail.
 func (f *Fake) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -191,39 +195,39 @@ func (f *Fake) Close() error {
 	return nil
 }
 
-// Info implements Interface.
-func (f *Fake) Info() (Info, error) {
+// Info implements ipvs.Interface.
+func (f *Fake) Info() (ipvs.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.read("get info"); err != nil {
-		return Info{}, err
+		return ipvs.Info{}, err
 	}
 	return f.info, nil
 }
 
-// Timeouts implements Interface.
-func (f *Fake) Timeouts() (Timeouts, error) {
+// Timeouts implements ipvs.Interface.
+func (f *Fake) Timeouts() (ipvs.Timeouts, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.read("get timeouts"); err != nil {
-		return Timeouts{}, err
+		return ipvs.Timeouts{}, err
 	}
 	return f.timeouts, nil
 }
 
-// SetTimeouts implements Interface.
-func (f *Fake) SetTimeouts(t Timeouts) error {
+// SetTimeouts implements ipvs.Interface.
+func (f *Fake) SetTimeouts(t ipvs.Timeouts) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return errClosed
+		return ipvs.ErrClosed
 	}
 	if err := f.Injector().Mutation("ipvs set timeouts"); err != nil {
 		return fmt.Errorf("ipvs: set timeouts: %w", err)
 	}
 	for _, v := range []uint32{t.TCP, t.TCPFin, t.UDP} {
-		if v > maxTimeout {
-			return invalid("ipvs: set timeouts: %d s is too long (max %d)", v, maxTimeout)
+		if v > ipvs.MaxTimeout {
+			return ipvs.Invalidf("ipvs: set timeouts: %d s is too long (max %d)", v, ipvs.MaxTimeout)
 		}
 	}
 	if t.TCP != 0 {
@@ -238,12 +242,12 @@ func (f *Fake) SetTimeouts(t Timeouts) error {
 	return nil
 }
 
-// Flush implements Interface.
+// Flush implements ipvs.Interface.
 func (f *Fake) Flush() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return errClosed
+		return ipvs.ErrClosed
 	}
 	if err := f.Injector().Mutation("ipvs flush"); err != nil {
 		return fmt.Errorf("ipvs: flush: %w", err)
@@ -253,50 +257,50 @@ func (f *Fake) Flush() error {
 }
 
 // table copies the state, sorted.
-func (f *Fake) table() []Entry {
-	t := make([]Entry, 0, len(f.svcs))
+func (f *Fake) table() []ipvs.Entry {
+	t := make([]ipvs.Entry, 0, len(f.svcs))
 	for _, s := range f.svcs {
-		e := Entry{Service: readService(s.svc), Destinations: make([]Destination, 0, len(s.dests))}
+		e := ipvs.Entry{Service: readService(s.svc), Destinations: make([]ipvs.Destination, 0, len(s.dests))}
 		for _, d := range s.dests {
 			e.Destinations = append(e.Destinations, readDestination(d))
 		}
 		t = append(t, e)
 	}
-	sortTable(t)
+	ipvs.SortTable(t)
 	return t
 }
 
-// Services implements Interface.
-func (f *Fake) Services() ([]Service, error) {
+// Services implements ipvs.Interface.
+func (f *Fake) Services() ([]ipvs.Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.read("list services"); err != nil {
 		return nil, err
 	}
-	keys := slices.SortedFunc(maps.Keys(f.svcs), CompareServiceKeys)
-	svcs := make([]Service, len(keys))
+	keys := slices.SortedFunc(maps.Keys(f.svcs), ipvs.CompareServiceKeys)
+	svcs := make([]ipvs.Service, len(keys))
 	for i, k := range keys {
 		svcs[i] = readService(f.svcs[k].svc)
 	}
 	return svcs, nil
 }
 
-// GetService implements Interface.
-func (f *Fake) GetService(k ServiceKey) (Service, error) {
+// GetService implements ipvs.Interface.
+func (f *Fake) GetService(k ipvs.ServiceKey) (ipvs.Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.read("get service " + k.String()); err != nil {
-		return Service{}, err
+		return ipvs.Service{}, err
 	}
 	s, err := f.lookup(k)
 	if err != nil {
-		return Service{}, err
+		return ipvs.Service{}, err
 	}
 	return readService(s.svc), nil
 }
 
-// Destinations implements Interface.
-func (f *Fake) Destinations(k ServiceKey) ([]Destination, error) {
+// Destinations implements ipvs.Interface.
+func (f *Fake) Destinations(k ipvs.ServiceKey) ([]ipvs.Destination, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.read("list destinations of " + k.String()); err != nil {
@@ -306,16 +310,16 @@ func (f *Fake) Destinations(k ServiceKey) ([]Destination, error) {
 	if err != nil {
 		return nil, err
 	}
-	dests := make([]Destination, 0, len(s.dests))
+	dests := make([]ipvs.Destination, 0, len(s.dests))
 	for _, d := range s.dests {
 		dests = append(dests, readDestination(d))
 	}
-	slices.SortFunc(dests, CompareDestinations)
+	slices.SortFunc(dests, ipvs.CompareDestinations)
 	return dests, nil
 }
 
-// Table implements Interface.
-func (f *Fake) Table() ([]Entry, error) {
+// Table implements ipvs.Interface.
+func (f *Fake) Table() ([]ipvs.Entry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.read("list services and destinations"); err != nil {
@@ -324,67 +328,67 @@ func (f *Fake) Table() ([]Entry, error) {
 	return f.table(), nil
 }
 
-// Dump implements Interface.
+// Dump implements ipvs.Interface.
 func (f *Fake) Dump() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.read(""); err != nil {
 		return "", err
 	}
-	return formatDump(f.table()), nil
+	return ipvs.FormatDump(f.table()), nil
 }
 
-// AddService implements Interface.
-func (f *Fake) AddService(s Service) error { return f.do(AddServiceOp(s)) }
+// AddService implements ipvs.Interface.
+func (f *Fake) AddService(s ipvs.Service) error { return f.do(ipvs.AddServiceOp(s)) }
 
-// UpdateService implements Interface.
-func (f *Fake) UpdateService(s Service) error { return f.do(UpdateServiceOp(s)) }
+// UpdateService implements ipvs.Interface.
+func (f *Fake) UpdateService(s ipvs.Service) error { return f.do(ipvs.UpdateServiceOp(s)) }
 
-// DeleteService implements Interface.
-func (f *Fake) DeleteService(k ServiceKey) error { return f.do(DeleteServiceOp(k)) }
+// DeleteService implements ipvs.Interface.
+func (f *Fake) DeleteService(k ipvs.ServiceKey) error { return f.do(ipvs.DeleteServiceOp(k)) }
 
-// AddDestination implements Interface.
-func (f *Fake) AddDestination(k ServiceKey, d Destination) error {
-	return f.do(AddDestinationOp(k, d))
+// AddDestination implements ipvs.Interface.
+func (f *Fake) AddDestination(k ipvs.ServiceKey, d ipvs.Destination) error {
+	return f.do(ipvs.AddDestinationOp(k, d))
 }
 
-// UpdateDestination implements Interface.
-func (f *Fake) UpdateDestination(k ServiceKey, d Destination) error {
-	return f.do(UpdateDestinationOp(k, d))
+// UpdateDestination implements ipvs.Interface.
+func (f *Fake) UpdateDestination(k ipvs.ServiceKey, d ipvs.Destination) error {
+	return f.do(ipvs.UpdateDestinationOp(k, d))
 }
 
-// DeleteDestination implements Interface.
-func (f *Fake) DeleteDestination(k ServiceKey, ap netip.AddrPort) error {
-	return f.do(DeleteDestinationOp(k, ap))
+// DeleteDestination implements ipvs.Interface.
+func (f *Fake) DeleteDestination(k ipvs.ServiceKey, ap netip.AddrPort) error {
+	return f.do(ipvs.DeleteDestinationOp(k, ap))
 }
 
-func (f *Fake) do(o Op) error {
+func (f *Fake) do(o ipvs.Op) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return errClosed
+		return ipvs.ErrClosed
 	}
 	return f.mutate(o)
 }
 
-// Apply implements Interface, with the same per-op semantics as the kernel batch.
-func (f *Fake) Apply(ops []Op) error {
+// Apply implements ipvs.Interface, with the same per-op semantics as the kernel batch.
+func (f *Fake) Apply(ops []ipvs.Op) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return errClosed
+		return ipvs.ErrClosed
 	}
-	var failed []*OpError
+	var failed []*ipvs.OpError
 	for i, o := range ops {
 		if err := f.mutate(o); err != nil {
-			failed = append(failed, &OpError{Index: i, Op: o, Err: err})
+			failed = append(failed, &ipvs.OpError{Index: i, Op: o, Err: err})
 		}
 	}
-	return errBatch(len(ops), failed)
+	return ipvs.NewBatchError(len(ops), failed)
 }
 
 // mutate applies one op under f.mu.
-func (f *Fake) mutate(o Op) error {
+func (f *Fake) mutate(o ipvs.Op) error {
 	f.mutations++
 	if fault := f.Fault(); fault != nil {
 		if err := fault(f.mutations, o); err != nil {
@@ -394,7 +398,7 @@ func (f *Fake) mutate(o Op) error {
 	if err := f.Injector().Mutation("ipvs " + o.String()); err != nil {
 		return fmt.Errorf("ipvs: %s: %w", o, err)
 	}
-	n, err := o.normalize()
+	n, err := o.Normalize()
 	if err != nil {
 		return fmt.Errorf("ipvs: %s: %w", o, err)
 	}
@@ -405,11 +409,11 @@ func (f *Fake) mutate(o Op) error {
 }
 
 // apply changes the state for a normalized op, or returns the errno the kernel would.
-func (f *Fake) apply(o Op) syscall.Errno {
+func (f *Fake) apply(o ipvs.Op) syscall.Errno {
 	k := o.Service.ServiceKey
 	s, exists := f.svcs[k]
 	switch o.Kind {
-	case OpAddService:
+	case ipvs.OpAddService:
 		if exists {
 			return syscall.EEXIST
 		}
@@ -417,8 +421,8 @@ func (f *Fake) apply(o Op) syscall.Errno {
 			return errno
 		}
 		svc := o.Service
-		svc.Stats = new(Stats) // the kernel reports counters on every service
-		f.svcs[k] = &fakeService{svc: svc, dests: map[netip.AddrPort]*Destination{}}
+		svc.Stats = new(ipvs.Stats) // the kernel reports counters on every service
+		f.svcs[k] = &fakeService{svc: svc, dests: map[netip.AddrPort]*ipvs.Destination{}}
 		return 0
 	}
 	if !exists {
@@ -428,26 +432,26 @@ func (f *Fake) apply(o Op) syscall.Errno {
 	ap := d.AddrPort()
 	cur, destExists := s.dests[ap]
 	switch o.Kind {
-	case OpUpdateService:
+	case ipvs.OpUpdateService:
 		if errno := checkServiceSettings(o.Service); errno != 0 {
 			return errno
 		}
 		stats := s.svc.Stats
 		s.svc = o.Service
 		s.svc.Stats = stats
-	case OpDeleteService:
+	case ipvs.OpDeleteService:
 		delete(f.svcs, k)
-	case OpAddDestination, OpUpdateDestination:
-		if inet.FamilyOf(d.Addr) != k.Family && d.Forward != Tunnel {
+	case ipvs.OpAddDestination, ipvs.OpUpdateDestination:
+		if inet.FamilyOf(d.Addr) != k.Family && d.Forward != ipvs.Tunnel {
 			return syscall.EINVAL // mixed families only for tunnels
 		}
 		if d.Weight < 0 || d.LowerThreshold > d.UpperThreshold {
 			return syscall.ERANGE
 		}
-		if d.Forward == Tunnel && d.TunnelType == TunnelGUE && d.TunnelPort == 0 {
+		if d.Forward == ipvs.Tunnel && d.TunnelType == ipvs.TunnelGUE && d.TunnelPort == 0 {
 			return syscall.EINVAL
 		}
-		if o.Kind == OpUpdateDestination {
+		if o.Kind == ipvs.OpUpdateDestination {
 			if !destExists {
 				return syscall.ENOENT
 			}
@@ -462,9 +466,9 @@ func (f *Fake) apply(o Op) syscall.Errno {
 		if !unicastDest(d.Addr) {
 			return syscall.EINVAL
 		}
-		d.Stats = new(Stats)
+		d.Stats = new(ipvs.Stats)
 		s.dests[ap] = &d
-	case OpDeleteDestination:
+	case ipvs.OpDeleteDestination:
 		if !destExists {
 			return syscall.ENOENT
 		}
@@ -475,7 +479,7 @@ func (f *Fake) apply(o Op) syscall.Errno {
 
 // readService and readDestination copy what the fake holds as a read returns it (counters
 // included, which the caller may keep).
-func readService(s Service) Service {
+func readService(s ipvs.Service) ipvs.Service {
 	if s.Stats != nil {
 		st := *s.Stats
 		s.Stats = &st
@@ -483,7 +487,7 @@ func readService(s Service) Service {
 	return s
 }
 
-func readDestination(d *Destination) Destination {
+func readDestination(d *ipvs.Destination) ipvs.Destination {
 	c := *d
 	if c.Stats != nil {
 		st := *c.Stats
@@ -493,7 +497,7 @@ func readDestination(d *Destination) Destination {
 }
 
 // checkServiceSettings is the kernel's check of a new or edited service's settings.
-func checkServiceSettings(s Service) syscall.Errno {
+func checkServiceSettings(s ipvs.Service) syscall.Errno {
 	if !slices.Contains(fakeSchedulers, s.Scheduler) {
 		return syscall.ENOENT
 	}

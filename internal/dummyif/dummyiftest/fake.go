@@ -1,4 +1,7 @@
-package dummyif
+// Package dummyiftest holds the in-memory fake of package dummyif's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
+package dummyiftest
 
 import (
 	"fmt"
@@ -8,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -38,7 +42,7 @@ type Fake struct {
 	addrs map[netip.Prefix]bool
 }
 
-var _ Interface = (*Fake)(nil)
+var _ dummyif.Interface = (*Fake)(nil)
 
 // NewFake returns a fake with no link called name ("" means ipvsmode.DummyName). It panics on an
 // invalid name, as it is meant for tests.
@@ -46,7 +50,7 @@ func NewFake(name string) *Fake {
 	if name == "" {
 		name = ipvsmode.DummyName
 	}
-	if err := validName(name); err != nil {
+	if err := dummyif.ValidName(name); err != nil {
 		panic(err)
 	}
 	return &Fake{name: name, addrs: map[netip.Prefix]bool{}}
@@ -84,7 +88,7 @@ func (f *Fake) SetUp(up bool) {
 	}
 }
 
-// Name implements Interface.
+// Name implements dummyif.Interface.
 func (f *Fake) Name() string { return f.name }
 
 func (f *Fake) check(op string) error {
@@ -107,11 +111,11 @@ func (f *Fake) dummy() error {
 	case "dummy":
 		return nil
 	default:
-		return notDummy(f.name, f.typ)
+		return dummyif.NotDummyError(f.name, f.typ)
 	}
 }
 
-// EnsureLink implements Interface.
+// EnsureLink implements dummyif.Interface.
 func (f *Fake) EnsureLink() (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -120,7 +124,7 @@ func (f *Fake) EnsureLink() (bool, error) {
 		return false, nil
 	case "":
 	default:
-		return false, notDummy(f.name, f.typ)
+		return false, dummyif.NotDummyError(f.name, f.typ)
 	}
 	if err := f.check("add dummy link " + f.name); err != nil {
 		return false, err
@@ -129,7 +133,7 @@ func (f *Fake) EnsureLink() (bool, error) {
 	return true, nil
 }
 
-// DeleteLink implements Interface.
+// DeleteLink implements dummyif.Interface.
 func (f *Fake) DeleteLink() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -144,7 +148,7 @@ func (f *Fake) DeleteLink() error {
 	return nil
 }
 
-// Addresses implements Interface.
+// Addresses implements dummyif.Interface.
 func (f *Fake) Addresses() ([]netip.Prefix, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -155,16 +159,16 @@ func (f *Fake) Addresses() ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("list addresses of link %s: %w", f.name, err)
 	}
 	out := slices.Collect(maps.Keys(f.addrs))
-	sortPrefixes(out)
+	dummyif.SortPrefixes(out)
 	return out, nil
 }
 
-// AddAddress implements Interface.
+// AddAddress implements dummyif.Interface.
 func (f *Fake) AddAddress(addr netip.Addr) error {
 	return f.changeAddress(addr, true)
 }
 
-// DeleteAddress implements Interface.
+// DeleteAddress implements dummyif.Interface.
 func (f *Fake) DeleteAddress(addr netip.Addr) error {
 	return f.changeAddress(addr, false)
 }
@@ -172,7 +176,7 @@ func (f *Fake) DeleteAddress(addr netip.Addr) error {
 // changeAddress adds (add) or deletes addr's host prefix, failing as the kernel does when it
 // is already there (EEXIST) or not there (EADDRNOTAVAIL).
 func (f *Fake) changeAddress(addr netip.Addr, add bool) error {
-	p, err := hostPrefix(addr)
+	p, err := dummyif.HostPrefix(addr)
 	if err != nil {
 		return err
 	}
@@ -199,18 +203,20 @@ func (f *Fake) changeAddress(addr netip.Addr, add bool) error {
 	return nil
 }
 
-// EnsureAddress implements Interface.
-func (f *Fake) EnsureAddress(addr netip.Addr) (bool, error) { return ensureAddress(f, addr) }
+// EnsureAddress implements dummyif.Interface.
+func (f *Fake) EnsureAddress(addr netip.Addr) (bool, error) { return dummyif.EnsureAddressVia(f, addr) }
 
-// EnsureAddresses implements Interface (one address at a time: each can fail alone).
-func (f *Fake) EnsureAddresses(addrs []netip.Addr) []error { return ensureAddresses(f, addrs) }
+// EnsureAddresses implements dummyif.Interface (one address at a time: each can fail alone).
+func (f *Fake) EnsureAddresses(addrs []netip.Addr) []error {
+	return dummyif.EnsureAddressesVia(f, addrs)
+}
 
-// RemoveAddress implements Interface.
-func (f *Fake) RemoveAddress(addr netip.Addr) (bool, error) { return removeAddress(f, addr) }
+// RemoveAddress implements dummyif.Interface.
+func (f *Fake) RemoveAddress(addr netip.Addr) (bool, error) { return dummyif.RemoveAddressVia(f, addr) }
 
-// Dump implements Interface.
+// Dump implements dummyif.Interface.
 func (f *Fake) Dump() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return formatDump(f.name, f.typ, f.up, slices.Collect(maps.Keys(f.addrs))), nil
+	return dummyif.FormatDump(f.name, f.typ, f.up, slices.Collect(maps.Keys(f.addrs))), nil
 }

@@ -1,4 +1,7 @@
-package sysctl
+// Package sysctltest holds the in-memory fake of package sysctl's kernel adapter, for tests:
+// it models the kernel's state, answers with the same typed errors and can fail at random
+// (SetFaulty). Only tests import it, so it stays out of the kipvs binary.
+package sysctltest
 
 import (
 	"fmt"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/kerr"
+	"github.com/kipvs/kipvs/internal/sysctl"
 )
 
 // FaultFunc is consulted before every Get and Set of the fake with the operation ("get" or
@@ -37,31 +41,31 @@ type Fake struct {
 	writes   int
 }
 
-var _ Interface = (*Fake)(nil)
+var _ sysctl.Interface = (*Fake)(nil)
 
 // NewFake returns a fake holding the given keys (either form) and values.
 // It panics on a malformed key, as it is meant for tests.
 func NewFake(initial map[string]string) *Fake {
 	f := &Fake{vals: map[string]string{}}
 	for k, v := range initial {
-		p, err := Path(k)
+		p, err := sysctl.Path(k)
 		if err != nil {
 			panic(err)
 		}
-		f.vals[p] = normalize(v)
+		f.vals[p] = sysctl.Normalize(v)
 	}
 	return f
 }
 
 // Add creates key with value (a key the real kernel would have, e.g. once a module loads).
 func (f *Fake) Add(key, value string) error {
-	p, err := Path(key)
+	p, err := sysctl.Path(key)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.vals[p] = normalize(value)
+	f.vals[p] = sysctl.Normalize(value)
 	return nil
 }
 
@@ -97,9 +101,9 @@ func (f *Fake) Dump() string {
 	return b.String()
 }
 
-// Get implements Interface.
+// Get implements sysctl.Interface.
 func (f *Fake) Get(key string) (string, error) {
-	p, err := Path(key)
+	p, err := sysctl.Path(key)
 	if err != nil {
 		return "", err
 	}
@@ -107,26 +111,26 @@ func (f *Fake) Get(key string) (string, error) {
 	defer f.mu.Unlock()
 	if fault := f.Fault(); fault != nil {
 		if err := fault("get", p); err != nil {
-			return "", fileErr("get", key, err)
+			return "", sysctl.FileErr("get", key, err)
 		}
 	}
 	if err := f.Injector().Read("sysctl get " + p); err != nil {
-		return "", fileErr("get", key, err)
+		return "", sysctl.FileErr("get", key, err)
 	}
 	v, err := f.lookup(p)
 	if err != nil {
-		return "", fileErr("get", key, err)
+		return "", sysctl.FileErr("get", key, err)
 	}
 	return v, nil
 }
 
-// Set implements Interface.
+// Set implements sysctl.Interface.
 func (f *Fake) Set(key, value string) (string, bool, error) {
-	p, err := Path(key)
+	p, err := sysctl.Path(key)
 	if err != nil {
 		return "", false, err
 	}
-	want := normalize(value)
+	want := sysctl.Normalize(value)
 	if want == "" {
 		return "", false, fmt.Errorf("sysctl %s: set empty value: %w", key, kerr.ErrInvalid)
 	}
@@ -135,21 +139,21 @@ func (f *Fake) Set(key, value string) (string, bool, error) {
 	defer f.mu.Unlock()
 	if fault := f.Fault(); fault != nil {
 		if err := fault("set", p); err != nil {
-			return "", false, fileErr(op, key, err)
+			return "", false, sysctl.FileErr(op, key, err)
 		}
 	}
 	old, err := f.lookup(p)
 	if err != nil {
-		return "", false, fileErr(op, key, err)
+		return "", false, sysctl.FileErr(op, key, err)
 	}
 	if old == want {
 		return old, false, nil
 	}
 	if f.readOnly {
-		return old, false, fileErr(op, key, syscall.EROFS)
+		return old, false, sysctl.FileErr(op, key, syscall.EROFS)
 	}
 	if err := f.Injector().Mutation("sysctl set " + p); err != nil {
-		return old, false, fileErr(op, key, err)
+		return old, false, sysctl.FileErr(op, key, err)
 	}
 	f.vals[p] = want
 	f.writes++
