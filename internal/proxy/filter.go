@@ -29,14 +29,7 @@ type Filter struct {
 
 // BuildFilter returns the filter facts of d under o.
 func BuildFilter(o *Options, d *Desired) *Filter {
-	f := &Filter{
-		Family:                o.Family,
-		MasqueradeMark:        o.masqMark(),
-		MasqueradeAll:         o.MasqueradeAll,
-		MasqueradeRandomFully: o.MasqueradeRandomFully,
-		LocalDetector:         o.LocalDetector,
-		OutFilter:             d.OutFilter(),
-	}
+	f := FilterOf(o, nil, d.OutFilter())
 	for s := range numSets {
 		f.nonEmpty[s] = d.setSize[s] > 0
 	}
@@ -46,3 +39,23 @@ func BuildFilter(o *Options, d *Desired) *Filter {
 // HasMembers reports whether set s has members. Rules that match a set exist only while it
 // has some, as upstream.
 func (f *Filter) HasMembers(s Set) bool { return s < numSets && f.nonEmpty[s] }
+
+// FilterOf returns the filter facts of a node under o whose sets with members are
+// nonEmpty and whose out-filter is out: what a backend's start-up check renders to
+// have every kind of rule.
+func FilterOf(o *Options, nonEmpty []Set, out []VSKey) *Filter {
+	f := &Filter{
+		Family:                o.Family,
+		MasqueradeMark:        o.masqMark(),
+		MasqueradeAll:         o.MasqueradeAll,
+		MasqueradeRandomFully: o.MasqueradeRandomFully,
+		LocalDetector:         o.LocalDetector,
+		OutFilter:             out,
+	}
+	for _, s := range nonEmpty {
+		if s < numSets {
+			f.nonEmpty[s] = true
+		}
+	}
+	return f
+}

@@ -163,3 +163,45 @@ func allowsEverySource(ranges []netip.Prefix) bool {
 	}
 	return false
 }
+
+// Comment is upstream kube-proxy's comment for the ipset of s (the text of its IPVS mode's
+// rules matching it): what the members are for. Both filter backends write it.
+func (s Set) Comment() string {
+	switch s {
+	case SetLoopBack:
+		return "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"
+	case SetClusterIP:
+		return "Kubernetes service cluster ip + port for masquerade purpose"
+	case SetExternalIP:
+		return "Kubernetes service external ip + port for masquerade and filter purpose"
+	case SetExternalIPLocal:
+		return "Kubernetes service external ip + port with externalTrafficPolicy=local"
+	case SetLoadBalancer:
+		return "Kubernetes service lb portal"
+	case SetLoadBalancerLocal:
+		return "Kubernetes service load balancer ip + port with externalTrafficPolicy=local"
+	case SetLoadBalancerFW:
+		return "Kubernetes service load balancer ip + port for load balancer with sourceRange"
+	case SetLoadBalancerSourceIP:
+		return "Kubernetes service load balancer ip + port + source IP for packet filter purpose"
+	case SetLoadBalancerSourceNet:
+		return "Kubernetes service load balancer ip + port + source cidr for packet filter purpose"
+	case SetNodePortTCP:
+		return "Kubernetes nodeport TCP port for masquerade purpose"
+	case SetNodePortLocalTCP:
+		return "Kubernetes nodeport TCP port with externalTrafficPolicy=local"
+	case SetNodePortUDP:
+		return "Kubernetes nodeport UDP port for masquerade purpose"
+	case SetNodePortLocalUDP:
+		return "Kubernetes nodeport UDP port with externalTrafficPolicy=local"
+	case SetNodePortSCTP:
+		return "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'"
+	case SetNodePortLocalSCTP:
+		return "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'"
+	case SetHealthCheckNodePort:
+		return "Kubernetes health check node port"
+	case SetIPVSIPs:
+		return "IPVS service ip"
+	}
+	return s.String()
+}

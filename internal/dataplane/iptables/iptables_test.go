@@ -63,12 +63,12 @@ func TestSetCommentsAreUpstreams(t *testing.T) {
 		proxy.SetNodePortLocalSCTP: "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'",
 	}
 	for s, w := range want {
-		if got := comment(s); got != w {
+		if got := s.Comment(); got != w {
 			t.Errorf("set %s comment %q, want upstream's %q", s, got, w)
 		}
 	}
 	for _, s := range proxy.AllSets() {
-		if comment(s) == s.String() {
+		if s.Comment() == s.String() {
 			t.Errorf("set %s has no comment", s)
 		}
 	}
@@ -92,9 +92,9 @@ func TestQuoteComment(t *testing.T) {
 		{`say "hi"`, `"say \"hi\""`},
 		{`back\slash`, `"back\\slash"`},
 		{"it's", `"it\'s"`},
-		{comment(proxy.SetNodePortSCTP),
+		{proxy.SetNodePortSCTP.Comment(),
 			`"Kubernetes nodeport SCTP port for masquerade purpose with type \'hash ip:port\'"`},
-		{comment(proxy.SetNodePortLocalSCTP),
+		{proxy.SetNodePortLocalSCTP.Comment(),
 			`"Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type \'hash ip:port\'"`},
 	} {
 		if got := netfilter.Quote(tc.in); got != tc.want {

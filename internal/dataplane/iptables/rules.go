@@ -56,7 +56,7 @@ func (b *ruleBuilder) name(s proxy.Set) string { return SetName(b.f.Family, s) }
 
 // matchSet is the comment and set match of s, without the set's match directions.
 func (b *ruleBuilder) matchSet(s proxy.Set) string {
-	return "-m comment --comment " + netfilter.Quote(comment(s)) + " -m set --match-set " + b.name(s)
+	return "-m comment --comment " + netfilter.Quote(s.Comment()) + " -m set --match-set " + b.name(s)
 }
 
 // loopbackReturn leaves loopback sources alone: the first rule of the services chain.

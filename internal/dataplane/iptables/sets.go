@@ -79,47 +79,6 @@ func setType(s proxy.Set) ipset.Type {
 	return ipset.HashIPPort
 }
 
-// comment is upstream's comment for set s: the text of the iptables rules matching it.
-func comment(s proxy.Set) string {
-	switch s {
-	case proxy.SetLoopBack:
-		return "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"
-	case proxy.SetClusterIP:
-		return "Kubernetes service cluster ip + port for masquerade purpose"
-	case proxy.SetExternalIP:
-		return "Kubernetes service external ip + port for masquerade and filter purpose"
-	case proxy.SetExternalIPLocal:
-		return "Kubernetes service external ip + port with externalTrafficPolicy=local"
-	case proxy.SetLoadBalancer:
-		return "Kubernetes service lb portal"
-	case proxy.SetLoadBalancerLocal:
-		return "Kubernetes service load balancer ip + port with externalTrafficPolicy=local"
-	case proxy.SetLoadBalancerFW:
-		return "Kubernetes service load balancer ip + port for load balancer with sourceRange"
-	case proxy.SetLoadBalancerSourceIP:
-		return "Kubernetes service load balancer ip + port + source IP for packet filter purpose"
-	case proxy.SetLoadBalancerSourceNet:
-		return "Kubernetes service load balancer ip + port + source cidr for packet filter purpose"
-	case proxy.SetNodePortTCP:
-		return "Kubernetes nodeport TCP port for masquerade purpose"
-	case proxy.SetNodePortLocalTCP:
-		return "Kubernetes nodeport TCP port with externalTrafficPolicy=local"
-	case proxy.SetNodePortUDP:
-		return "Kubernetes nodeport UDP port for masquerade purpose"
-	case proxy.SetNodePortLocalUDP:
-		return "Kubernetes nodeport UDP port with externalTrafficPolicy=local"
-	case proxy.SetNodePortSCTP:
-		return "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'"
-	case proxy.SetNodePortLocalSCTP:
-		return "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'"
-	case proxy.SetHealthCheckNodePort:
-		return "Kubernetes health check node port"
-	case proxy.SetIPVSIPs:
-		return "IPVS service ip"
-	}
-	return s.String()
-}
-
 // IPSet is the adapter's declaration of set s in family f, as upstream creates it.
 func IPSet(f inet.Family, s proxy.Set) ipset.Set {
 	set := ipset.Set{Name: SetName(f, s), Type: setType(s)}
