@@ -10,24 +10,27 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kipvs/kipvs/internal/config"
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
+	"github.com/kipvs/kipvs/internal/dataplane/nftables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
-	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/nft"
 	"github.com/kipvs/kipvs/internal/reconcile"
 )
 
 func newCleanupCommand() *cobra.Command {
 	var flags *config.Flags
-	var dryRun bool
+	var dryRun, includeKubeProxyNFT bool
 	cmd := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Remove everything kipvs (or kube-proxy in IPVS mode) programmed on this node",
-		Long: `cleanup removes kipvs's iptables and ip6tables rules and chains, the IPVS virtual servers
+		Long: `cleanup removes kipvs's iptables and ip6tables rules and chains, its nftables tables (ip kipvs,
+ip6 kipvs: the nftables filter backend's), the IPVS virtual servers
 whose VIPs are bound on kube-ipvs0 or listed in kipvs's sets (never foreign ones, never
 those inside --ipvs-exclude-cidrs), the kube-ipvs0 link, and the KUBE-* ipsets, in the
 order the kernel requires. The names are upstream kube-proxy's, so it also removes state
@@ -43,16 +46,18 @@ as with run, the file's ipvs.excludeCIDRs counts and the flag is ignored).`,
 			if err != nil {
 				return err
 			}
-			return runCleanup(cmd.Context(), cfg, log, dryRun)
+			return runCleanup(cmd.Context(), cfg, log, dryRun, includeKubeProxyNFT)
 		},
 	}
 	flags = config.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be removed, change nothing")
+	cmd.Flags().BoolVar(&includeKubeProxyNFT, "include-kube-proxy-nftables", false,
+		"also delete kube-proxy's nftables-mode tables (ip kube-proxy, ip6 kube-proxy), which kipvs never touches otherwise")
 	return cmd
 }
 
 // runCleanup is `kipvs cleanup` and `kipvs run --cleanup`.
-func runCleanup(ctx context.Context, cfg config.Config, log *zap.Logger, dryRun bool) error {
+func runCleanup(ctx context.Context, cfg config.Config, log *zap.Logger, dryRun, includeKubeProxyNFT bool) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -80,37 +85,7 @@ func runCleanup(ctx context.Context, cfg config.Config, log *zap.Logger, dryRun 
 	}
 	defer dummy.Close()
 	in.Dummy = dummy
-	var rules []iptables.RuleHandle
-	runner := netfilter.NewRunner(ns)
-	backend, err := netfilter.Detect(ctx, runner, "")
-	if err != nil {
-		return fmt.Errorf("find an iptables backend: %w", err)
-	}
-	// The detected backend, and the other one too when it holds KUBE-* chains (kube-proxy
-	// ran on it before, or the node's backend changed): both are cleaned.
-	backends := []netfilter.Backend{backend}
-	other := netfilter.ModeLegacy
-	if backend.Mode == netfilter.ModeLegacy {
-		other = netfilter.ModeNFT
-	}
-	if netfilter.HoldsKubeChains(ctx, runner, other) {
-		backends = append(backends, netfilter.Backend{Mode: other, Reason: "it holds KUBE-* chains"})
-	}
-	for i, b := range backends {
-		for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
-			h, err := netfilter.New(ns, f, b)
-			if err != nil {
-				log.Warn("skipping rules of a family", zap.String("family", f.String()), zap.String("backend", string(b.Mode)), zap.Error(err))
-				continue
-			}
-			name := map[inet.Family]string{inet.IPv4: "iptables", inet.IPv6: "ip6tables"}[f]
-			if i > 0 {
-				name += "-" + string(b.Mode)
-			}
-			rules = append(rules, iptables.RuleHandle{Name: name, NF: h})
-		}
-	}
-	in.Filter = iptables.NewCleaner(sets, rules)
+	in.Filter = nodeCleaner(ctx, ns, sets, log, includeKubeProxyNFT)
 	host, err := dummyif.HostAddrs(ipvsmode.DummyName)
 	if err != nil {
 		return err
@@ -129,4 +104,37 @@ func runCleanup(ctx context.Context, cfg config.Config, log *zap.Logger, dryRun 
 	}
 	log.Info("cleanup done")
 	return nil
+}
+
+// nodeCleaner is the cleaner of both filter backends' objects on the node: the iptables
+// backend's rules and ipsets, and the nftables backend's tables (kube-proxy's nftables-mode
+// tables too when includeKubeProxyNFT). A backend whose program is missing is skipped with
+// a warning: with no iptables there is no iptables rule, the ipsets are removed over netlink
+// all the same; with no nft kipvs cannot have written a table.
+func nodeCleaner(ctx context.Context, ns netns.NsHandle, sets ipset.Interface, log *zap.Logger, includeKubeProxyNFT bool) dataplane.Cleaner {
+	handles, skipped, err := iptables.NodeRuleHandles(ctx, ns)
+	if err != nil {
+		log.Warn("no iptables rule is removed", zap.Error(err))
+	}
+	for _, err := range skipped {
+		log.Warn("skipping rules of a family", zap.Error(err))
+	}
+	var own, foreign []nft.Interface
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
+		t, err := nft.New(ns, f)
+		if err != nil {
+			log.Warn("no nftables table is removed", zap.String("family", f.String()), zap.Error(err))
+			continue
+		}
+		own = append(own, t)
+		if includeKubeProxyNFT {
+			kp, err := nft.NewTable(ns, f, "kube-proxy")
+			if err != nil {
+				log.Warn("kube-proxy's nftables table is not removed", zap.String("family", f.String()), zap.Error(err))
+				continue
+			}
+			foreign = append(foreign, kp)
+		}
+	}
+	return dataplane.JoinCleaners(iptables.NewCleaner(sets, handles), nftables.NewCleaner(own, foreign))
 }

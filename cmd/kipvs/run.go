@@ -79,7 +79,9 @@ func runDaemon(parent context.Context, cfg config.Config, log *zap.Logger, opts 
 		return nil
 	}
 	if cfg.Cleanup {
-		return runCleanup(parent, cfg, log, false)
+		// As kube-proxy --cleanup, which removes what every proxy mode left, its
+		// nftables-mode table included.
+		return runCleanup(parent, cfg, log, false, true)
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()

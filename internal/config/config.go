@@ -294,7 +294,20 @@ type Kipvs struct {
 	// kube-proxy does.
 	ExternalIPCIDRs     []netip.Prefix
 	LoadBalancerIPCIDRs []netip.Prefix
+	// FilterBackend is what writes the packet filter next to IPVS: FilterIPTables (the
+	// KUBE-* chains and ipsets, as kube-proxy's IPVS mode) or FilterNFTables (one nf_tables
+	// table per family, no iptables rule and no ipset) (--kipvs-filter-backend).
+	FilterBackend FilterBackend
 }
+
+// FilterBackend names a packet-filter backend (--kipvs-filter-backend).
+type FilterBackend string
+
+// The filter backends.
+const (
+	FilterIPTables FilterBackend = "iptables"
+	FilterNFTables FilterBackend = "nftables"
+)
 
 // Defaults returns the configuration kube-proxy v1.34 runs with in IPVS mode when it is
 // given no configuration file and no flag other than --proxy-mode=ipvs, plus kipvs's own
@@ -343,6 +356,7 @@ func FileDefaults() Config {
 			MaxServiceVirtualServers: 32768,
 			MaxServiceRealServers:    1 << 16,
 			MaxRealServers:           1 << 20,
+			FilterBackend:            FilterIPTables,
 		},
 	}
 }

@@ -72,10 +72,10 @@ func TestFlagParsing(t *testing.T) {
 			"--kipvs-graceful-period=0", "--kipvs-log-format=json", "--kipvs-endpoint-metrics", "--kipvs-debug-endpoints",
 			"--kipvs-max-service-set-members=100", "--kipvs-max-set-members=0", "--kipvs-max-service-series=70000",
 			"--kipvs-max-service-virtual-servers=200", "--kipvs-max-service-real-servers=300", "--kipvs-max-real-servers=0",
-			"--kipvs-external-ip-cidrs=203.0.113.0/24,198.51.100.0/25,fd00:e::/64", "--kipvs-load-balancer-ip-cidrs=192.0.2.0/24"},
+			"--kipvs-external-ip-cidrs=203.0.113.0/24,198.51.100.0/25,fd00:e::/64", "--kipvs-load-balancer-ip-cidrs=192.0.2.0/24", "--kipvs-filter-backend=nftables"},
 			func(c *Config) {
 				c.Kipvs = Kipvs{SourceFile: "/srv/services.yaml", GracefulPeriod: 0, EndpointMetrics: true, DebugEndpoints: true, MaxServiceSetMembers: 100, MaxServiceSeries: 70000,
-					MaxServiceVirtualServers: 200, MaxServiceRealServers: 300,
+					MaxServiceVirtualServers: 200, MaxServiceRealServers: 300, FilterBackend: FilterNFTables,
 					ServiceCIDRs:        []netip.Prefix{mustPrefix("10.96.0.0/12"), mustPrefix("fd00:96::/108")},
 					ExternalIPCIDRs:     []netip.Prefix{mustPrefix("203.0.113.0/24"), mustPrefix("198.51.100.0/25"), mustPrefix("fd00:e::/64")},
 					LoadBalancerIPCIDRs: []netip.Prefix{mustPrefix("192.0.2.0/24")}}

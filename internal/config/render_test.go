@@ -51,7 +51,7 @@ func TestRoundTrip(t *testing.T) {
 		FeatureGates: map[string]bool{"Gate": false},
 		LogFormat:    LogFormatJSON,
 		Verbosity:    6,
-		Kipvs:        Kipvs{SourceFile: "/s", ServiceCIDRs: []netip.Prefix{mustPrefix("10.96.0.0/12")}, GracefulPeriod: time.Minute},
+		Kipvs:        Kipvs{SourceFile: "/s", ServiceCIDRs: []netip.Prefix{mustPrefix("10.96.0.0/12")}, GracefulPeriod: time.Minute, FilterBackend: FilterNFTables},
 	}
 	primary := Defaults()
 	primary.NodePortPrimary = true

@@ -122,6 +122,10 @@ func kipvsEntries() []entry {
 			"The Service CIDR (the range ClusterIPs come from), or one IPv4 and one IPv6 CIDR separated by a comma. "+
 				"A --cluster-cidr that equals or overlaps it is reported (ERROR, Node Event, metric) and not used to detect local traffic. Used until the Service CIDRs are known from the API server."),
 			func(c *Config) *[]netip.Prefix { return &c.Kipvs.ServiceCIDRs }),
+		flagOnly(k("kipvs-filter-backend", "nftables",
+			"What writes the packet filter next to IPVS: \"iptables\" (the KUBE-* iptables chains and ipsets kube-proxy's IPVS mode writes) or \"nftables\" "+
+				"(one nf_tables table per family, ip kipvs and ip6 kipvs, with nft: no iptables rule and no ipset). Starting with one removes what kipvs left with the other."),
+			filterBackendVar, func(c *Config) *FilterBackend { return &c.Kipvs.FilterBackend }),
 		flagOnly(k("kipvs-graceful-period", "5s",
 			"How long a removed TCP endpoint keeps its IPVS real server at weight 0 so open connections can finish, before it is deleted. "+
 				"UDP and SCTP real servers are deleted at once, as kube-proxy does. 0: no time limit, a removed TCP real server drains until its connections end, as kube-proxy does."),
@@ -174,4 +178,9 @@ func kipvsCIDRs(e entry, get func(*Config) *[]netip.Prefix) entry {
 	e.register = cidrListFlag(get)
 	e.target = func(c *Config) []any { return []any{get(c)} }
 	return e
+}
+
+// filterBackendVar defines a --kipvs-filter-backend flag.
+func filterBackendVar(fs *pflag.FlagSet, p *FilterBackend, name string, value FilterBackend, usage string) {
+	fs.StringVar((*string)(p), name, string(value), usage)
 }

@@ -136,6 +136,9 @@ func (c *Config) validateLogging(r *findings, named func(string) setting) {
 
 	r.add(validateDualStack(named("kipvs-service-cidr"), c.Kipvs.ServiceCIDRs)...)
 	r.add(nonNegative(named("kipvs-graceful-period"), c.Kipvs.GracefulPeriod))
+	if b := c.Kipvs.FilterBackend; b != FilterIPTables && b != FilterNFTables {
+		r.add(named("kipvs-filter-backend").invalid(string(b), "must be %q or %q", FilterIPTables, FilterNFTables))
+	}
 	for s, v := range map[setting]int{named("kipvs-max-service-set-members"): c.Kipvs.MaxServiceSetMembers, named("kipvs-max-set-members"): c.Kipvs.MaxSetMembers,
 		named("kipvs-max-service-virtual-servers"): c.Kipvs.MaxServiceVirtualServers, named("kipvs-max-service-real-servers"): c.Kipvs.MaxServiceRealServers,
 		named("kipvs-max-real-servers"): c.Kipvs.MaxRealServers, named("kipvs-max-service-series"): c.Kipvs.MaxServiceSeries} {

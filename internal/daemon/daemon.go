@@ -60,6 +60,10 @@ type Deps struct {
 	// RandomFully reports whether a family's iptables supports MASQUERADE --random-fully
 	// (iptables 1.6.2 and later); upstream then adds it. nil: never.
 	RandomFully   func(inet.Family) bool
+	// RemoveLeftovers, if set, removes what kipvs (or kube-proxy) left on the node with the
+	// other filter backend; the daemon runs it once, in the background, after its first
+	// successful sync, so the node is never without rules in between.
+	RemoveLeftovers func(context.Context) error
 	KernelRelease string
 	NumCPU        int
 	Clock         clock.WithTicker
@@ -131,7 +135,8 @@ type Daemon struct {
 	// probeLeftover: a scheduler probe could not delete its virtual server; full syncs
 	// retry until it is gone.
 	probeLeftover bool
-	// collecting: a Deps.Collect is running (collectWG: Run waits for it before it returns).
+	// collecting: a Deps.Collect is running. collectWG: Run waits for the background work
+	// (collections, Deps.RemoveLeftovers) before it returns.
 	collecting atomic.Bool
 	collectWG  sync.WaitGroup
 	hc         *healthcheck.Manager

@@ -23,13 +23,11 @@ import (
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/conntrack"
-	"github.com/kipvs/kipvs/internal/dataplane/iptables"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
-	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/rtsched"
@@ -106,12 +104,10 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 	} else {
 		closers = append(closers, ct.Close)
 	}
-	runner := netfilter.NewRunner(ns)
-	backend, err := netfilter.Detect(ctx, runner, "")
+	fb, err := newFilterBackend(ctx, cfg.Kipvs.FilterBackend, ns, sets, readSets, log)
 	if err != nil {
-		return fail(fmt.Errorf("find an iptables backend (install the iptables package, with iptables-restore): %w", err))
+		return fail(err)
 	}
-	log.Info("iptables backend", zap.String("backend", backend.String()))
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err != nil {
 		return fail(fmt.Errorf("uname: %w", err))
@@ -132,30 +128,24 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		IPVS:           v,
 		StatsIPVS:      stats,
 		Kernel: func(f inet.Family) (reconcile.Kernel, error) {
-			h, err := netfilter.New(ns, f, backend)
+			write, read, err := fb.filters(f)
 			if err != nil {
 				return reconcile.Kernel{}, err
 			}
-			k := reconcile.Kernel{IPVS: v, Filter: iptables.New(f, sets, h), Dummy: dummy,
-				ReadIPVS: readIPVS, ReadFilter: iptables.New(f, readSets, h), FavorBinder: rtsched.Favor}
+			k := reconcile.Kernel{IPVS: v, Filter: write, Dummy: dummy,
+				ReadIPVS: readIPVS, ReadFilter: read, FavorBinder: rtsched.Favor}
 			if ct != nil {
 				k.Conntrack = ct
 			}
 			return k, nil
 		},
-		Sysctl:    sysctl.New("/proc/sys", ns),
-		SysfsRoot: "/sys",
-		HostAddrs: func() ([]netip.Addr, error) { return dummyif.HostAddrs(ipvsmode.DummyName) },
-		NodeLinks: func() ([]netip.Prefix, error) { return dummyif.NodeLinkPrefixes(ipvsmode.DummyName) },
-		IPv6:      func() error { return netfilter.IPv6Usable(ctx, runner, backend.Mode, "/proc/net/if_inet6") },
-		RandomFully: func(f inet.Family) bool {
-			v, err := netfilter.ToolVersion(ctx, runner, f, backend.Mode)
-			if err != nil {
-				log.Warn("cannot read the iptables version; MASQUERADE is written without --random-fully", zap.String("ipFamily", f.String()), zap.Error(err))
-				return false
-			}
-			return v.AtLeast(netfilter.RandomFullyMinVersion)
-		},
+		Sysctl:          sysctl.New("/proc/sys", ns),
+		SysfsRoot:       "/sys",
+		HostAddrs:       func() ([]netip.Addr, error) { return dummyif.HostAddrs(ipvsmode.DummyName) },
+		NodeLinks:       func() ([]netip.Prefix, error) { return dummyif.NodeLinkPrefixes(ipvsmode.DummyName) },
+		IPv6:            fb.ipv6,
+		RandomFully:     fb.randomFully,
+		RemoveLeftovers: fb.leftovers,
 		KernelRelease: unix.ByteSliceToString(uts.Release[:]),
 		Collect:       runtime.GC,
 		Clock:         clock.RealClock{},

@@ -120,7 +120,7 @@ func (d *Daemon) syncLocked(ctx context.Context, full bool) error {
 	} else {
 		d.syncHealthChecks(ctx, changes.Services)
 	}
-	return d.synced(err, full, len(changes.Services), start)
+	return d.synced(ctx, err, full, len(changes.Services), start)
 }
 
 // syncFamilies runs one sync step per family, timing each into the sync metrics (full or
@@ -181,7 +181,7 @@ func (d *Daemon) syncFamilies(ctx context.Context, full bool, read time.Duration
 }
 
 // synced ends a sync: pending-change gauges, the log line, readiness.
-func (d *Daemon) synced(err error, full bool, services int, start time.Time) error {
+func (d *Daemon) synced(ctx context.Context, err error, full bool, services int, start time.Time) error {
 	if d.events != nil {
 		d.events.flush() // what this sync found goes out now, one Event per Service and reason
 	}
@@ -195,6 +195,7 @@ func (d *Daemon) synced(err error, full bool, services int, start time.Time) err
 	d.log.Debug("synced", zap.Bool("full", full), zap.Int("services", services), zap.Duration("took", d.deps.Clock.Since(start)))
 	if !d.ready {
 		d.ready = true
+		d.removeLeftovers(ctx)
 		if d.deps.firstSynced != nil {
 			close(d.deps.firstSynced)
 		}
@@ -363,7 +364,7 @@ func (d *Daemon) periodicFinish(ctx context.Context, reads []*reconcile.Read, pa
 		return ctx.Err()
 	}
 	d.syncHealthChecks(ctx, nil)
-	return d.synced(err, true, 0, start)
+	return d.synced(ctx, err, true, 0, start)
 }
 
 func (d *Daemon) fullSync(ctx context.Context, f *family, snap *watch.Snapshot, host hostState, rd *reconcile.Read) error {
@@ -487,4 +488,20 @@ func mergeChanges(a, b watch.Changes) watch.Changes {
 		a.Node, a.NodeChanged = b.Node, a.NodeChanged || b.NodeChanged
 	}
 	return a
+}
+
+// removeLeftovers starts Deps.RemoveLeftovers in the background (the first sync has
+// programmed this backend's rules, so the other backend's can go); its failure is logged,
+// and the next start tries again.
+func (d *Daemon) removeLeftovers(ctx context.Context) {
+	if d.deps.RemoveLeftovers == nil {
+		return
+	}
+	d.collectWG.Go(func() {
+		if err := d.deps.RemoveLeftovers(ctx); err != nil {
+			d.log.Warn("could not remove what the other filter backend left", zap.Error(err))
+			return
+		}
+		d.log.Info("removed what the other filter backend left, if anything")
+	})
 }

@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"context"
+	"errors"
+	"maps"
 
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/proxy"
@@ -127,4 +129,46 @@ type Owned struct {
 	// Members holds the members of the family's sets that exist: what marks a virtual
 	// server as kipvs's.
 	Members map[inet.Family]map[proxy.Member]struct{}
+}
+
+// JoinCleaners returns a Cleaner of everything cs own: Owned lists theirs together (the
+// names of rules and sets must not collide), and each removal goes to every one of them,
+// each removing only the names it owns.
+func JoinCleaners(cs ...Cleaner) Cleaner { return joined(cs) }
+
+type joined []Cleaner
+
+func (j joined) Owned(ctx context.Context) (Owned, error) {
+	out := Owned{Members: map[inet.Family]map[proxy.Member]struct{}{}}
+	for _, c := range j {
+		o, err := c.Owned(ctx)
+		if err != nil {
+			return out, err
+		}
+		out.Rules = append(out.Rules, o.Rules...)
+		out.Sets = append(out.Sets, o.Sets...)
+		for f, ms := range o.Members {
+			if out.Members[f] == nil {
+				out.Members[f] = map[proxy.Member]struct{}{}
+			}
+			maps.Copy(out.Members[f], ms)
+		}
+	}
+	return out, nil
+}
+
+func (j joined) RemoveRules(ctx context.Context, names []string) error {
+	var errs []error
+	for _, c := range j {
+		errs = append(errs, c.RemoveRules(ctx, names))
+	}
+	return errors.Join(errs...)
+}
+
+func (j joined) RemoveSets(names []string) error {
+	var errs []error
+	for _, c := range j {
+		errs = append(errs, c.RemoveSets(names))
+	}
+	return errors.Join(errs...)
 }

@@ -54,6 +54,8 @@ type Interface interface {
 	Chains(ctx context.Context) ([]Chain, error)
 	// Sets lists the names of the table's sets (kerr.ErrNotFound: no table).
 	Sets(ctx context.Context) ([]string, error)
+	// Name is the table as nft names it, e.g. "ip kipvs".
+	Name() string
 }
 
 // Typed maps a knftables error to kipvs's typed errors, keeping it in the chain; what
@@ -73,6 +75,7 @@ func Typed(what string, err error) error {
 // conn is Interface over the nft program, run in a network namespace.
 type conn struct {
 	family inet.Family
+	table  string
 	ns     netns.NsHandle
 	nft    knftables.Interface
 	path   string
@@ -80,11 +83,15 @@ type conn struct {
 
 // New opens family f's kipvs table in ns (netns.None(): the current namespace). It fails
 // when nft is missing, older than 1.0.1, or the kernel refuses nf_tables.
-func New(ns netns.NsHandle, f inet.Family) (Interface, error) {
-	c := &conn{family: f, ns: ns}
+func New(ns netns.NsHandle, f inet.Family) (Interface, error) { return NewTable(ns, f, Table) }
+
+// NewTable is New for another table than kipvs's (for cleanup: kube-proxy's nftables-mode
+// table "kube-proxy").
+func NewTable(ns netns.NsHandle, f inet.Family, table string) (Interface, error) {
+	c := &conn{family: f, table: table, ns: ns}
 	err := netnsutil.Do(ns, func() error {
 		var err error
-		c.nft, err = knftables.New(Family(f), Table)
+		c.nft, err = knftables.New(Family(f), table)
 		return err
 	})
 	if err != nil {
@@ -130,7 +137,7 @@ func (c *conn) Sets(ctx context.Context) ([]string, error) {
 
 // Chains runs `nft -t list table` (terse: without the sets' elements) and reads its chains.
 func (c *conn) Chains(ctx context.Context) ([]Chain, error) {
-	cmd := exec.CommandContext(ctx, c.path, "-t", "list", "table", string(Family(c.family)), Table)
+	cmd := exec.CommandContext(ctx, c.path, "-t", "list", "table", string(Family(c.family)), c.table)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	var out []byte
@@ -149,7 +156,9 @@ func (c *conn) Chains(ctx context.Context) ([]Chain, error) {
 	return ParseTable(string(out))
 }
 
-func (c *conn) name() string { return string(Family(c.family)) + " " + Table }
+func (c *conn) Name() string { return c.name() }
+
+func (c *conn) name() string { return string(Family(c.family)) + " " + c.table }
 
 // ParseTable reads the chains of one table from `nft -t list table` output (or `nft list
 // table`: set blocks are skipped either way).

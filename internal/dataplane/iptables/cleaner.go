@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
@@ -106,4 +108,39 @@ func (c *Cleaner) RemoveSets(names []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// NodeRuleHandles returns the places kipvs's rules may live on this node, for cleanup: both
+// families on the iptables backend run would use, and on the other one (nft or legacy) too
+// when it holds KUBE-* chains (kube-proxy ran on it before, or the node's backend changed).
+// A family that cannot be opened is reported in skipped and left out.
+func NodeRuleHandles(ctx context.Context, ns netns.NsHandle) (handles []RuleHandle, skipped []error, err error) {
+	runner := netfilter.NewRunner(ns)
+	backend, err := netfilter.Detect(ctx, runner, "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("find an iptables backend: %w", err)
+	}
+	backends := []netfilter.Backend{backend}
+	other := netfilter.ModeLegacy
+	if backend.Mode == netfilter.ModeLegacy {
+		other = netfilter.ModeNFT
+	}
+	if netfilter.HoldsKubeChains(ctx, runner, other) {
+		backends = append(backends, netfilter.Backend{Mode: other, Reason: "it holds KUBE-* chains"})
+	}
+	for i, b := range backends {
+		for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
+			h, err := netfilter.New(ns, f, b)
+			if err != nil {
+				skipped = append(skipped, fmt.Errorf("%s rules on %s: %w", f, b.Mode, err))
+				continue
+			}
+			name := map[inet.Family]string{inet.IPv4: "iptables", inet.IPv6: "ip6tables"}[f]
+			if i > 0 {
+				name += "-" + string(b.Mode)
+			}
+			handles = append(handles, RuleHandle{Name: name, NF: h})
+		}
+	}
+	return handles, skipped, nil
 }

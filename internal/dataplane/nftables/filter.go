@@ -62,8 +62,20 @@ func (p *Filter) addTable(tx *knftables.Transaction) {
 
 // Members lists every set of the family.
 func (p *Filter) Members() (map[proxy.Member]struct{}, []dataplane.SetSpec, error) {
-	ctx := context.Background()
 	members := map[proxy.Member]struct{}{}
+	missing, err := p.list(context.Background(), members)
+	return members, missing, err
+}
+
+// members lists the members of the sets that exist.
+func (p *Filter) members(ctx context.Context) (map[proxy.Member]struct{}, error) {
+	members := map[proxy.Member]struct{}{}
+	_, err := p.list(ctx, members)
+	return members, err
+}
+
+// list adds the members of every set to members and returns the sets missing.
+func (p *Filter) list(ctx context.Context, members map[proxy.Member]struct{}) ([]dataplane.SetSpec, error) {
 	var missing []dataplane.SetSpec
 	for _, s := range proxy.AllSets() {
 		els, err := p.conn.Elements(ctx, SetName(s))
@@ -72,17 +84,17 @@ func (p *Filter) Members() (map[proxy.Member]struct{}, []dataplane.SetSpec, erro
 			continue
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for _, e := range els {
 			m, err := memberOf(s, e.Key)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			members[m] = struct{}{}
 		}
 	}
-	return members, missing, nil
+	return missing, nil
 }
 
 // Sets implements dataplane.Filter.

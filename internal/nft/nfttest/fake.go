@@ -34,6 +34,9 @@ func New(f inet.Family) *Fake {
 	return &Fake{NFT: knftables.NewFake(nft.Family(f), nft.Table), family: f}
 }
 
+// Name implements nft.Interface.
+func (f *Fake) Name() string { return string(nft.Family(f.family)) + " " + nft.Table }
+
 // Family implements nft.Interface.
 func (f *Fake) Family() inet.Family { return f.family }
 
