@@ -59,15 +59,15 @@ type Deps struct {
 	IPv6 func() error
 	// RandomFully reports whether a family's iptables supports MASQUERADE --random-fully
 	// (iptables 1.6.2 and later); upstream then adds it. nil: never.
-	RandomFully   func(inet.Family) bool
+	RandomFully func(inet.Family) bool
 	// RemoveLeftovers, if set, removes what kipvs (or kube-proxy) left on the node with the
 	// other filter backend; the daemon runs it once, in the background, after its first
 	// successful sync, so the node is never without rules in between.
 	RemoveLeftovers func(context.Context) error
-	KernelRelease string
-	NumCPU        int
-	Clock         clock.WithTicker
-	Registry      *prometheus.Registry
+	KernelRelease   string
+	NumCPU          int
+	Clock           clock.WithTicker
+	Registry        *prometheus.Registry
 	// DrainInterval is how often draining real servers are checked (default 5 s).
 	DrainInterval time.Duration
 	// Events receives Warning Events for Services and the Node (nil: problems are only

@@ -146,9 +146,9 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 		IPv6:            fb.ipv6,
 		RandomFully:     fb.randomFully,
 		RemoveLeftovers: fb.leftovers,
-		KernelRelease: unix.ByteSliceToString(uts.Release[:]),
-		Collect:       runtime.GC,
-		Clock:         clock.RealClock{},
+		KernelRelease:   unix.ByteSliceToString(uts.Release[:]),
+		Collect:         runtime.GC,
+		Clock:           clock.RealClock{},
 	}
 	return deps, closeAll, nil
 }
