@@ -90,7 +90,7 @@ func failingRun(t *testing.T, seed uint64) string {
 	rng := rand.New(rand.NewPCG(seed, 0x7631))
 	victim := failingVictim{addr: netip.MustParseAddr(fmt.Sprintf("10.96.0.%d", 10+rng.IntN(faultyServices))), binding: rng.IntN(3) == 0}
 
-	node := faultyNewNode(t, sc.dualStack)
+	node := faultyNewNode(t, sc.dualStack, sc.nftables)
 	victim.install(node)
 	src := faultyNewSource()
 	requested := false
@@ -125,7 +125,7 @@ func failingRun(t *testing.T, seed uint64) string {
 			return fail("INVARIANT the incremental sync returned %v to the runner (a backoff and a full-sync retry would follow)", err)
 		}
 		got := node.dumps(t)
-		ref := faultyNewNode(t, sc.dualStack)
+		ref := faultyNewNode(t, sc.dualStack, sc.nftables)
 		victim.install(ref)
 		rd, err := faultyStartDaemon(t, ref, src.final(), sc.graceful, new(bool))
 		if err != nil {

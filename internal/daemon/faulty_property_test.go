@@ -25,6 +25,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/conntrack/conntracktest"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
+	"github.com/kipvs/kipvs/internal/dataplane/nftables"
 	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/faulty"
 	"github.com/kipvs/kipvs/internal/inet"
@@ -32,6 +33,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
+	"github.com/kipvs/kipvs/internal/nft/nfttest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/runner"
@@ -76,7 +78,13 @@ const (
 //     servers or added KUBE-EXTERNAL-IP members to it (issue 23; seeds 1 and 7 with the
 //     hostile claims and the ownership check; fixed in proxy.Desired: a cluster IP wins).
 
-func TestFaultyKernelProperty(t *testing.T) {
+func TestFaultyKernelProperty(t *testing.T) { faultyProperty(t, false) }
+
+// TestFaultyKernelPropertyNFTables is the same property with the nftables filter backend:
+// its table's sets and rules take the place of the ipsets and iptables rules.
+func TestFaultyKernelPropertyNFTables(t *testing.T) { faultyProperty(t, true) }
+
+func faultyProperty(t *testing.T, nftables bool) {
 	seeds := []uint64{}
 	if s := os.Getenv("KIPVS_FAULTY_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -101,6 +109,7 @@ func TestFaultyKernelProperty(t *testing.T) {
 	failures := 0
 	for _, seed := range seeds {
 		sc := faultyGenScenario(seed)
+		sc.nftables = nftables
 		r := faultyRun(t, sc)
 		if verbose {
 			t.Logf("%s: %d injected faults\nsteps:\n%s\nfaults:\n%s", sc.params(), len(r.injected),
@@ -116,9 +125,9 @@ func TestFaultyKernelProperty(t *testing.T) {
 		}
 		small := faultyShrink(t, sc)
 		mr := faultyRun(t, small)
-		t.Errorf("seed %d (reproduce: KIPVS_FAULTY_SEED=%d go test ./internal/daemon -run TestFaultyKernelProperty -v):\n%s\n"+
+		t.Errorf("seed %d (reproduce: KIPVS_FAULTY_SEED=%d go test ./internal/daemon -run '%s$' -v):\n%s\n"+
 			"minimal failing case, %d of %d steps (%s):\n%s\nits injected faults:\n%s\nits failure:\n%s",
-			seed, seed, r.problem, len(small.steps), len(sc.steps), small.params(), strings.Join(mr.trace, "\n"),
+			seed, seed, t.Name(), r.problem, len(small.steps), len(sc.steps), small.params(), strings.Join(mr.trace, "\n"),
 			strings.Join(mr.injected, "\n"), mr.problem)
 	}
 }
@@ -134,6 +143,7 @@ type faultyScenario struct {
 	write, read float64
 	graceful    time.Duration
 	dualStack   bool // the node has an IPv6 address too: both families are synced
+	nftables    bool // the nftables filter backend instead of iptables and ipset
 	steps       []faultyStep
 }
 
@@ -647,12 +657,18 @@ type faultyNode struct {
 	ct        *conntracktest.Fake
 	foreign   *dummyiftest.Fake // another link, with an address of its own
 	dualStack bool
+	// nft holds each family's kipvs table when the node runs the nftables backend (nil:
+	// iptables).
+	nft map[inet.Family]*nfttest.Fake
 }
 
-func faultyNewNode(t *testing.T, dualStack bool) *faultyNode {
+func faultyNewNode(t *testing.T, dualStack, nftables bool) *faultyNode {
 	t.Helper()
 	n := &faultyNode{fakeNode: newFakeNode(), nf6: netfiltertest.NewFake(inet.IPv6), ct: conntracktest.NewFake(),
 		foreign: dummyiftest.NewFake("eth1"), dualStack: dualStack}
+	if nftables {
+		n.nft = map[inet.Family]*nfttest.Fake{inet.IPv4: nfttest.New(inet.IPv4), inet.IPv6: nfttest.New(inet.IPv6)}
+	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -685,6 +701,9 @@ func (n *faultyNode) setFaulty(in *faulty.Injector) {
 	n.sysctl.SetFaulty(in)
 	n.ct.SetFaulty(in)
 	n.foreign.SetFaulty(in)
+	for _, t := range n.nft {
+		t.SetFaulty(in)
+	}
 }
 
 // dumps is the whole kernel state of the node, adapter by adapter (foreign objects included).
@@ -700,6 +719,9 @@ func (n *faultyNode) dumps(t *testing.T) map[string]string {
 	}
 	out["iptables"] = n.nf.Save(netfilter.TableFilter) + n.nf.Save(netfilter.TableNAT)
 	out["ip6tables"] = n.nf6.Save(netfilter.TableFilter) + n.nf6.Save(netfilter.TableNAT)
+	for f, t := range n.nft {
+		out["nft "+f.String()] = t.Dump()
+	}
 	if out["dummy"], err = n.dummy.Dump(); err != nil {
 		t.Fatal(err)
 	}
@@ -738,7 +760,11 @@ func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful tim
 		if f == inet.IPv6 {
 			nf = n.nf6
 		}
-		return reconcile.Kernel{IPVS: n.ipvs, Filter: iptables.New(f, n.ipset, nf), Dummy: n.dummy, Conntrack: n.ct}, nil
+		k := reconcile.Kernel{IPVS: n.ipvs, Filter: iptables.New(f, n.ipset, nf), Dummy: n.dummy, Conntrack: n.ct}
+		if n.nft != nil {
+			k.Filter = nftables.New(n.nft[f])
+		}
+		return k, nil
 	}
 	if n.dualStack {
 		deps.HostAddrs = func() ([]netip.Addr, error) { return []netip.Addr{faultyNodeIP, faultyNodeIP6}, nil }
@@ -770,7 +796,7 @@ type faultyResult struct {
 func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	t.Helper()
 	ctx := context.Background()
-	node := faultyNewNode(t, sc.dualStack)
+	node := faultyNewNode(t, sc.dualStack, sc.nftables)
 	src := faultyNewSource()
 	requested := false
 	in := faulty.New(sc.seed, sc.write)
@@ -905,7 +931,7 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 	got := node.dumps(t)
 
 	// A fresh kipvs on a clean node with the final objects.
-	ref := faultyNewNode(t, sc.dualStack)
+	ref := faultyNewNode(t, sc.dualStack, sc.nftables)
 	refRequested := false
 	rd, err := faultyStartDaemon(t, ref, src.final(), sc.graceful, &refRequested)
 	if err != nil {
@@ -1001,7 +1027,7 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 			clusterIPs[netip.MustParseAddr(ip)] = true
 		}
 	}
-	on := faultyNewNode(t, sc.dualStack)
+	on := faultyNewNode(t, sc.dualStack, sc.nftables)
 	od, err := faultyStartDaemon(t, on, owners, sc.graceful, new(bool))
 	if err != nil {
 		t.Fatalf("seed %d: the owners-only daemon: %v", sc.seed, err)

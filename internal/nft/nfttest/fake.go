@@ -113,3 +113,18 @@ func firstLine(tx *knftables.Transaction) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
 }
+
+// Dump is the whole table as knftables' Fake dumps it, with each set's elements sorted: the
+// kernel keeps no order of a set's elements, so two tables that hold the same dump the same.
+func (f *Fake) Dump() string {
+	lines := strings.SplitAfter(f.NFT.Dump(), "\n")
+	for i := 0; i < len(lines); {
+		j := i
+		for j < len(lines) && strings.HasPrefix(lines[j], "add element ") {
+			j++
+		}
+		slices.Sort(lines[i:j])
+		i = max(j, i+1)
+	}
+	return strings.Join(lines, "")
+}
