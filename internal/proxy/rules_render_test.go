@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
+	"github.com/kipvs/kipvs/internal/dataplane/nftables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
+	"github.com/kipvs/kipvs/internal/nft/nfttest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
@@ -122,6 +124,16 @@ func TestRenderedRulesApplyToFake(t *testing.T) {
 			if err != nil || res.Changed() {
 				t.Fatalf("second apply: changed %v (%v), err %v", res.Changed(), res.Restored, err)
 			}
+		})
+	}
+}
+
+// The same test nodes rendered by the nftables dataplane: the chains of table ip/ip6 kipvs.
+func TestNFTRulesGolden(t *testing.T) {
+	for _, tc := range proxy.RulesGoldenCases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			p := nftables.New(nfttest.New(tc.Filter.Family))
+			golden.Check(t, "nft-rules-"+tc.Name+".golden", p.Rules(tc.Filter).String())
 		})
 	}
 }
