@@ -64,8 +64,9 @@ func recipeNames() []string {
 	return out
 }
 
-// kipvsRecipe is the kipvs image. kipvs runs exactly eight programs,
-// {ip,ip6}tables-{nft,legacy}-{save,restore}; everything else (IPVS, ipsets, kube-ipvs0,
+// kipvsRecipe is the kipvs image. kipvs runs exactly eight programs with the iptables filter
+// backend, {ip,ip6}tables-{nft,legacy}-{save,restore}, and one with the nftables backend,
+// nft (nftables 1.0.6); everything else (IPVS, ipsets, kube-ipvs0,
 // conntrack, sysctls) it does over netlink and /proc. So the image holds those eight (links to
 // the two xtables multi-call binaries), every iptables extension module (kipvs's own rules need
 // a few, but it reads the node's whole ruleset with *-save, which must be able to print the
@@ -84,6 +85,7 @@ func kipvsRecipe() recipe {
 		Copy: []string{
 			"usr/sbin/xtables-nft-multi",
 			"usr/sbin/xtables-legacy-multi",
+			"usr/sbin/nft",
 			"usr/lib/*/xtables/*.so",
 			"etc/protocols",
 		},
@@ -95,8 +97,8 @@ func kipvsRecipe() recipe {
 		}
 	}
 	return recipe{
-		Doc:       "kipvs with iptables (nft and legacy) from Debian 12; --input kipvs=bin/kipvs",
-		Packages:  []string{"iptables"},
+		Doc:       "kipvs with iptables (nft and legacy) and nft from Debian 12; --input kipvs=bin/kipvs",
+		Packages:  []string{"iptables", "nftables"},
 		Selection: sel,
 		Inputs:    []input{{Name: "kipvs", Path: "usr/local/bin/kipvs", Mode: 0o755}},
 		Config:    oci.Config{Entrypoint: []string{"/usr/local/bin/kipvs"}, Cmd: []string{"run"}, Env: []string{defaultPath}},
