@@ -104,7 +104,7 @@ func RealDeps(ctx context.Context, cfg *config.Config, nodeName string, log *zap
 	} else {
 		closers = append(closers, ct.Close)
 	}
-	fb, err := newFilterBackend(ctx, cfg.Kipvs.FilterBackend, ns, sets, readSets, log)
+	fb, err := newFilterBackend(ctx, cfg.Kipvs.FilterBackend, ns, sets, readSets, log, &closers)
 	if err != nil {
 		return fail(err)
 	}

@@ -36,9 +36,9 @@ const ifInet6 = "/proc/net/if_inet6"
 // and talks ipset over netlink (sets, readSets); the nftables backend runs nft only, and
 // runs an iptables program only to remove KUBE-* chains when the node holds KUBE-* ipsets
 // (what the iptables backend or kube-proxy's IPVS mode leaves).
-func newFilterBackend(ctx context.Context, b config.FilterBackend, ns netns.NsHandle, sets, readSets ipset.Interface, log *zap.Logger) (filterBackend, error) {
+func newFilterBackend(ctx context.Context, b config.FilterBackend, ns netns.NsHandle, sets, readSets ipset.Interface, log *zap.Logger, closers *[]func() error) (filterBackend, error) {
 	if b == config.FilterNFTables {
-		return nftBackend(ns, sets, log)
+		return nftBackend(ns, sets, log, closers)
 	}
 	runner := netfilter.NewRunner(ns)
 	backend, err := netfilter.Detect(ctx, runner, "")
@@ -65,6 +65,11 @@ func newFilterBackend(ctx context.Context, b config.FilterBackend, ns netns.NsHa
 		},
 		leftovers: func(ctx context.Context) error {
 			var own []nft.Interface
+			defer func() {
+				for _, t := range own {
+					_ = t.Close()
+				}
+			}()
 			for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 				t, err := nft.New(ns, f)
 				if err != nil {
@@ -77,10 +82,14 @@ func newFilterBackend(ctx context.Context, b config.FilterBackend, ns netns.NsHa
 	}, nil
 }
 
-func nftBackend(ns netns.NsHandle, sets ipset.Interface, log *zap.Logger) (filterBackend, error) {
-	if _, err := nft.New(ns, inet.IPv4); err != nil {
+// nftBackend opens the nftables backend; the tables' connections it opens are closed by
+// closers, which RealDeps runs at exit.
+func nftBackend(ns netns.NsHandle, sets ipset.Interface, log *zap.Logger, closers *[]func() error) (filterBackend, error) {
+	probe, err := nft.New(ns, inet.IPv4)
+	if err != nil {
 		return filterBackend{}, fmt.Errorf("--kipvs-filter-backend=nftables needs the nft program (nftables 1.0.1 or later) and nf_tables in the kernel: %w", err)
 	}
+	_ = probe.Close()
 	log.Info("nftables filter backend: tables ip kipvs and ip6 kipvs")
 	return filterBackend{
 		filters: func(f inet.Family) (dataplane.Filter, dataplane.Filter, error) {
@@ -88,18 +97,23 @@ func nftBackend(ns netns.NsHandle, sets ipset.Interface, log *zap.Logger) (filte
 			if err != nil {
 				return nil, nil, err
 			}
+			*closers = append(*closers, w.Close)
 			r, err := nft.New(ns, f)
 			if err != nil {
 				return nil, nil, err
 			}
+			*closers = append(*closers, r.Close)
 			return nftables.New(w), nftables.New(r), nil
 		},
 		ipv6: func() error {
 			if _, err := os.Stat(ifInet6); err != nil {
 				return fmt.Errorf("the kernel has no IPv6 (%s): %w", ifInet6, err)
 			}
-			_, err := nft.New(ns, inet.IPv6)
-			return err
+			t, err := nft.New(ns, inet.IPv6)
+			if err != nil {
+				return err
+			}
+			return t.Close()
 		},
 		// nft writes masquerade fully-random on every kernel nf_tables runs on.
 		randomFully: func(inet.Family) bool { return true },

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 
+	gnft "github.com/google/nftables"
+	"github.com/mdlayher/netlink"
 	"github.com/vishvananda/netns"
 	"sigs.k8s.io/knftables"
 
@@ -47,15 +49,21 @@ type Interface interface {
 	Run(ctx context.Context, tx *knftables.Transaction) error
 	// Check asks the kernel to validate tx without applying it.
 	Check(ctx context.Context, tx *knftables.Transaction) error
-	// Elements lists the elements of the table's set name (kerr.ErrNotFound: no such set
-	// or table).
-	Elements(ctx context.Context, set string) ([]*knftables.Element, error)
+	// Elements lists the elements of set s, each as its fields in nft's notation
+	// (kerr.ErrNotFound: no such set or table).
+	Elements(ctx context.Context, s SetDef) ([][]string, error)
+	// Update adds add to set s and deletes del from it in one transaction: all of it or,
+	// on error, nothing. Adding an element there is not an error; deleting one that is
+	// not fails with kerr.ErrNotFound.
+	Update(ctx context.Context, s SetDef, add, del [][]string) error
 	// Chains reads the table's chains and their rules (kerr.ErrNotFound: no table).
 	Chains(ctx context.Context) ([]Chain, error)
 	// Sets lists the names of the table's sets (kerr.ErrNotFound: no table).
 	Sets(ctx context.Context) ([]string, error)
 	// Name is the table as nft names it, e.g. "ip kipvs".
 	Name() string
+	// Close releases the netlink socket.
+	Close() error
 }
 
 // Typed maps a knftables error to kipvs's typed errors, keeping it in the chain; what
@@ -72,14 +80,21 @@ func Typed(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// conn is Interface over the nft program, run in a network namespace.
+// conn is Interface over the nft program, run in a network namespace, for the table and
+// its rules, and over nf_tables netlink (github.com/google/nftables) for the sets' elements:
+// a change of a set is one netlink batch, without starting a program.
 type conn struct {
 	family inet.Family
 	table  string
 	ns     netns.NsHandle
 	nft    knftables.Interface
 	path   string
+	nl     *gnft.Conn
 }
+
+// sendBuffer is the netlink socket's send buffer: a batch goes in one sendmsg, and the
+// first sync of 10,000 Services puts about 2 MB of elements in one batch.
+const sendBuffer = 64 << 20
 
 // New opens family f's kipvs table in ns (netns.None(): the current namespace). It fails
 // when nft is missing, older than 1.0.1, or the kernel refuses nf_tables.
@@ -100,8 +115,17 @@ func NewTable(ns netns.NsHandle, f inet.Family, table string) (Interface, error)
 	if c.path, err = exec.LookPath("nft"); err != nil {
 		return nil, fmt.Errorf("nftables: %w", err)
 	}
+	opts := []gnft.ConnOption{gnft.AsLasting(), gnft.WithSockOptions(func(nc *netlink.Conn) error { return nc.SetWriteBuffer(sendBuffer) })}
+	if ns.IsOpen() {
+		opts = append(opts, gnft.WithNetNSFd(int(ns)))
+	}
+	if c.nl, err = gnft.New(opts...); err != nil {
+		return nil, fmt.Errorf("nftables netlink: %w", err)
+	}
 	return c, nil
 }
+
+func (c *conn) Close() error { return c.nl.CloseLasting() }
 
 func (c *conn) Family() inet.Family { return c.family }
 
@@ -115,14 +139,65 @@ func (c *conn) Check(ctx context.Context, tx *knftables.Transaction) error {
 	return netnsutil.Do(c.ns, func() error { return c.nft.Check(ctx, tx) })
 }
 
-func (c *conn) Elements(ctx context.Context, set string) ([]*knftables.Element, error) {
-	var els []*knftables.Element
-	err := netnsutil.Do(c.ns, func() error {
-		var err error
-		els, err = c.nft.ListElements(ctx, "set", set)
+func (c *conn) Elements(_ context.Context, s SetDef) ([][]string, error) {
+	cd, err := newCodec(s)
+	if err != nil {
+		return nil, err
+	}
+	what := "list set " + c.name() + " " + s.Name
+	els, err := c.nl.GetSetElements(c.setOf(s))
+	if err != nil {
+		return nil, notFound(what, err)
+	}
+	out := make([][]string, 0, len(els))
+	for _, e := range els {
+		k, err := cd.decode(e.Key, e.KeyEnd)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+func (c *conn) Update(_ context.Context, s SetDef, add, del [][]string) error {
+	cd, err := newCodec(s)
+	if err != nil {
 		return err
-	})
-	return els, Typed("list set "+c.name()+" "+set, err)
+	}
+	encode := func(elems [][]string) ([]gnft.SetElement, error) {
+		out := make([]gnft.SetElement, 0, len(elems))
+		for _, e := range elems {
+			k, end, err := cd.encode(e)
+			if err != nil {
+				return nil, fmt.Errorf("set %s: %w", s.Name, err)
+			}
+			out = append(out, gnft.SetElement{Key: k, KeyEnd: end})
+		}
+		return out, nil
+	}
+	a, err := encode(add)
+	if err != nil {
+		return err
+	}
+	d, err := encode(del)
+	if err != nil {
+		return err
+	}
+	set := c.setOf(s)
+	// One message holds at most this many elements; the batch is one transaction.
+	const chunk = 1000
+	for i := 0; i < len(a); i += chunk {
+		if err := c.nl.SetAddElements(set, a[i:min(i+chunk, len(a))]); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < len(d); i += chunk {
+		if err := c.nl.SetDeleteElements(set, d[i:min(i+chunk, len(d))]); err != nil {
+			return err
+		}
+	}
+	return kerr.Errno(fmt.Sprintf("update set %s %s (+%d -%d)", c.name(), s.Name, len(add), len(del)), c.nl.Flush())
 }
 
 func (c *conn) Sets(ctx context.Context) ([]string, error) {

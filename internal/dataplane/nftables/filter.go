@@ -78,7 +78,7 @@ func (p *Filter) members(ctx context.Context) (map[proxy.Member]struct{}, error)
 func (p *Filter) list(ctx context.Context, members map[proxy.Member]struct{}) ([]dataplane.SetSpec, error) {
 	var missing []dataplane.SetSpec
 	for _, s := range proxy.AllSets() {
-		els, err := p.conn.Elements(ctx, SetName(s))
+		els, err := p.conn.Elements(ctx, p.Def(s))
 		if kerr.IsNotFound(err) {
 			missing = append(missing, p.spec(s))
 			continue
@@ -87,7 +87,7 @@ func (p *Filter) list(ctx context.Context, members map[proxy.Member]struct{}) ([
 			return nil, err
 		}
 		for _, e := range els {
-			m, err := memberOf(s, e.Key)
+			m, err := memberOf(s, e)
 			if err != nil {
 				return nil, err
 			}
@@ -113,66 +113,31 @@ func (p *Filter) spec(s proxy.Set) dataplane.SetSpec {
 // MemberString implements dataplane.Filter: the element as nft writes it.
 func (p *Filter) MemberString(m proxy.Member) string { return strings.Join(key(m), " . ") }
 
-// Run implements dataplane.Filter. The whole Tx is first sent as one nft transaction; if
-// the kernel refuses it (nothing of it is then applied), its parts are sent one by one, in
-// Tx order, so the failure is the failed set's (or the rules') alone: each set's creation,
-// each set's batch of new members, the rules, each set's batch of members to delete.
+// Run implements dataplane.Filter. The sets to create are created in one nft transaction
+// (when the kernel refuses it, nothing of it is applied and each set is tried in one of its
+// own); each set's new members, then the rules (one nft transaction), then each set's
+// members to delete, as one nf_tables netlink transaction per set. So a failure is the
+// failed set's (or the rules') alone, and a set that was not created gets none of its
+// members.
 func (p *Filter) Run(ctx context.Context, tx *dataplane.Tx) dataplane.TxResult {
-	adds, addOrder := bySet(tx.AddMembers)
-	dels, delOrder := bySet(tx.DeleteMembers)
+	var res dataplane.TxResult
 	var chains []nft.Chain
 	if tx.Rules != nil {
 		r, ok := tx.Rules.(*rules)
 		if !ok {
-			return dataplane.TxResult{Rules: fmt.Errorf("apply rules of another dataplane (%T): %w", tx.Rules, kerr.ErrInvalid)}
+			res.Rules = fmt.Errorf("apply rules of another dataplane (%T): %w", tx.Rules, kerr.ErrInvalid)
 		}
 		chains = r.chains
 	}
-	all := p.conn.NewTransaction()
-	p.addTable(all)
-	for _, s := range tx.CreateSets {
-		all.Add(nftSet(p.family, s.Set))
-	}
-	for _, s := range addOrder {
-		addElements(all, adds[s])
-	}
-	if tx.Rules != nil {
-		addChains(all, chains)
-	}
-	for _, s := range delOrder {
-		deleteElements(all, dels[s])
-	}
-	if all.NumOperations() == 1 {
-		return dataplane.TxResult{}
-	}
-	if p.conn.Run(ctx, all) == nil {
-		return dataplane.TxResult{Created: len(tx.CreateSets), Added: len(tx.AddMembers), Deleted: len(tx.DeleteMembers)}
-	}
-	return p.runParts(ctx, tx, chains, adds, addOrder, dels, delOrder)
-}
-
-// runParts applies a Tx part by part (Run).
-func (p *Filter) runParts(ctx context.Context, tx *dataplane.Tx, chains []nft.Chain, adds map[proxy.Set][]proxy.Member, addOrder []proxy.Set,
-	dels map[proxy.Set][]proxy.Member, delOrder []proxy.Set) dataplane.TxResult {
-	var res dataplane.TxResult
-	notCreated := map[proxy.Set]error{}
-	for _, s := range tx.CreateSets {
-		err := p.run(ctx, func(t *knftables.Transaction) { t.Add(nftSet(p.family, s.Set)) })
-		if err != nil {
-			err = fmt.Errorf("create set %s: %w", s.Name, err)
-			notCreated[s.Set] = err
-			res.Failed = append(res.Failed, dataplane.SetError{Set: s.Set, Step: dataplane.StepCreate, Err: err})
-			continue
-		}
-		res.Created++
-	}
-	for _, s := range addOrder {
+	notCreated := p.createSets(ctx, tx.CreateSets, &res)
+	adds, order := bySet(tx.AddMembers)
+	for _, s := range order {
 		ms := adds[s]
 		err, ok := notCreated[s]
 		if ok {
 			err = fmt.Errorf("set %s was not created: %w", SetName(s), err)
 		} else {
-			err = p.run(ctx, func(t *knftables.Transaction) { addElements(t, ms) })
+			err = p.conn.Update(ctx, p.Def(s), keys(ms), nil)
 		}
 		if err != nil {
 			err = fmt.Errorf("add %d members to set %s: %w", len(ms), SetName(s), err)
@@ -181,14 +146,15 @@ func (p *Filter) runParts(ctx context.Context, tx *dataplane.Tx, chains []nft.Ch
 		}
 		res.Added += len(ms)
 	}
-	if tx.Rules != nil {
+	if tx.Rules != nil && res.Rules == nil {
 		if err := p.run(ctx, func(t *knftables.Transaction) { addChains(t, chains) }); err != nil {
 			res.Rules = fmt.Errorf("apply %s nftables rules: %w", p.family, err)
 		}
 	}
-	for _, s := range delOrder {
+	dels, order := bySet(tx.DeleteMembers)
+	for _, s := range order {
 		ms := dels[s]
-		if err := p.run(ctx, func(t *knftables.Transaction) { deleteElements(t, ms) }); err != nil {
+		if err := p.conn.Update(ctx, p.Def(s), nil, keys(ms)); err != nil {
 			err = fmt.Errorf("delete %d members from set %s: %w", len(ms), SetName(s), err)
 			res.Failed = append(res.Failed, dataplane.SetError{Set: s, Step: dataplane.StepDelete, Err: err})
 			continue
@@ -198,12 +164,44 @@ func (p *Filter) runParts(ctx context.Context, tx *dataplane.Tx, chains []nft.Ch
 	return res
 }
 
-// run applies one transaction of the table and what fill adds.
+// createSets creates the sets of specs, recording the failures in res; it returns the
+// sets not created with their errors.
+func (p *Filter) createSets(ctx context.Context, specs []dataplane.SetSpec, res *dataplane.TxResult) map[proxy.Set]error {
+	notCreated := map[proxy.Set]error{}
+	if len(specs) == 0 {
+		return notCreated
+	}
+	if p.run(ctx, func(t *knftables.Transaction) {
+		for _, s := range specs {
+			t.Add(nftSet(p.family, s.Set))
+		}
+	}) == nil {
+		res.Created += len(specs)
+		return notCreated
+	}
+	for _, s := range specs {
+		if err := p.run(ctx, func(t *knftables.Transaction) { t.Add(nftSet(p.family, s.Set)) }); err != nil {
+			err = fmt.Errorf("create set %s: %w", s.Name, err)
+			notCreated[s.Set] = err
+			res.Failed = append(res.Failed, dataplane.SetError{Set: s.Set, Step: dataplane.StepCreate, Err: err})
+			continue
+		}
+		res.Created++
+	}
+	return notCreated
+}
+
+// run applies one nft transaction of the table and what fill adds.
 func (p *Filter) run(ctx context.Context, fill func(*knftables.Transaction)) error {
 	t := p.conn.NewTransaction()
 	p.addTable(t)
 	fill(t)
 	return nft.Typed("nft transaction", p.conn.Run(ctx, t))
+}
+
+// Def is set s of the family as the adapter reads and changes it.
+func (p *Filter) Def(s proxy.Set) nft.SetDef {
+	return nft.SetDef{Name: SetName(s), Type: setType(p.family, s), Interval: kindOf(s) == kindAddrProtoPortNet}
 }
 
 // bySet groups members by set, the sets in the order they first appear.
@@ -219,16 +217,13 @@ func bySet(ms []proxy.Member) (map[proxy.Set][]proxy.Member, []proxy.Set) {
 	return out, order
 }
 
-func addElements(t *knftables.Transaction, ms []proxy.Member) {
+// keys are the elements of ms.
+func keys(ms []proxy.Member) [][]string {
+	out := make([][]string, 0, len(ms))
 	for _, m := range ms {
-		t.Add(&knftables.Element{Set: SetName(m.Set), Key: key(m)})
+		out = append(out, key(m))
 	}
-}
-
-func deleteElements(t *knftables.Transaction, ms []proxy.Member) {
-	for _, m := range ms {
-		t.Delete(&knftables.Element{Set: SetName(m.Set), Key: key(m)})
-	}
+	return out
 }
 
 // addChains makes every chain of the table hold exactly its rules: every chain is declared

@@ -60,14 +60,40 @@ func (f *Fake) Check(ctx context.Context, tx *knftables.Transaction) error {
 }
 
 // Elements implements nft.Interface.
-func (f *Fake) Elements(ctx context.Context, set string) ([]*knftables.Element, error) {
-	what := "list set " + string(nft.Family(f.family)) + " " + nft.Table + " " + set
+func (f *Fake) Elements(ctx context.Context, s nft.SetDef) ([][]string, error) {
+	what := "list set " + f.Name() + " " + s.Name
 	if err := f.Injector().Read("nft " + what); err != nil {
 		return nil, err
 	}
-	els, err := f.NFT.ListElements(ctx, "set", set)
-	return els, nft.Typed(what, err)
+	els, err := f.NFT.ListElements(ctx, "set", s.Name)
+	if err != nil {
+		return nil, nft.Typed(what, err)
+	}
+	out := make([][]string, 0, len(els))
+	for _, e := range els {
+		out = append(out, e.Key)
+	}
+	return out, nil
 }
+
+// Update implements nft.Interface: one knftables transaction, so all of it or nothing.
+func (f *Fake) Update(ctx context.Context, s nft.SetDef, add, del [][]string) error {
+	what := fmt.Sprintf("update set %s %s (+%d -%d)", f.Name(), s.Name, len(add), len(del))
+	if err := f.Injector().Mutation("nft " + what); err != nil {
+		return err
+	}
+	tx := f.NFT.NewTransaction()
+	for _, k := range add {
+		tx.Add(&knftables.Element{Set: s.Name, Key: k})
+	}
+	for _, k := range del {
+		tx.Delete(&knftables.Element{Set: s.Name, Key: k})
+	}
+	return nft.Typed(what, f.NFT.Run(ctx, tx))
+}
+
+// Close implements nft.Interface.
+func (f *Fake) Close() error { return nil }
 
 // Sets implements nft.Interface.
 func (f *Fake) Sets(ctx context.Context) ([]string, error) {
