@@ -31,6 +31,7 @@ K8SBIN       := $(CACHE)/k8s
 E2EBIN       := $(CACHE)/e2e-bin
 E2E_TIMEOUT  ?= 40m
 E2E_ARGS     ?=
+NFTBENCH_N   ?= 10000
 KUSTOMIZE_VERSION := v5.8.1
 # helm and promtool, built from their Go modules into TOOLS (one directory per version).
 TOOLS        := $(CACHE)/tools
@@ -56,7 +57,7 @@ DEBCACHE     := $(CACHE)/debs
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct -- hack/ociimage hack/pause e2e/k8s 2>/dev/null)
 CONTAINER_TOOL ?= $(firstword $(foreach t,podman docker buildah,$(shell command -v $(t) 2>/dev/null)))
 
-.PHONY: release release-qemu all build demo test test-unit test-chart helm promtool monitoring-scrape test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare bench-first-sync fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
+.PHONY: release release-qemu all build demo test test-unit test-chart helm promtool monitoring-scrape test-configdiff test-kernel test-e2e e2e-bins deps vm-prepare lint lint-quick bench bench-compare bench-first-sync nftbench fuzz clean install image image-archive image-containerfile image-pause image-agnhost image-jessie-dnsutils image-busybox image-regression-issue-74839 image-distroless-iptables e2e-images ociimage node-bins conformance-bins conformance-selection node-prepare node-smoke node-images image-echo image-kube-proxy conformance conformance-doc image-coredns
 
 all: build
 
@@ -238,6 +239,11 @@ image-echo: ociimage
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/echo ./e2e/echo
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/ociimage build echo --input echo=$(BIN)/echo --tag $(ECHO_IMAGE) \
 		--out $(ECHO_ARCHIVE) --digest-file $(ECHO_ARCHIVE).digest
+
+# The two ways of driving nf_tables measured on one table, as root in a namespace of its own
+# (docs/nftables-backend.md): knftables (the nft program) and google/nftables (netlink).
+nftbench:
+	cd hack/nftbench && $(GO) build -o $(BIN)/nftbench . && unshare -n $(BIN)/nftbench -n $(NFTBENCH_N)
 
 # kube-proxy v1.34.10 and kipvs side by side (e2e/bench, docs/performance.md): etcd and
 # kube-apiserver on the host, BENCH_N ClusterIP Services x BENCH_E endpoints loaded from the host, one
