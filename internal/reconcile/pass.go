@@ -91,12 +91,9 @@ type Pass struct {
 	err      error // a failure that is not an *ApplyError (the whole pass's)
 	over     bool
 	aborted  bool
-	// binds, while Run runs the pass: the address steps' binds, in a goroutine. awaiting
-	// (tests) is called with an address step's binds before a step takes their outcome,
-	// bound or not.
-	binds    *binder
-	awaiting func(adds []netip.Addr)
-	times    RunTimes
+	// binds, while Run runs the pass: the address steps' binds, in a goroutine.
+	binds *binder
+	times RunTimes
 }
 
 // StepSize is how many objects one step of a pass compares and repairs under the lock (and
@@ -393,7 +390,7 @@ func (p *Pass) reread(ctx context.Context) bool {
 	q.adopting = q.adopting || p.adopting
 	q.res.Changes, q.keepPlan, q.plan = p.res.Changes, p.keepPlan, p.plan
 	q.failed, q.errs = p.failed, p.errs
-	q.binds, q.awaiting, q.times = p.binds, p.awaiting, p.times
+	q.binds, q.times = p.binds, p.times
 	*p = *q
 	p.Prepare()
 	return false
