@@ -160,7 +160,8 @@ func fullSyncs(t *testing.T, reg *prometheus.Registry, n float64) func() (bool, 
 // running is a daemon of node-a whose Run a test starts (newDaemon, start, startDaemon).
 type running struct {
 	*Daemon
-	firstSync chan struct{} // Deps.firstSynced
+	firstSync chan struct{} // runHooks.firstSynced
+	pace      passPace      // runHooks.pace
 	runCancel context.CancelFunc
 	runDone   chan error
 	stopped   bool
@@ -172,7 +173,6 @@ type running struct {
 func newDaemon(t *testing.T, cfg config.Config, log *zap.Logger, deps Deps) *running {
 	t.Helper()
 	r := &running{firstSync: make(chan struct{}), runDone: make(chan error, 1)}
-	deps.firstSynced = r.firstSync
 	d, err := New(cfg, "node-a", log, deps)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func (r *running) start(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.runCancel = cancel
-	go func() { r.runDone <- r.Run(ctx) }()
+	go func() { r.runDone <- r.runWith(ctx, runHooks{firstSynced: r.firstSync, pace: r.pace}) }()
 	t.Cleanup(func() {
 		if err := r.stop(); err != nil {
 			t.Errorf("Run: %v", err)
