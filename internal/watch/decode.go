@@ -87,7 +87,7 @@ type position struct {
 }
 
 type decodeResult struct {
-	state  fileState
+	state  State
 	issues []DecodeIssue
 	// syntax is set when the stream does not parse (YAML or JSON syntax error, or a document
 	// that is not an object): the whole revision must be rejected, nothing of it is usable.
@@ -517,20 +517,20 @@ func (c *collector) dedup(p position, name string) bool {
 	return true
 }
 
-func (c *collector) state() fileState {
-	var st fileState
+func (c *collector) state() State {
+	var st State
 	for _, k := range c.order {
 		if svc, ok := c.services[k]; ok {
-			st.services = append(st.services, svc)
+			st.Services = append(st.Services, svc)
 		}
 		if sl, ok := c.slices[k]; ok {
-			st.slices = append(st.slices, sl)
+			st.Slices = append(st.Slices, sl)
 		}
 		if sc, ok := c.cidrs[k]; ok {
-			st.serviceCIDRs = append(st.serviceCIDRs, sc)
+			st.ServiceCIDRs = append(st.ServiceCIDRs, sc)
 		}
 	}
-	st.node = c.node
+	st.Node = c.node
 	return st
 }
 

@@ -21,18 +21,18 @@ func mustDecoder(t *testing.T) *decoder {
 }
 
 // objectsOf lists a decoded state as "Kind ns/name" strings, in order.
-func objectsOf(st fileState) []string {
+func objectsOf(st State) []string {
 	var out []string
-	for _, s := range st.services {
+	for _, s := range st.Services {
 		out = append(out, "Service "+s.Namespace+"/"+s.Name)
 	}
-	for _, s := range st.slices {
+	for _, s := range st.Slices {
 		out = append(out, "EndpointSlice "+s.Namespace+"/"+s.Name)
 	}
-	if st.node != nil {
-		out = append(out, "Node "+st.node.Name)
+	if st.Node != nil {
+		out = append(out, "Node "+st.Node.Name)
 	}
-	for _, c := range st.serviceCIDRs {
+	for _, c := range st.ServiceCIDRs {
 		out = append(out, "ServiceCIDR "+c.Name)
 	}
 	return out
@@ -75,11 +75,11 @@ func TestDecodeSample(t *testing.T) {
 		"EndpointSlice default/web-7xk2p", "EndpointSlice kube-system/dns-udp-q9v4t", "EndpointSlice default/db-h2k8d",
 		"Node node-a",
 	})
-	dns := res.state.services[1]
+	dns := res.state.Services[1]
 	if p := dns.Spec.Ports[0]; dns.Spec.Type != v1.ServiceTypeNodePort || p.Protocol != v1.ProtocolUDP || p.NodePort != 30053 || p.TargetPort != intstr.FromInt32(5353) {
 		t.Errorf("dns-udp decoded as %+v", dns.Spec)
 	}
-	if n := len(res.state.slices[0].Endpoints); n != 3 {
+	if n := len(res.state.Slices[0].Endpoints); n != 3 {
 		t.Errorf("web slice has %d endpoints, want 3", n)
 	}
 }
@@ -120,7 +120,7 @@ func TestDecodeFormats(t *testing.T) {
 		in         string
 		wantObjs   []string
 		wantIssues []string
-		check      func(t *testing.T, st fileState)
+		check      func(t *testing.T, st State)
 	}{
 		{
 			name:     "JSON stream of concatenated objects",
@@ -187,8 +187,8 @@ metadata: {name: p}
 			in:         svcA + "\n" + strings.Replace(svcA, "10.96.0.1", "10.96.0.9", 1),
 			wantObjs:   []string{"Service ns/a"},
 			wantIssues: []string{"doc 2 line 2 item 0: duplicate of document 1; this later one is used"},
-			check: func(t *testing.T, st fileState) {
-				if ip := st.services[0].Spec.ClusterIP; ip != "10.96.0.9" {
+			check: func(t *testing.T, st State) {
+				if ip := st.Services[0].Spec.ClusterIP; ip != "10.96.0.9" {
 					t.Errorf("kept clusterIP %s, want the later 10.96.0.9", ip)
 				}
 			},
@@ -275,7 +275,7 @@ addressType: IPv6
 ports: [{port: 8443}]
 `), "")
 	matchIssues(t, res.issues, nil)
-	svc := res.state.services[0]
+	svc := res.state.Services[0]
 	sp := svc.Spec
 	checks := []struct {
 		what      string
@@ -293,9 +293,9 @@ ports: [{port: 8443}]
 		{"internalTrafficPolicy", *sp.InternalTrafficPolicy, v1.ServiceInternalTrafficPolicyCluster},
 		{"allocateLoadBalancerNodePorts", *sp.AllocateLoadBalancerNodePorts, true},
 		{"ingress ipMode", *svc.Status.LoadBalancer.Ingress[0].IPMode, v1.LoadBalancerIPModeVIP},
-		{"slice namespace", res.state.slices[0].Namespace, "default"},
-		{"slice port protocol", *res.state.slices[0].Ports[0].Protocol, v1.ProtocolTCP},
-		{"slice port name", *res.state.slices[0].Ports[0].Name, ""},
+		{"slice namespace", res.state.Slices[0].Namespace, "default"},
+		{"slice port protocol", *res.state.Slices[0].Ports[0].Protocol, v1.ProtocolTCP},
+		{"slice port name", *res.state.Slices[0].Ports[0].Name, ""},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -113,7 +113,9 @@ type LoadResult struct {
 // nothing. The supported way to update the file is an atomic rename: write a temporary file
 // in the same directory, then rename it over the path.
 type FileSource struct {
-	*store
+	*Store
+	replace Replacer
+	log     *zap.Logger
 	opts    FileSourceOptions
 	dec     *decoder
 	started atomic.Bool
@@ -195,12 +197,15 @@ func NewFileSource(opts FileSourceOptions) (*FileSource, error) {
 		return nil, err
 	}
 	log := opts.Logger.With(zap.String("source", "file"), zap.String("path", opts.Path))
+	st, replace := NewStore(log, opts.Clock)
 	return &FileSource{
-		store: newStore(log, opts.Clock),
-		opts:  opts,
-		dec:   dec,
-		done:  make(chan struct{}),
-		last:  LoadResult{Path: opts.Path},
+		Store:   st,
+		replace: replace,
+		log:     log,
+		opts:    opts,
+		dec:     dec,
+		done:    make(chan struct{}),
+		last:    LoadResult{Path: opts.Path},
 	}, nil
 }
 
@@ -349,8 +354,7 @@ func (s *FileSource) reload(force bool) (bool, error) {
 	if s.last.Err != nil {
 		s.log.Info("source file is usable again", zap.NamedError("previousError", s.last.Err))
 	}
-	s.store.replaceAll(res.state)
-	s.store.markSynced() // no-op after the first revision
+	s.replace.Replace(res.state)
 	s.skipped += uint64(len(res.issues))
 	s.last = LoadResult{
 		Path:           s.opts.Path,
@@ -358,10 +362,10 @@ func (s *FileSource) reload(force bool) (bool, error) {
 		Generation:     s.last.Generation + 1,
 		LastGood:       now,
 		ReloadErrors:   s.last.ReloadErrors,
-		Services:       len(res.state.services),
-		EndpointSlices: len(res.state.slices),
-		ServiceCIDRs:   len(res.state.serviceCIDRs),
-		Node:           res.state.node != nil,
+		Services:       len(res.state.Services),
+		EndpointSlices: len(res.state.Slices),
+		ServiceCIDRs:   len(res.state.ServiceCIDRs),
+		Node:           res.state.Node != nil,
 		Issues:         res.issues,
 	}
 	if m := s.metrics.LastGood; m != nil {

@@ -586,10 +586,10 @@ func TestStoreRecordsKeepTheirSlices(t *testing.T) {
 func TestStoreReplaceAll(t *testing.T) {
 	s := newTestStore(t)
 	s.markSynced()
-	first := fileState{
-		services: []*v1.Service{mkService("ns", "a", "10.96.0.1"), mkService("ns", "b", "10.96.0.2"), mkService("default", "kubernetes", "10.96.0.1")},
-		slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "a-1", "a", "10.0.0.1"), mkSlice("ns", "b-1", "b", "10.0.0.2")},
-		node:     mkNode("n1", nil),
+	first := State{
+		Services: []*v1.Service{mkService("ns", "a", "10.96.0.1"), mkService("ns", "b", "10.96.0.2"), mkService("default", "kubernetes", "10.96.0.1")},
+		Slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "a-1", "a", "10.0.0.1"), mkSlice("ns", "b-1", "b", "10.0.0.2")},
+		Node:     mkNode("n1", nil),
 	}
 	s.replaceAll(first)
 	ch, _ := s.Pending()
@@ -602,10 +602,10 @@ func TestStoreReplaceAll(t *testing.T) {
 
 	<-s.Changed()
 	// Identical content, freshly decoded: nothing changes.
-	s.replaceAll(fileState{
-		services: []*v1.Service{mkService("ns", "a", "10.96.0.1"), mkService("ns", "b", "10.96.0.2"), mkService("default", "kubernetes", "10.96.0.1")},
-		slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "a-1", "a", "10.0.0.1"), mkSlice("ns", "b-1", "b", "10.0.0.2")},
-		node:     mkNode("n1", nil),
+	s.replaceAll(State{
+		Services: []*v1.Service{mkService("ns", "a", "10.96.0.1"), mkService("ns", "b", "10.96.0.2"), mkService("default", "kubernetes", "10.96.0.1")},
+		Slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "a-1", "a", "10.0.0.1"), mkSlice("ns", "b-1", "b", "10.0.0.2")},
+		Node:     mkNode("n1", nil),
 	})
 	if n := len(s.Changed()); n != 0 {
 		t.Error("identical reload signalled Changed()")
@@ -617,10 +617,10 @@ func TestStoreReplaceAll(t *testing.T) {
 
 	// b's slice changes, a disappears (its slice too), c appears, node and kubernetes go,
 	// a ServiceCIDR appears.
-	s.replaceAll(fileState{
-		services: []*v1.Service{mkService("ns", "b", "10.96.0.2"), mkService("ns", "c", "10.96.0.3")},
-		slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "b-1", "b", "10.0.0.22")},
-		serviceCIDRs: []*networkingv1.ServiceCIDR{{
+	s.replaceAll(State{
+		Services: []*v1.Service{mkService("ns", "b", "10.96.0.2"), mkService("ns", "c", "10.96.0.3")},
+		Slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "b-1", "b", "10.0.0.22")},
+		ServiceCIDRs: []*networkingv1.ServiceCIDR{{
 			ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
 			Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/12"}},
 		}},
@@ -640,7 +640,7 @@ func TestStoreReplaceAll(t *testing.T) {
 		t.Errorf("ServiceCIDRs = %+v (changed %v), want %+v", ch.ServiceCIDRs, ch.ServiceCIDRsChanged, want)
 	}
 	// a's slice is gone from the store: re-adding a finds no slices.
-	s.replaceAll(fileState{services: []*v1.Service{mkService("ns", "a", "10.96.0.1")}})
+	s.replaceAll(State{Services: []*v1.Service{mkService("ns", "a", "10.96.0.1")}})
 	snap, _ := s.All()
 	assertLines(t, "third load", describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
 }
