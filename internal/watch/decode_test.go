@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kipvs/kipvs/internal/watch/watchtest"
 )
 
 func mustDecoder(t *testing.T) *decoder {
@@ -70,7 +72,7 @@ func TestDecodeSample(t *testing.T) {
 	}
 	res := mustDecoder(t).decode("testdata/sample.yaml", data, "node-a")
 	matchIssues(t, res.issues, nil)
-	assertLines(t, "objects", objectsOf(res.state), []string{
+	watchtest.AssertLines(t, "objects", objectsOf(res.state), []string{
 		"Service default/web", "Service kube-system/dns-udp", "Service default/db",
 		"EndpointSlice default/web-7xk2p", "EndpointSlice kube-system/dns-udp-q9v4t", "EndpointSlice default/db-h2k8d",
 		"Node node-a",
@@ -97,7 +99,7 @@ func TestDecodeMalformed(t *testing.T) {
 		"doc 5 line 31 item 0: label kubernetes.io/service-name is required",
 		"doc 6 line 39 item 0: missing kind",
 	})
-	assertLines(t, "objects", objectsOf(res.state), []string{"Service default/good", "EndpointSlice default/good-abc"})
+	watchtest.AssertLines(t, "objects", objectsOf(res.state), []string{"Service default/good", "EndpointSlice default/good-abc"})
 	if got := res.issues[0].Error(); !strings.HasPrefix(got, "malformed.yaml: document 2 (line 10): Deployment nope: unsupported kind") {
 		t.Errorf("issue text = %q", got)
 	}
@@ -247,7 +249,7 @@ spec: {cidrs: [10.96.0.0/12]}
 		t.Run(tc.name, func(t *testing.T) {
 			res := mustDecoder(t).decode("f", []byte(tc.in), tc.nodeName)
 			matchIssues(t, res.issues, tc.wantIssues)
-			assertLines(t, "objects", objectsOf(res.state), tc.wantObjs)
+			watchtest.AssertLines(t, "objects", objectsOf(res.state), tc.wantObjs)
 			if tc.check != nil {
 				tc.check(t, res.state)
 			}
@@ -311,7 +313,7 @@ func TestSplitYAMLLines(t *testing.T) {
 	for _, d := range docs {
 		got = append(got, fmt.Sprintf("%d@%d:%q", d.index, d.line, d.data))
 	}
-	assertLines(t, "docs", got, []string{`1@1:"a: 1\n"`, `2@3:"\n\nb: 2\n"`, `3@6:"c: 3\n"`})
+	watchtest.AssertLines(t, "docs", got, []string{`1@1:"a: 1\n"`, `2@3:"\n\nb: 2\n"`, `3@6:"c: 3\n"`})
 }
 
 // Revisions that must not be applied at all, and the borderline ones that must.
@@ -365,7 +367,7 @@ func TestDecodeRevisionErrors(t *testing.T) {
 				t.Errorf("revisionError() = %q, want it to contain %q", err, tc.wantText)
 			}
 			if err == nil {
-				assertLines(t, "objects", objectsOf(res.state), tc.wantObjs)
+				watchtest.AssertLines(t, "objects", objectsOf(res.state), tc.wantObjs)
 			}
 		})
 	}
@@ -392,7 +394,7 @@ items:
 		"doc 1 line 1 item 3: label kubernetes.io/service-name is required",
 		"doc 1 line 1 item 4: lists inside lists are not supported",
 	})
-	assertLines(t, "objects", objectsOf(res.state), []string{"EndpointSlice default/s1"})
+	watchtest.AssertLines(t, "objects", objectsOf(res.state), []string{"EndpointSlice default/s1"})
 	for i, want := range []string{"EndpointSlice default/s2", "EndpointSlice default/s3", ""} {
 		if res.issues[i].Object != want {
 			t.Errorf("issue %d names %q, want %q", i, res.issues[i].Object, want)

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kipvs/kipvs/internal/testutil/poll"
+	"github.com/kipvs/kipvs/internal/watch/watchtest"
 )
 
 // startFileSource starts a FileSource on path with a fake clock; the source is stopped (and
@@ -81,7 +82,7 @@ func TestFileSourceSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The headless default/db is not proxied; its slice is not attached to anything.
-	assertLines(t, "services", describe(snap.Services), []string{
+	watchtest.AssertLines(t, "services", watchtest.Describe(snap.Services), []string{
 		"default/web -> 10.96.12.34[web-7xk2p:10.244.1.10,10.244.1.11,10.244.2.20]",
 		"kube-system/dns-udp -> 10.96.0.53[dns-udp-q9v4t:10.244.2.53]",
 	})
@@ -160,7 +161,7 @@ func TestFileSourceMalformedStillSyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertLines(t, "services", describe(snap.Services), []string{"default/good -> 10.96.0.10[good-abc:10.244.0.5]"})
+	watchtest.AssertLines(t, "services", watchtest.Describe(snap.Services), []string{"default/good -> 10.96.0.10[good-abc:10.244.0.5]"})
 	res := src.LastResult()
 	var docs []int
 	for _, is := range res.Issues {
@@ -276,9 +277,9 @@ func TestFileSourceReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		assertLines(t, st.name+": Pending", describe(ch.Services), st.wantPending)
+		watchtest.AssertLines(t, st.name+": Pending", watchtest.Describe(ch.Services), st.wantPending)
 		snap, _ := src.All()
-		assertLines(t, st.name+": All", describe(snap.Services), st.wantAll)
+		watchtest.AssertLines(t, st.name+": All", watchtest.Describe(snap.Services), st.wantAll)
 	}
 }
 
@@ -292,11 +293,11 @@ func TestFileSourcePollLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-src.Changed() // the sync signal
-	poll.Until(t, 10*time.Second, "poll ticker", clockWaiting(clk))
+	poll.Until(t, 10*time.Second, "poll ticker", watchtest.ClockWaiting(clk))
 
 	// A tick with the file unchanged: a poll happens, nothing changes.
 	clk.Step(time.Second)
-	recv(t, "poll", polled)
+	watchtest.Recv(t, "poll", polled)
 	if len(src.Changed()) != 0 {
 		t.Fatal("Changed() fired for an unchanged file")
 	}
@@ -306,35 +307,21 @@ func TestFileSourcePollLoop(t *testing.T) {
 		`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}]}`)
 	// The first poll sees the change, the next one (a settle interval later) reads it.
 	clk.Step(time.Second)
-	recv(t, "poll", polled)
+	watchtest.Recv(t, "poll", polled)
 	if len(src.Changed()) != 0 {
 		t.Fatal("Changed() fired before the file settled")
 	}
 	clk.Step(time.Second)
-	recv(t, "poll", polled)
-	recv(t, "Changed()", src.Changed())
+	watchtest.Recv(t, "poll", polled)
+	watchtest.Recv(t, "Changed()", src.Changed())
 	ch, err := src.Pending()
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertLines(t, "Pending", describe(ch.Services), []string{"ns/a -> 10.96.0.1[]"})
+	watchtest.AssertLines(t, "Pending", watchtest.Describe(ch.Services), []string{"ns/a -> 10.96.0.1[]"})
 	if !ch.NodeChanged || ch.Node == nil || ch.Node.Name != "n1" {
 		t.Errorf("node: changed=%v node=%v", ch.NodeChanged, ch.Node)
 	}
-}
-
-func recv(t *testing.T, what string, c <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-c:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
-// clockWaiting is a poll condition: a goroutine waits on clk.
-func clockWaiting(clk *clocktesting.FakeClock) func() (bool, string) {
-	return func() (bool, string) { return clk.HasWaiters(), "nothing waits on the clock" }
 }
 
 // TestFileSourceRacyReRead covers a rewrite that leaves the metadata unchanged (two writes
