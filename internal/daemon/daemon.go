@@ -30,6 +30,7 @@ import (
 	"github.com/kipvs/kipvs/internal/svcstats"
 	"github.com/kipvs/kipvs/internal/sysctl"
 	"github.com/kipvs/kipvs/internal/watch"
+	"github.com/kipvs/kipvs/internal/watch/filesource"
 )
 
 // Deps is everything the daemon touches outside itself.
@@ -188,8 +189,8 @@ func build(cfg config.Config, nodeName string, log *zap.Logger, deps Deps, grace
 		Endpoints: cfg.Kipvs.EndpointMetrics, MaxServices: svcstats.SetsForSeries(cfg.Kipvs.MaxServiceSeries), Connections: d.conns,
 		Logger: log.Named("svcstats")})
 	deps.Registry.MustRegister(d.stats)
-	if fs, ok := deps.Source.(*watch.FileSource); ok {
-		fs.SetMetrics(watch.FileSourceMetrics{ReloadErrors: d.metrics.SourceFileReloadErrors,
+	if fs, ok := deps.Source.(*filesource.Source); ok {
+		fs.SetMetrics(filesource.Metrics{ReloadErrors: d.metrics.SourceFileReloadErrors,
 			LastGood: d.metrics.SourceFileLastGood, SkippedObjects: d.metrics.SourceErrors.WithLabelValues("file")})
 	}
 	d.health = server.NewHealth(deps.Clock, 2*cfg.IPVS.SyncPeriod, d.nodeForHealth, d.metrics)

@@ -41,6 +41,7 @@ import (
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 	"github.com/kipvs/kipvs/internal/watch"
+	"github.com/kipvs/kipvs/internal/watch/filesource"
 )
 
 const oneService = `apiVersion: v1
@@ -104,8 +105,8 @@ func testConfig(t *testing.T) config.Config {
 	return cfg
 }
 
-func startFileSource(t *testing.T, ctx context.Context, path string, log *zap.Logger) *watch.FileSource {
-	src, err := watch.NewFileSource(watch.FileSourceOptions{Path: path, NodeName: "node-a", PollInterval: 20 * time.Millisecond, Logger: log})
+func startFileSource(t *testing.T, ctx context.Context, path string, log *zap.Logger) *filesource.Source {
+	src, err := filesource.New(filesource.Options{Path: path, NodeName: "node-a", PollInterval: 20 * time.Millisecond, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package watch
+package filesource
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/kipvs/kipvs/internal/watch"
 	"github.com/kipvs/kipvs/internal/watch/watchtest"
 )
 
@@ -23,7 +24,7 @@ func mustDecoder(t *testing.T) *decoder {
 }
 
 // objectsOf lists a decoded state as "Kind ns/name" strings, in order.
-func objectsOf(st State) []string {
+func objectsOf(st watch.State) []string {
 	var out []string
 	for _, s := range st.Services {
 		out = append(out, "Service "+s.Namespace+"/"+s.Name)
@@ -122,7 +123,7 @@ func TestDecodeFormats(t *testing.T) {
 		in         string
 		wantObjs   []string
 		wantIssues []string
-		check      func(t *testing.T, st State)
+		check      func(t *testing.T, st watch.State)
 	}{
 		{
 			name:     "JSON stream of concatenated objects",
@@ -189,7 +190,7 @@ metadata: {name: p}
 			in:         svcA + "\n" + strings.Replace(svcA, "10.96.0.1", "10.96.0.9", 1),
 			wantObjs:   []string{"Service ns/a"},
 			wantIssues: []string{"doc 2 line 2 item 0: duplicate of document 1; this later one is used"},
-			check: func(t *testing.T, st State) {
+			check: func(t *testing.T, st watch.State) {
 				if ip := st.Services[0].Spec.ClusterIP; ip != "10.96.0.9" {
 					t.Errorf("kept clusterIP %s, want the later 10.96.0.9", ip)
 				}

@@ -1,4 +1,4 @@
-package watch
+package filesource
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/watch"
 )
 
 // DecodeIssue describes one object of a source file that was skipped (or, for duplicates,
@@ -87,7 +88,7 @@ type position struct {
 }
 
 type decodeResult struct {
-	state  State
+	state  watch.State
 	issues []DecodeIssue
 	// syntax is set when the stream does not parse (YAML or JSON syntax error, or a document
 	// that is not an object): the whole revision must be rejected, nothing of it is usable.
@@ -517,8 +518,8 @@ func (c *collector) dedup(p position, name string) bool {
 	return true
 }
 
-func (c *collector) state() State {
-	var st State
+func (c *collector) state() watch.State {
+	var st watch.State
 	for _, k := range c.order {
 		if svc, ok := c.services[k]; ok {
 			st.Services = append(st.Services, svc)

@@ -1,4 +1,4 @@
-package watch
+package filesource
 
 import (
 	"context"
@@ -12,23 +12,25 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kipvs/kipvs/internal/testutil/poll"
+	"github.com/kipvs/kipvs/internal/watch"
 	"github.com/kipvs/kipvs/internal/watch/watchtest"
 )
 
-// startFileSource starts a FileSource on path with a fake clock; the source is stopped (and
+// startFileSource starts a Source on path with a fake clock; the source is stopped (and
 // its goroutine awaited) when the test ends.
-func startFileSource(t *testing.T, path, nodeName string, hook func()) (*FileSource, *clocktesting.FakeClock, error) {
+func startFileSource(t *testing.T, path, nodeName string, hook func()) (*Source, *clocktesting.FakeClock, error) {
 	t.Helper()
 	return startFileSourceEvery(t, path, nodeName, hook, time.Second)
 }
 
-func startFileSourceEvery(t *testing.T, path, nodeName string, hook func(), interval time.Duration) (*FileSource, *clocktesting.FakeClock, error) {
+func startFileSourceEvery(t *testing.T, path, nodeName string, hook func(), interval time.Duration) (*Source, *clocktesting.FakeClock, error) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Now())
-	src, err := NewFileSource(FileSourceOptions{
+	src, err := New(Options{
 		Path: path, NodeName: nodeName, PollInterval: interval, SettleInterval: testSettle, Clock: clk, Logger: zaptest.NewLogger(t),
 	})
 	if err != nil {
@@ -55,7 +57,7 @@ const testSettle = 100 * time.Millisecond
 
 // settle re-reads the file as the poll loop does over a settle interval: a first look at its
 // metadata, then, once the clock has moved past the settle interval, the read.
-func settle(t *testing.T, src *FileSource, clk *clocktesting.FakeClock) (bool, error) {
+func settle(t *testing.T, src *Source, clk *clocktesting.FakeClock) (bool, error) {
 	t.Helper()
 	_, _ = src.reload(false)
 	clk.Step(src.opts.SettleInterval)
@@ -86,7 +88,7 @@ func TestFileSourceSample(t *testing.T) {
 		"default/web -> 10.96.12.34[web-7xk2p:10.244.1.10,10.244.1.11,10.244.2.20]",
 		"kube-system/dns-udp -> 10.96.0.53[dns-udp-q9v4t:10.244.2.53]",
 	})
-	dns := snap.Services[nn("kube-system", "dns-udp")].Service
+	dns := snap.Services[types.NamespacedName{Namespace: "kube-system", Name: "dns-udp"}].Service
 	if p := dns.Spec.Ports[0]; p.Protocol != v1.ProtocolUDP || p.NodePort != 30053 {
 		t.Errorf("dns-udp port = %+v", p)
 	}
@@ -101,7 +103,7 @@ func TestFileSourceSample(t *testing.T) {
 	if res.Generation != 1 || res.Services != 3 || res.EndpointSlices != 3 || !res.Node || len(res.Issues) != 0 || res.Err != nil {
 		t.Errorf("LastResult() = %+v", res)
 	}
-	if got := src.ServiceCIDRs(); got.Origin != ServiceCIDRsUnknown {
+	if got := src.ServiceCIDRs(); got.Origin != watch.ServiceCIDRsUnknown {
 		t.Errorf("ServiceCIDRs() = %+v, want unknown", got)
 	}
 }
@@ -131,8 +133,8 @@ func TestFileSourceStartErrors(t *testing.T) {
 			if src.Synced() {
 				t.Error("source synced after a failed start")
 			}
-			if _, err := src.All(); !errors.Is(err, ErrNotSynced) {
-				t.Errorf("All() = %v, want ErrNotSynced", err)
+			if _, err := src.All(); !errors.Is(err, watch.ErrNotSynced) {
+				t.Errorf("All() = %v, want watch.ErrNotSynced", err)
 			}
 			select {
 			case <-src.Done():
@@ -144,10 +146,10 @@ func TestFileSourceStartErrors(t *testing.T) {
 }
 
 func TestNewFileSourceValidates(t *testing.T) {
-	_, err := NewFileSource(FileSourceOptions{PollInterval: -time.Second, SettleInterval: -time.Second, MaxFileSize: -1})
+	_, err := New(Options{PollInterval: -time.Second, SettleInterval: -time.Second, MaxFileSize: -1})
 	for _, want := range []string{"Path is required", "PollInterval -1s is negative", "SettleInterval -1s is negative", "MaxFileSize -1 is negative", "Logger is required"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("NewFileSource error %v does not mention %q", err, want)
+			t.Errorf("New error %v does not mention %q", err, want)
 		}
 	}
 }

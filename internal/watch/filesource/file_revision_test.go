@@ -1,4 +1,4 @@
-package watch
+package filesource
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func manyServices(n int, ipOf func(i int) string) string {
 func ipA(i int) string { return fmt.Sprintf("10.96.1.%d", i) }
 
 // startSynced starts a source on path (content written first) and checks it synced.
-func startSynced(t *testing.T, path, content string) (*FileSource, *clocktesting.FakeClock) {
+func startSynced(t *testing.T, path, content string) (*Source, *clocktesting.FakeClock) {
 	t.Helper()
 	writeFile(t, path, content)
 	src, clk, err := startFileSourceEvery(t, path, "", nil, 1000*time.Hour)
@@ -49,7 +49,7 @@ func startSynced(t *testing.T, path, content string) (*FileSource, *clocktesting
 }
 
 // noDeletions fails the test when the pending changes delete any Service.
-func noDeletions(t *testing.T, what string, src *FileSource) []string {
+func noDeletions(t *testing.T, what string, src *Source) []string {
 	t.Helper()
 	ch, err := src.Pending()
 	if err != nil {
@@ -286,7 +286,7 @@ func TestFileSourceOversize(t *testing.T) {
 func TestFileSourceSyntaxErrorKeepsLastGood(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "src.yaml")
 	src, clk := startSynced(t, path, fileSvcA+"---\n"+fileSvcB)
-	m := FileSourceMetrics{
+	m := Metrics{
 		ReloadErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "reload_errors"}),
 		LastGood:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "last_good"}),
 		SkippedObjects: prometheus.NewCounter(prometheus.CounterOpts{Name: "skipped"}),
