@@ -123,9 +123,6 @@ type Source struct {
 	started atomic.Bool
 	done    chan struct{}
 
-	// afterPoll, when set (tests), runs after every poll of the background loop.
-	afterPoll func()
-
 	mu      sync.Mutex // serialises reads and guards the fields below
 	sig     fileSig    // of the latest content read
 	haveSig bool
@@ -234,7 +231,11 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 // MaxFileSize) and polls it until ctx is cancelled. The source becomes synced when the first
 // good revision has settled and been applied, one SettleInterval after Start at the
 // earliest; an empty or broken file keeps it unsynced (logged, and retried at every change).
-func (s *Source) Start(ctx context.Context) error {
+func (s *Source) Start(ctx context.Context) error { return s.start(ctx, nil) }
+
+// start is Start; afterPoll, if not nil (tests), runs after every poll of the background
+// loop.
+func (s *Source) start(ctx context.Context, afterPoll func()) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("filesource: Source started twice")
 	}
@@ -252,8 +253,8 @@ func (s *Source) Start(ctx context.Context) error {
 				return
 			case <-t.C():
 				_, _ = s.reload(false) // failures are logged and kept in LastResult
-				if s.afterPoll != nil {
-					s.afterPoll()
+				if afterPoll != nil {
+					afterPoll()
 				}
 			}
 		}

@@ -36,9 +36,8 @@ func startFileSourceEvery(t *testing.T, path, nodeName string, hook func(), inte
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.afterPoll = hook
 	ctx, cancel := context.WithCancel(context.Background())
-	err = src.Start(ctx)
+	err = src.start(ctx, hook)
 	t.Cleanup(func() {
 		cancel()
 		<-src.Done()
