@@ -504,7 +504,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # Fuzzes the whole sync (internal/daemon FuzzSync) for FUZZTIME, then the configuration file
-# reader (internal/config FuzzParse) and the source file decoder (internal/watch FuzzDecode)
+# reader (internal/config FuzzParse) and the source file decoder (internal/watch/filesource FuzzDecode)
 # for FUZZTIME_SMALL each. A failure is saved under the package's testdata/fuzz/<Target>/ and
 # replayed by every `go test` (docs/development.md). FUZZMINIMIZE bounds the minimization of
 # each new input, which by default (60 s) can take most of a short run.
@@ -514,7 +514,7 @@ FUZZMINIMIZE ?= 5s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSync$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./internal/daemon
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME_SMALL) -fuzzminimizetime $(FUZZMINIMIZE) ./internal/config
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME_SMALL) -fuzzminimizetime $(FUZZMINIMIZE) ./internal/watch
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME_SMALL) -fuzzminimizetime $(FUZZMINIMIZE) ./internal/watch/filesource
 
 clean:
 	rm -rf $(BIN) $(VMCACHE)/bin.* $(E2EBIN)

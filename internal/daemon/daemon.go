@@ -30,6 +30,7 @@ import (
 	"github.com/kipvs/kipvs/internal/svcstats"
 	"github.com/kipvs/kipvs/internal/sysctl"
 	"github.com/kipvs/kipvs/internal/watch"
+	"github.com/kipvs/kipvs/internal/watch/filesource"
 )
 
 // Deps is everything the daemon touches outside itself.
@@ -84,27 +85,12 @@ type Deps struct {
 	// see docs/performance.md, Memory). It never holds the daemon lock nor delays a sync
 	// (a collection at 10,000 Services takes about a second under TCG). nil: nothing.
 	Collect func()
-	// firstSynced, if set (by this package's tests), is closed after the first successful
-	// sync.
-	firstSynced chan struct{}
-	// deleteRemovedAtOnce, if set (by this package's tests), deletes removed real servers
-	// at once instead of draining them, so a removal converges within its sync.
-	deleteRemovedAtOnce bool
-	// passChunk, if set (by this package's tests), is how many objects one step of a
-	// periodic full sync compares under the lock (default reconcile.StepSize).
-	passChunk int
-	// passStepped, if set (by this package's tests), is called after each step of a
-	// periodic full sync, without d.mu.
-	passStepped func([]*reconcile.Pass)
 }
 
 // drainLimit is the reconciler's GracefulPeriod for --kipvs-graceful-period: 0 means no time
 // limit (a removed TCP real server drains until its connections end, as kube-proxy does).
-func drainLimit(graceful time.Duration, atOnce bool) time.Duration {
-	switch {
-	case atOnce:
-		return 0
-	case graceful == 0:
+func drainLimit(graceful time.Duration) time.Duration {
+	if graceful == 0 {
 		return reconcile.NoDrainLimit
 	}
 	return graceful
@@ -171,6 +157,13 @@ type family struct {
 
 // New checks the node and prepares a daemon; Run starts it.
 func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemon, error) {
+	return build(cfg, nodeName, log, deps, drainLimit(cfg.Kipvs.GracefulPeriod))
+}
+
+// build is New with the reconcilers' GracefulPeriod given (New's: drainLimit). This
+// package's tests give 0, which deletes removed real servers at once instead of draining
+// them, so that a removal converges within its sync.
+func build(cfg config.Config, nodeName string, log *zap.Logger, deps Deps, gracefulPeriod time.Duration) (*Daemon, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}
@@ -201,8 +194,8 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 		Endpoints: cfg.Kipvs.EndpointMetrics, MaxServices: svcstats.SetsForSeries(cfg.Kipvs.MaxServiceSeries), Connections: d.conns,
 		Logger: log.Named("svcstats")})
 	deps.Registry.MustRegister(d.stats)
-	if fs, ok := deps.Source.(*watch.FileSource); ok {
-		fs.SetMetrics(watch.FileSourceMetrics{ReloadErrors: d.metrics.SourceFileReloadErrors,
+	if fs, ok := deps.Source.(*filesource.Source); ok {
+		fs.SetMetrics(filesource.Metrics{ReloadErrors: d.metrics.SourceFileReloadErrors,
 			LastGood: d.metrics.SourceFileLastGood, SkippedObjects: d.metrics.SourceErrors.WithLabelValues("file")})
 	}
 	d.health = server.NewHealth(deps.Clock, 2*cfg.IPVS.SyncPeriod, d.nodeForHealth, d.metrics)
@@ -232,7 +225,7 @@ func New(cfg config.Config, nodeName string, log *zap.Logger, deps Deps) (*Daemo
 			noLocalInternal: map[types.NamespacedName]bool{},
 			noLocalExternal: map[types.NamespacedName]bool{},
 			rec: reconcile.New(k, reconcile.Options{
-				Family: f, ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs, GracefulPeriod: drainLimit(cfg.Kipvs.GracefulPeriod, deps.deleteRemovedAtOnce),
+				Family: f, ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs, GracefulPeriod: gracefulPeriod,
 				Clock: deps.Clock, Logger: log.With(zap.String("family", f.String())), Metrics: d.metrics,
 				RetryBackoff: reconcile.Backoff{Initial: time.Second, Max: cfg.IPVS.SyncPeriod},
 			}),
@@ -344,7 +337,21 @@ func (d *Daemon) StartEvent(eventType, reason, message string) {
 
 // Run syncs until ctx ends. The source must be started; Run waits for it to sync before it
 // touches the kernel, so a half-filled cache never deletes live rules.
-func (d *Daemon) Run(ctx context.Context) error {
+func (d *Daemon) Run(ctx context.Context) error { return d.runWith(ctx, runHooks{}) }
+
+// runHooks are where this package's tests watch and pace a running daemon (runWith); Run
+// gives none.
+type runHooks struct {
+	// firstSynced, if set, is closed after the first sync that succeeds: always one of the
+	// runner's SyncFunc (the first sync and the retries of a failed one go through it, and
+	// no periodic full sync starts before one succeeded).
+	firstSynced chan struct{}
+	// pace is how the periodic full syncs step through their passes.
+	pace passPace
+}
+
+// runWith is Run with the tests' hooks h.
+func (d *Daemon) runWith(ctx context.Context, h runHooks) error {
 	src := d.deps.Source
 	d.StartEvent(v1.EventTypeNormal, "Starting", "")
 	d.log.Info("waiting for the Service source to sync")
@@ -353,8 +360,21 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.collect()
 	d.listenHealthChecks()
-	d.run = runner.New(d.syncThenCollect, runner.Options{
-		Periodic:    d.periodicRead,
+	syncFn := d.syncThenCollect
+	if h.firstSynced != nil {
+		first := sync.OnceFunc(func() { close(h.firstSynced) })
+		syncFn = func(ctx context.Context, full bool) error {
+			err := d.syncThenCollect(ctx, full)
+			if err == nil {
+				first()
+			}
+			return err
+		}
+	}
+	d.run = runner.New(syncFn, runner.Options{
+		Periodic: func(ctx context.Context) (func(context.Context) error, error) {
+			return d.periodicRead(ctx, h.pace)
+		},
 		MinInterval: d.cfg.IPVS.MinSyncPeriod,
 		MaxInterval: d.cfg.IPVS.SyncPeriod,
 		Clock:       d.deps.Clock,

@@ -41,6 +41,7 @@ import (
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 	"github.com/kipvs/kipvs/internal/testutil/poll"
 	"github.com/kipvs/kipvs/internal/watch"
+	"github.com/kipvs/kipvs/internal/watch/filesource"
 )
 
 const oneService = `apiVersion: v1
@@ -104,8 +105,8 @@ func testConfig(t *testing.T) config.Config {
 	return cfg
 }
 
-func startFileSource(t *testing.T, ctx context.Context, path string, log *zap.Logger) *watch.FileSource {
-	src, err := watch.NewFileSource(watch.FileSourceOptions{Path: path, NodeName: "node-a", PollInterval: 20 * time.Millisecond, Logger: log})
+func startFileSource(t *testing.T, ctx context.Context, path string, log *zap.Logger) *filesource.Source {
+	src, err := filesource.New(filesource.Options{Path: path, NodeName: "node-a", PollInterval: 20 * time.Millisecond, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,8 @@ func fullSyncs(t *testing.T, reg *prometheus.Registry, n float64) func() (bool, 
 // running is a daemon of node-a whose Run a test starts (newDaemon, start, startDaemon).
 type running struct {
 	*Daemon
-	firstSync chan struct{} // Deps.firstSynced
+	firstSync chan struct{} // runHooks.firstSynced
+	pace      passPace      // runHooks.pace
 	runCancel context.CancelFunc
 	runDone   chan error
 	stopped   bool
@@ -172,7 +174,6 @@ type running struct {
 func newDaemon(t *testing.T, cfg config.Config, log *zap.Logger, deps Deps) *running {
 	t.Helper()
 	r := &running{firstSync: make(chan struct{}), runDone: make(chan error, 1)}
-	deps.firstSynced = r.firstSync
 	d, err := New(cfg, "node-a", log, deps)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +188,7 @@ func (r *running) start(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.runCancel = cancel
-	go func() { r.runDone <- r.Run(ctx) }()
+	go func() { r.runDone <- r.runWith(ctx, runHooks{firstSynced: r.firstSync, pace: r.pace}) }()
 	t.Cleanup(func() {
 		if err := r.stop(); err != nil {
 			t.Errorf("Run: %v", err)

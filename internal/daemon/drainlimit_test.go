@@ -11,18 +11,15 @@ import (
 // connections end); a period is passed on as it is.
 func TestDrainLimit(t *testing.T) {
 	for _, tc := range []struct {
-		flag   time.Duration
-		atOnce bool
-		want   time.Duration
+		flag time.Duration
+		want time.Duration
 	}{
-		{0, false, reconcile.NoDrainLimit},
-		{30 * time.Second, false, 30 * time.Second},
-		{time.Hour, false, time.Hour},
-		{30 * time.Second, true, 0},
-		{0, true, 0},
+		{0, reconcile.NoDrainLimit},
+		{30 * time.Second, 30 * time.Second},
+		{time.Hour, time.Hour},
 	} {
-		if got := drainLimit(tc.flag, tc.atOnce); got != tc.want {
-			t.Errorf("drainLimit(%s, atOnce %v) = %s, want %s", tc.flag, tc.atOnce, got, tc.want)
+		if got := drainLimit(tc.flag); got != tc.want {
+			t.Errorf("drainLimit(%s) = %s, want %s", tc.flag, got, tc.want)
 		}
 	}
 }

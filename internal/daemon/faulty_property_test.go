@@ -348,6 +348,10 @@ func faultyGenScenario(seed uint64) faultyScenario {
 // small, so that a hostile Service over it stays cheap to generate and sync.
 const faultyMaxServiceSetMembers = 100
 
+// faultyPassChunk is how many objects a step of the periodic passes compares: passes of
+// several steps, with other steps between them.
+const faultyPassChunk = 2
+
 // faultyMaxServiceVirtualServers and faultyMaxServiceRealServers are the per-Service server
 // limits of the faulty-kernel daemon: above what an ordinary slot has (at most 2 ports on 4
 // addresses and their node ports, a few endpoints), below a real-server product's.
@@ -770,14 +774,13 @@ func faultyNewDaemon(t *testing.T, n *faultyNode, src watch.Source, graceful tim
 		deps.HostAddrs = func() ([]netip.Addr, error) { return []netip.Addr{faultyNodeIP, faultyNodeIP6}, nil }
 		deps.IPv6 = func() error { return nil }
 	}
-	deps.passChunk = 2 // periodic passes of several steps, with other steps between them
 	cfg := testConfig(t)
 	cfg.Kipvs.GracefulPeriod = graceful
-	deps.deleteRemovedAtOnce = graceful == 0
 	cfg.Kipvs.MaxServiceSetMembers = faultyMaxServiceSetMembers
 	cfg.Kipvs.MaxServiceVirtualServers = faultyMaxServiceVirtualServers
 	cfg.Kipvs.MaxServiceRealServers = faultyMaxServiceRealServers
-	d, err := New(cfg, "node-a", zap.NewNop(), deps)
+	// graceful 0 deletes removed real servers at once (build).
+	d, err := build(cfg, "node-a", zap.NewNop(), deps, graceful)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -872,7 +875,7 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 				break
 			}
 			before := len(in.Injected())
-			over := reconcile.StepPasses(ctx, &d.mu, passes, d.deps.passChunk)
+			over := reconcile.StepPasses(ctx, &d.mu, passes, faultyPassChunk)
 			readFaults += len(in.Injected()) - before
 			outcome = fmt.Sprintf(": over=%v", over)
 		case faultyPeriodicFinish:
@@ -883,7 +886,7 @@ func faultyRun(t *testing.T, sc faultyScenario) faultyResult {
 			before := len(in.Injected())
 			errsBefore := faultySyncErrors(d)
 			for over := passes == nil; !over; {
-				over = reconcile.StepPasses(ctx, &d.mu, passes, d.deps.passChunk)
+				over = reconcile.StepPasses(ctx, &d.mu, passes, faultyPassChunk)
 			}
 			err := d.periodicFinish(ctx, reads, passes, 0)
 			reads, readDone, passes = nil, false, nil

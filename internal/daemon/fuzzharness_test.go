@@ -153,11 +153,11 @@ func newFuzzDaemonWith(localMode string, mutate func(*config.Config, *Deps)) (*f
 		Registry:          prometheus.NewRegistry(),
 		HealthCheckListen: newMemListener,
 	}
-	deps.deleteRemovedAtOnce = true // removed real servers go at once, so removal converges exactly
 	if mutate != nil {
 		mutate(&cfg, &deps)
 	}
-	d, err := New(cfg, fuzzNodeName, zap.NewNop(), deps)
+	// A GracefulPeriod of 0: removed real servers go at once, so removal converges exactly.
+	d, err := build(cfg, fuzzNodeName, zap.NewNop(), deps, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/kipvs/kipvs/internal/svcstats"
 	"github.com/kipvs/kipvs/internal/sysctl"
 	"github.com/kipvs/kipvs/internal/watch"
+	"github.com/kipvs/kipvs/internal/watch/filesource"
 )
 
 // NodeName is --hostname-override, or the host name, lower-cased as kube-proxy does.
@@ -244,7 +245,7 @@ func hostAddr(server string) (netip.Addr, bool) {
 // with (nil with the file source).
 func newSource(cfg *config.Config, nodeName string, log *zap.Logger) (watch.Source, kubernetes.Interface, error) {
 	if cfg.Kipvs.SourceFile != "" {
-		src, err := watch.NewFileSource(watch.FileSourceOptions{Path: cfg.Kipvs.SourceFile, NodeName: nodeName, Logger: log.Named("source")})
+		src, err := filesource.New(filesource.Options{Path: cfg.Kipvs.SourceFile, NodeName: nodeName, Logger: log.Named("source")})
 		return src, nil, err
 	}
 	cc := cfg.ClientConnection

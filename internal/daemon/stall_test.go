@@ -276,7 +276,7 @@ func passObjects(changed bool) ([]*v1.Service, []*discoveryv1.EndpointSlice) {
 }
 
 // The periodic full sync compares and repairs the node in steps, holding the daemon lock
-// for at most passChunk objects at a time whatever the number of Services; an endpoint
+// for at most chunk objects at a time whatever the number of Services; an endpoint
 // change that comes while it is half-way is programmed before it goes on (not after the
 // whole comparison), and the full sync then ends where a fresh node's first sync of the
 // same objects ends, undoing nothing and taking nothing for drift.
@@ -290,7 +290,6 @@ func TestChangeProgrammedBetweenPassSteps(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	deps := node.deps(src, reg)
 	deps.Clock = clk
-	deps.passChunk = chunk
 	var (
 		mu       sync.Mutex
 		steps    []int // objects compared by each step
@@ -301,7 +300,7 @@ func TestChangeProgrammedBetweenPassSteps(t *testing.T) {
 		paused   = make(chan struct{}, 1)
 		resume   = make(chan struct{})
 	)
-	deps.passStepped = func(passes []*reconcile.Pass) {
+	stepped := func(passes []*reconcile.Pass) {
 		done, total, held := 0, 0, 0
 		for _, p := range passes {
 			d, n := p.Progress()
@@ -329,7 +328,9 @@ func TestChangeProgrammedBetweenPassSteps(t *testing.T) {
 	}
 	cfg := testConfig(t)
 	cfg.IPVS.SyncPeriod = 30 * time.Second
-	d := startDaemon(t, cfg, zaptest.NewLogger(t), deps)
+	d := newDaemon(t, cfg, zaptest.NewLogger(t), deps)
+	d.pace = passPace{chunk: chunk, stepped: stepped}
+	d.start(t)
 
 	for i, started := 0, false; !started; i++ {
 		if i == 500 {

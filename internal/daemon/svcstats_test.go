@@ -55,7 +55,7 @@ func testTrafficMetrics(t *testing.T, endpoints bool) {
 		if want := `kipvs_service_active_connections{ip_family="IPv4",namespace="default",port="http",protocol="TCP",service="web",vip_kind="cluster_ip"} 0`; !slices.Equal(got, []string{want}) {
 			t.Errorf("before the periodic read: got %v, want %s", got, want)
 		}
-		finish, err := d.periodicRead(t.Context())
+		finish, err := d.periodicRead(t.Context(), passPace{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -196,9 +196,6 @@ func (d *Daemon) synced(ctx context.Context, err error, full bool, services int,
 	if !d.ready {
 		d.ready = true
 		d.removeLeftovers(ctx)
-		if d.deps.firstSynced != nil {
-			close(d.deps.firstSynced)
-		}
 	}
 	return nil
 }
@@ -243,10 +240,10 @@ func (d *Daemon) beginReads() []*reconcile.Read {
 // which runs beside incremental syncs: it reads the kernel, every family at once, without
 // holding d.mu (reading the IPVS table, one dump of the real servers per virtual server, is
 // most of a periodic sync's time), then compares the read with the desired state and
-// repairs the drift in steps of reconcile.StepSize objects, taking d.mu for one step at a time, so
-// a change waits for one step at most, not for the whole comparison (runPasses). What is
-// left for periodicFinish is the bookkeeping.
-func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error, error) {
+// repairs the drift in steps of reconcile.StepSize objects (as pace says), taking d.mu for
+// one step at a time, so a change waits for one step at most, not for the whole comparison
+// (runPasses). What is left for periodicFinish is the bookkeeping.
+func (d *Daemon) periodicRead(ctx context.Context, pace passPace) (func(context.Context) error, error) {
 	defer d.health.Begin("periodic full sync's kernel read and comparison")()
 	d.mu.Lock()
 	reads := d.beginReads()
@@ -258,7 +255,7 @@ func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error,
 	took := d.deps.Clock.Since(start)
 	d.log.Debug("periodic sync read the kernel", zap.Duration("took", took))
 	d.observeConnections(reads)
-	passes := d.runPasses(ctx, reads)
+	passes := d.runPasses(ctx, reads, pace)
 	took = d.deps.Clock.Since(start)
 	return func(ctx context.Context) error {
 		defer d.collect()
@@ -267,20 +264,29 @@ func (d *Daemon) periodicRead(ctx context.Context) (func(context.Context) error,
 	}, nil
 }
 
+// passPace is how a periodic full sync steps through its passes (runPasses); the zero
+// value is the daemon's. Only this package's tests set it (runHooks).
+type passPace struct {
+	// chunk is how many objects one step compares under d.mu (0: reconcile.StepSize).
+	chunk int
+	// stepped, if set, is called after each step, without d.mu.
+	stepped func([]*reconcile.Pass)
+}
+
 // runPasses runs a reconcile.Pass of every family over its read (reconcile.RunPasses: one
-// step at a time under d.mu). It returns nil, having compared nothing, when a family needs
-// a full sync or its options changed (periodicFinish runs that full sync), and when ctx
-// ends.
-func (d *Daemon) runPasses(ctx context.Context, reads []*reconcile.Read) []*reconcile.Pass {
+// step at a time under d.mu, as pace says). It returns nil, having compared nothing, when a
+// family needs a full sync or its options changed (periodicFinish runs that full sync), and
+// when ctx ends.
+func (d *Daemon) runPasses(ctx context.Context, reads []*reconcile.Read, pace passPace) []*reconcile.Pass {
 	passes := d.beginPasses(reads)
 	if passes == nil {
 		return nil
 	}
 	var stepped func()
-	if d.deps.passStepped != nil {
-		stepped = func() { d.deps.passStepped(passes) }
+	if pace.stepped != nil {
+		stepped = func() { pace.stepped(passes) }
 	}
-	if !reconcile.RunPasses(ctx, &d.mu, passes, cmp.Or(d.deps.passChunk, reconcile.StepSize), stepped) {
+	if !reconcile.RunPasses(ctx, &d.mu, passes, cmp.Or(pace.chunk, reconcile.StepSize), stepped) {
 		return nil
 	}
 	return passes

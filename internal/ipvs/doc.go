@@ -57,4 +57,7 @@
 //
 // Dump (real and fake alike) renders the table as `ipvsadm -Sn` lines, so one
 // golden file checks both implementations and a kernel test can compare it with ipvsadm.
+// SaveService and SaveDestination write those lines, for Dump (FormatDump: thresholds
+// kept, numeric order, netip's address text) and for `kipvs status -S` (package ipvsadm:
+// ipvsadm's order and glibc's address text, byte for byte).
 package ipvs

@@ -211,6 +211,9 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
+// FormatDump sorts numerically (CompareServiceKeys, CompareDestinations) and otherwise
+// writes what ipvsadm -Sn writes, thresholds aside: " -b " for scheduler flags without a
+// name, a mark above 2^31 as a negative C int.
 func TestFormatDumpOrderAndFlags(t *testing.T) {
 	entries := []ipvs.Entry{
 		{Service: ipvs.Service{ServiceKey: fwm(2, inet.IPv6), Scheduler: "rr"}},
@@ -225,6 +228,7 @@ func TestFormatDumpOrderAndFlags(t *testing.T) {
 			}},
 		{Service: ipvs.Service{ServiceKey: sctp("10.0.0.1:80"), Scheduler: "rr", Flags: ipvs.FlagSched3}},
 		{Service: ipvs.Service{ServiceKey: udp("10.0.0.1:80"), Scheduler: "mh", Flags: ipvs.FlagSched3}},
+		{Service: ipvs.Service{ServiceKey: fwm(3000000000, inet.IPv4), Scheduler: "rr"}},
 	}
 	want := `-A -t 10.0.0.1:80 -s rr -p 9 -M 255.0.255.0 --pe sip
 -a -t 10.0.0.1:80 -r 10.1.0.9:79 -g -w 1 -x 3 -y 0
@@ -232,11 +236,12 @@ func TestFormatDumpOrderAndFlags(t *testing.T) {
 -a -t 10.0.0.1:80 -r 10.1.0.10:80 -m -w 2
 -a -t 10.0.0.1:80 -r [fd01::1]:80 -i -w 1 --tun-type gue --tun-port 9 --tun-remcsum
 -A -t 200.0.0.1:80 -s rr
--A -u 10.0.0.1:80 -s mh
+-A -u 10.0.0.1:80 -s mh -b 
 -A --sctp-service 10.0.0.1:80 -s rr -b flag-3
 -A -u [fd00::1]:53 -s sh -o -b sh-fallback,sh-port
 -A -f 1 -s rr -p 5
 -A -f 2 -6 -s rr
+-A -f -1294967296 -s rr
 `
 	if got := ipvs.FormatDump(entries); got != want {
 		t.Errorf("FormatDump:\n%s\nwant:\n%s", got, want)

@@ -110,35 +110,17 @@ func protocolName(p inet.Protocol) string {
 	return "?"
 }
 
-// serviceName is ipvsadm's svc_name: "TCP  10.0.0.1:80", "FWM  5 IPv6", or for -S
-// "-t 10.0.0.1:80", "-f 5 -6".
-func serviceName(o Options, s *ipvs.Service) string {
+// serviceName is ipvsadm's svc_name for a listing: "TCP  10.0.0.1:80", "FWM  5 IPv6" (-S
+// names services as ipvs.SaveService does).
+func serviceName(s *ipvs.Service) string {
 	if s.FWMark != 0 {
 		m := int32(s.FWMark) // printed with %d
-		switch {
-		case o.Command == Save && s.Family == inet.IPv6:
-			return fmt.Sprintf("-f %d -6", m)
-		case o.Command == Save:
-			return fmt.Sprintf("-f %d", m)
-		case s.Family == inet.IPv6:
+		if s.Family == inet.IPv6 {
 			return fmt.Sprintf("FWM  %d IPv6", m)
 		}
 		return fmt.Sprintf("FWM  %d", m)
 	}
-	v := addrPort(s.Addr, s.Port)
-	if o.Command == Save {
-		opt := "--xxx-service"
-		switch s.Protocol {
-		case inet.TCP:
-			opt = "-t"
-		case inet.UDP:
-			opt = "-u"
-		case inet.SCTP:
-			opt = "--sctp-service"
-		}
-		return opt + " " + v
-	}
-	name := fmt.Sprintf("%-4s %s", protocolName(s.Protocol), v)
+	name := fmt.Sprintf("%-4s %s", protocolName(s.Protocol), addrPort(s.Addr, s.Port))
 	if s.Family != inet.IPv6 && len(name) > 33 {
 		name = name[:33]
 	}
@@ -153,25 +135,15 @@ func schedFlags(s *ipvs.Service) string {
 
 const anySchedFlag = ipvs.FlagSched1 | ipvs.FlagSched2 | ipvs.FlagSched3
 
+// saveOptions make ipvs.SaveService and ipvs.SaveDestination write ipvsadm's lines: the
+// addresses in glibc's text.
+func saveOptions() ipvs.SaveOptions { return ipvs.SaveOptions{AddrPort: addrPort} }
+
 func writeService(w *bufio.Writer, o Options, s *ipvs.Service, owners Owners) {
-	name := serviceName(o, s)
+	name := serviceName(s)
 	switch {
 	case o.Command == Save:
-		fmt.Fprintf(w, "-A %s -s %s", name, s.Scheduler)
-		if s.Flags&ipvs.FlagPersistent != 0 {
-			fmt.Fprintf(w, " -p %d", s.Timeout)
-			writeMask(w, " -M ", s)
-		}
-		if s.PEName != "" {
-			fmt.Fprintf(w, " --pe %s", s.PEName)
-		}
-		if s.Flags&ipvs.FlagOnePacket != 0 {
-			w.WriteString(" -o")
-		}
-		if s.Flags&anySchedFlag != 0 {
-			w.WriteString(" -b ")
-			w.WriteString(schedFlags(s))
-		}
+		w.WriteString(ipvs.SaveService(s, saveOptions()))
 	case o.Stats:
 		fmt.Fprintf(w, "%-33s", name)
 		st := ipvs.StatsOf(s.Stats)
@@ -193,7 +165,10 @@ func writeService(w *bufio.Writer, o Options, s *ipvs.Service, owners Owners) {
 		}
 		if s.Flags&ipvs.FlagPersistent != 0 {
 			fmt.Fprintf(w, " persistent %d", s.Timeout)
-			writeMask(w, " mask ", s)
+			if m := ipvs.PersistenceNetmask(s); m != "" {
+				w.WriteString(" mask ")
+				w.WriteString(m)
+			}
 			if s.PEName != "" {
 				fmt.Fprintf(w, " pe %s", s.PEName)
 			}
@@ -215,22 +190,6 @@ func writeService(w *bufio.Writer, o Options, s *ipvs.Service, owners Owners) {
 	w.WriteByte('\n')
 }
 
-// writeMask prints the persistence netmask unless it is the full mask, as ipvsadm does:
-// dotted quad for IPv4 (inet_ntoa), prefix length for IPv6.
-func writeMask(w *bufio.Writer, prefix string, s *ipvs.Service) {
-	switch s.Family {
-	case inet.IPv4:
-		if s.Netmask != 0xffffffff {
-			m := s.Netmask
-			fmt.Fprintf(w, "%s%d.%d.%d.%d", prefix, m>>24, m>>16&0xff, m>>8&0xff, m&0xff)
-		}
-	case inet.IPv6:
-		if s.Netmask != 128 {
-			fmt.Fprintf(w, "%s%d", prefix, int32(s.Netmask))
-		}
-	}
-}
-
 // fwdName is ipvsadm's fwd_name ("(null)" is what glibc's printf prints for an unknown one).
 func fwdName(m ipvs.ForwardMethod) string {
 	switch m & 7 {
@@ -240,27 +199,10 @@ func fwdName(m ipvs.ForwardMethod) string {
 	return "(null)"
 }
 
-// fwdSwitch is ipvsadm's fwd_switch.
-func fwdSwitch(m ipvs.ForwardMethod) string {
-	switch m & 7 {
-	case ipvs.Masq:
-		return "-m"
-	case ipvs.Tunnel:
-		return "-i"
-	case ipvs.Local, ipvs.Route:
-		return "-g"
-	}
-	return "(null)"
-}
-
-var (
-	tunFlagNames = [...]string{"-c", "+c", "r+c"}
-	tunFlagOpts  = [...]string{"--tun-nocsum", "--tun-csum", "--tun-remcsum"}
-)
-
-func tunFlag(list []string, f ipvs.TunnelFlags) string {
-	if int(f) < len(list) {
-		return list[f]
+// tunFlag is the name of a tunnel's checksum flags in --tun-info.
+func tunFlag(f ipvs.TunnelFlags) string {
+	if names := [...]string{"-c", "+c", "r+c"}; int(f) < len(names) {
+		return names[f]
 	}
 	return "(null)"
 }
@@ -275,9 +217,9 @@ func tunInfo(d *ipvs.Destination) string {
 	case ipvs.TunnelIPIP:
 		s = "ipip"
 	case ipvs.TunnelGUE:
-		s = fmt.Sprintf("gue:%d:%s", d.TunnelPort, tunFlag(tunFlagNames[:], d.TunnelFlags))
+		s = fmt.Sprintf("gue:%d:%s", d.TunnelPort, tunFlag(d.TunnelFlags))
 	case ipvs.TunnelGRE:
-		s = "gre:" + tunFlag(tunFlagNames[:], d.TunnelFlags)
+		s = "gre:" + tunFlag(d.TunnelFlags)
 	default:
 		return ""
 	}
@@ -301,23 +243,8 @@ func writeDest(w *bufio.Writer, o Options, s *ipvs.Service, d *ipvs.Destination)
 	}
 	switch {
 	case o.Command == Save:
-		svc := serviceName(o, s)
-		if d.Forward&7 == ipvs.Tunnel {
-			switch d.TunnelType {
-			case ipvs.TunnelGRE:
-				fmt.Fprintf(w, "-a %s -r %s %s -w %d --tun-type gre %s\n", svc, dname, fwdSwitch(d.Forward), d.Weight,
-					tunFlag(tunFlagOpts[:], d.TunnelFlags))
-			case ipvs.TunnelGUE:
-				fmt.Fprintf(w, "-a %s -r %s %s -w %d --tun-type gue --tun-port %d %s\n", svc, dname, fwdSwitch(d.Forward),
-					d.Weight, d.TunnelPort, tunFlag(tunFlagOpts[:], d.TunnelFlags))
-			case ipvs.TunnelIPIP:
-				fmt.Fprintf(w, "-a %s -r %s %s -w %d --tun-type ipip\n", svc, dname, fwdSwitch(d.Forward), d.Weight)
-			default:
-				fmt.Fprintf(w, "-a %s -r %s %s -w %d\n", svc, dname, fwdSwitch(d.Forward), d.Weight)
-			}
-			return
-		}
-		fmt.Fprintf(w, "-a %s -r %s %s -w %d\n", svc, dname, fwdSwitch(d.Forward), d.Weight)
+		w.WriteString(ipvs.SaveDestination(s, d, saveOptions()))
+		w.WriteByte('\n')
 	case o.Stats:
 		fmt.Fprintf(w, "  -> %-28s", dname)
 		for _, v := range []uint64{st.Conns, st.InPkts, st.OutPkts, st.InBytes, st.OutBytes} {

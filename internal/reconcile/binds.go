@@ -24,12 +24,17 @@ import (
 // members and the binds take different kernel locks, so on a node with more than one CPU
 // they go on at the same time. Every bind is settled before the deletes; Run returns once
 // the binding goroutine has.
-func (p *Pass) Run(ctx context.Context, n int) {
+func (p *Pass) Run(ctx context.Context, n int) { p.run(ctx, n, nil) }
+
+// run is Run; awaiting, if not nil (tests), is called with an address step's binds before a
+// step waits for their outcome.
+func (p *Pass) run(ctx context.Context, n int, awaiting func(adds []netip.Addr)) {
 	clk := p.r.opts.Clock
 	start := clk.Now()
 	p.Prepare()
 	if !p.whole && !p.over {
 		b := startBinder(ctx, p.r.kernel.Dummy, clk, len(p.addrs)/max(n, 1)+1, p.r.favorBinder)
+		b.awaiting = awaiting
 		p.binds = b
 		defer func() {
 			b.stop()
@@ -82,6 +87,8 @@ type binder struct {
 	// done is closed).
 	busy time.Duration
 	last time.Time
+	// awaiting: see Pass.run.
+	awaiting func(adds []netip.Addr)
 }
 
 // A bindChunk is an address step's plan (AddAddrs only) and, once bound is closed, the
@@ -213,8 +220,8 @@ func (p *Pass) awaitBinds(ctx context.Context, upTo netip.Addr, all bool) {
 	for len(b.pending) > 0 && (all || b.pending[0].first.Compare(upTo) <= 0) {
 		c := b.pending[0]
 		b.pending = b.pending[1:]
-		if p.awaiting != nil {
-			p.awaiting(c.plan.AddAddrs)
+		if b.awaiting != nil {
+			b.awaiting(c.plan.AddAddrs)
 		}
 		t := p.r.opts.Clock.Now()
 		<-c.bound

@@ -147,9 +147,8 @@ func TestRunBindsBesideVirtualServers(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := e.rec.BeginPass(e.desired, e.opts, rd)
-		p.awaiting = g.awaited
 		if whole {
-			p.Run(e.ctx, chunk)
+			p.run(e.ctx, chunk, g.awaited)
 			if p.binds != nil {
 				t.Error("the binder is still set after Run")
 			}

@@ -54,7 +54,7 @@
 //   - drift: the difference a full sync counts between the model and the kernel, by kind;
 //     the full sync's plan repairs it.
 //   - Pass: the periodic full sync done in steps of a bounded number of objects, so that no
-//     step holds the daemon's lock for long (see pass.go).
+//     step holds the daemon's lock for long (see pass.go; the steps: passsteps.go).
 //   - draining: a real server removed from the desired state, kept at weight 0 until its
 //     connections end (Drain).
 //

@@ -24,6 +24,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kipvs/kipvs/internal/testutil/poll"
+	"github.com/kipvs/kipvs/internal/watch/watchtest"
 )
 
 // fakeAPI wraps a fake clientset and records which resources are being watched, so tests
@@ -90,7 +91,7 @@ func startAPISourceWith(t *testing.T, f *fakeAPI, mod func(*APISourceOptions)) *
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		cancel()
-		recv(t, "Done()", src.Done())
+		watchtest.Recv(t, "Done()", src.Done())
 	})
 	if err := src.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -138,7 +139,7 @@ func collectUntil(t *testing.T, src Source, want []string, done func(a *accumula
 		for _, ts := range ch.TriggerTimes {
 			acc.triggers += len(ts)
 		}
-		got := describe(acc.services)
+		got := watchtest.Describe(acc.services)
 		if got == nil {
 			got = []string{}
 		}
@@ -180,7 +181,7 @@ func TestAPISourceInitialSyncAndFiltering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertLines(t, "All()", describe(snap.Services), []string{
+	watchtest.AssertLines(t, "All()", watchtest.Describe(snap.Services), []string{
 		"default/kubernetes -> 10.96.0.1[]",
 		"ns/a -> 10.96.0.10[a-1:10.0.0.1]",
 	})
@@ -337,7 +338,7 @@ func TestAPISourceNotSyncedUntilListsComplete(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		cancel()
-		recv(t, "Done()", src.Done())
+		watchtest.Recv(t, "Done()", src.Done())
 	})
 	if err := src.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -345,7 +346,7 @@ func TestAPISourceNotSyncedUntilListsComplete(t *testing.T) {
 	if err := src.Start(ctx); err == nil {
 		t.Error("second Start succeeded")
 	}
-	recv(t, "EndpointSlice list", listing)
+	watchtest.Recv(t, "EndpointSlice list", listing)
 
 	// The Service may well be in the cache already; nothing may be handed out.
 	if src.Synced() {
@@ -372,13 +373,13 @@ func TestAPISourceNotSyncedUntilListsComplete(t *testing.T) {
 	if err := src.WaitForSync(syncCtx); err != nil {
 		t.Fatal(err)
 	}
-	recv(t, "sync signal", src.Changed())
+	watchtest.Recv(t, "sync signal", src.Changed())
 	snap, err := src.All()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A complete view: the Service with its slice, never the Service alone.
-	assertLines(t, "All()", describe(snap.Services), []string{"ns/a -> 10.96.0.1[a-1:10.0.0.1]"})
+	watchtest.AssertLines(t, "All()", watchtest.Describe(snap.Services), []string{"ns/a -> 10.96.0.1[a-1:10.0.0.1]"})
 }
 
 func TestAPISourceServiceCIDRs(t *testing.T) {
@@ -494,7 +495,7 @@ func TestAPISourceServiceCIDRDiscoveryRetried(t *testing.T) {
 			}
 			// Backoff: 1 s before the first retry (which fails), 2 s before the second.
 			for _, d := range []time.Duration{time.Second, 2 * time.Second} {
-				poll.Until(t, 10*time.Second, "a discovery retry timer", clockWaiting(clk))
+				poll.Until(t, 10*time.Second, "a discovery retry timer", watchtest.ClockWaiting(clk))
 				clk.Step(d - time.Millisecond)
 				if !clk.HasWaiters() {
 					t.Fatalf("retried before %v", d)

@@ -2,8 +2,10 @@
 // with their EndpointSlices, this node's Node object and the service CIDRs.
 //
 // Two sources implement [Source]: [APISource] watches the Kubernetes API through client-go
-// informers, [FileSource] reads a static YAML/JSON stream from a file and re-reads it when it
-// changes. Both feed the same change-tracking store, so the consumer sees identical semantics:
+// informers, and the file source (package filesource, which imports watch, never the other
+// way) reads a static YAML/JSON stream from a file and re-reads it when it changes. Both
+// feed the same change-tracking store (the file source through [Store] and [Replacer]), so
+// the consumer sees identical semantics:
 //
 //   - Records are immutable. A [ServiceInfo] is replaced, never modified, when its Service or
 //     one of its EndpointSlices changes. The API objects inside are shared with the informer

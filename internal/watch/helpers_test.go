@@ -1,12 +1,8 @@
 package watch
 
 import (
-	"fmt"
 	"maps"
-	"slices"
 	"sort"
-	"strings"
-	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -91,45 +87,6 @@ func mkNode(name string, labels map[string]string, podCIDRs ...string) *v1.Node 
 		n.Spec.PodCIDR = podCIDRs[0]
 	}
 	return n
-}
-
-// describe renders a set of records compactly for comparisons:
-// "ns/name -> [slice:addr,addr slice2:addr]" or "ns/name -> <deleted>".
-func describe(m map[types.NamespacedName]*ServiceInfo) []string {
-	var out []string
-	for k, r := range m {
-		out = append(out, k.String()+" -> "+describeRecord(r))
-	}
-	sort.Strings(out)
-	return out
-}
-
-func describeRecord(r *ServiceInfo) string {
-	if r == nil {
-		return "<deleted>"
-	}
-	var parts []string
-	for _, sl := range r.Slices {
-		var addrs []string
-		for _, e := range sl.Endpoints {
-			addrs = append(addrs, e.Addresses...)
-		}
-		parts = append(parts, sl.Name+":"+strings.Join(addrs, ","))
-	}
-	return fmt.Sprintf("%s[%s]", r.Service.Spec.ClusterIP, strings.Join(parts, " "))
-}
-
-func assertLines(t *testing.T, what string, got, want []string) {
-	t.Helper()
-	if want == nil {
-		want = []string{}
-	}
-	if got == nil {
-		got = []string{}
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("%s:\n got  %q\n want %q", what, got, want)
-	}
 }
 
 func keys[V any](m map[types.NamespacedName]V) []string {

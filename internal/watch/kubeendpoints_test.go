@@ -71,14 +71,14 @@ func TestStoreKubernetesEndpoints(t *testing.T) {
 func TestStoreKubernetesEndpointsFromFile(t *testing.T) {
 	s := newTestStore(t)
 	s.markSynced()
-	s.replaceAll(fileState{
-		services: []*v1.Service{mkService(kubernetesServiceNamespace, kubernetesServiceName, "10.96.0.1")},
-		slices:   []*discoveryv1.EndpointSlice{mkSlice("default", "kubernetes", "kubernetes", "192.168.1.100")},
+	s.replaceAll(State{
+		Services: []*v1.Service{mkService(kubernetesServiceNamespace, kubernetesServiceName, "10.96.0.1")},
+		Slices:   []*discoveryv1.EndpointSlice{mkSlice("default", "kubernetes", "kubernetes", "192.168.1.100")},
 	})
 	if got, want := s.ServiceCIDRs().KubernetesEndpointIPs, []netip.Addr{netip.MustParseAddr("192.168.1.100")}; !slices.Equal(got, want) {
 		t.Errorf("KubernetesEndpointIPs = %v, want %v", got, want)
 	}
-	s.replaceAll(fileState{})
+	s.replaceAll(State{})
 	if got := s.ServiceCIDRs().KubernetesEndpointIPs; got != nil {
 		t.Errorf("after the file dropped them: KubernetesEndpointIPs = %v", got)
 	}

@@ -246,22 +246,37 @@ func (s *store) deleteServiceCIDR(name string) {
 	s.recomputeCIDRsLocked()
 }
 
-// fileState is everything one read of a source file contributes.
-type fileState struct {
-	services     []*v1.Service
-	slices       []*discoveryv1.EndpointSlice
-	node         *v1.Node
-	serviceCIDRs []*networkingv1.ServiceCIDR
+// Store is the change-tracking store behind a Source, for a source outside this package
+// that reads its whole state at once (package filesource). Embedded in that source, it
+// gives it every method of Source but Start and Done; the source feeds it through the
+// Replacer NewStore returns with it.
+type Store struct{ *store }
+
+// A Replacer feeds the Store NewStore returned with it.
+type Replacer struct{ s *store }
+
+// NewStore returns an empty store, not synced, and its Replacer. Trigger times from before
+// now (clk) are ignored: they predate the proxy.
+func NewStore(log *zap.Logger, clk clock.PassiveClock) (*Store, Replacer) {
+	s := newStore(log, clk)
+	return &Store{s}, Replacer{s}
+}
+
+// Replace makes the store hold exactly st (see replaceAll). The first Replace completes the
+// initial state: the store is synced from then on.
+func (r Replacer) Replace(st State) {
+	r.s.replaceAll(st)
+	r.s.markSynced() // no-op after the first
 }
 
 // replaceAll makes the store hold exactly st, as one atomic change: a consumer never sees a
 // half-applied reload. Unchanged objects cause no events.
-func (s *store) replaceAll(st fileState) {
+func (s *store) replaceAll(st State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	wantSvc := make(map[types.NamespacedName]struct{}, len(st.services))
-	for _, svc := range st.services {
+	wantSvc := make(map[types.NamespacedName]struct{}, len(st.Services))
+	for _, svc := range st.Services {
 		wantSvc[objectKey(svc)] = struct{}{}
 	}
 	for k := range s.services {
@@ -272,8 +287,8 @@ func (s *store) replaceAll(st fileState) {
 	if _, ok := wantSvc[types.NamespacedName{Namespace: kubernetesServiceNamespace, Name: kubernetesServiceName}]; !ok {
 		s.kubeSvcIPs = nil
 	}
-	wantSlice := make(map[types.NamespacedName]struct{}, len(st.slices))
-	for _, sl := range st.slices {
+	wantSlice := make(map[types.NamespacedName]struct{}, len(st.Slices))
+	for _, sl := range st.Slices {
 		wantSlice[objectKey(sl)] = struct{}{}
 	}
 	for k := range s.slices {
@@ -281,17 +296,17 @@ func (s *store) replaceAll(st fileState) {
 			s.deleteSliceLocked(k)
 		}
 	}
-	for _, svc := range st.services {
+	for _, svc := range st.Services {
 		s.setServiceLocked(svc)
 	}
-	for _, sl := range st.slices {
+	for _, sl := range st.Slices {
 		s.setSliceLocked(sl)
 	}
-	s.setNodeLocked(st.node)
+	s.setNodeLocked(st.Node)
 
-	s.cidrAPI = len(st.serviceCIDRs) > 0
+	s.cidrAPI = len(st.ServiceCIDRs) > 0
 	clear(s.cidrObjects)
-	for _, sc := range st.serviceCIDRs {
+	for _, sc := range st.ServiceCIDRs {
 		s.setServiceCIDRLocked(sc)
 	}
 	s.recomputeCIDRsLocked()

@@ -15,6 +15,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kipvs/kipvs/internal/watch/watchtest"
 )
 
 var t0 = time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
@@ -264,19 +266,19 @@ func TestStoreChanges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			assertLines(t, "Pending().Services", describe(ch.Services), tc.wantPending)
+			watchtest.AssertLines(t, "Pending().Services", watchtest.Describe(ch.Services), tc.wantPending)
 			if ch.ServiceEvents != tc.wantSvcEv || ch.EndpointEvents != tc.wantEpEv {
 				t.Errorf("events = %d service, %d endpoint; want %d, %d", ch.ServiceEvents, ch.EndpointEvents, tc.wantSvcEv, tc.wantEpEv)
 			}
 			again, _ := s.Pending()
 			if len(again.Services) != 0 || again.ServiceEvents != 0 || again.EndpointEvents != 0 {
-				t.Errorf("second Pending() is not empty: %v", describe(again.Services))
+				t.Errorf("second Pending() is not empty: %v", watchtest.Describe(again.Services))
 			}
 			snap, err := s.All()
 			if err != nil {
 				t.Fatal(err)
 			}
-			assertLines(t, "All().Services", describe(snap.Services), tc.wantAll)
+			watchtest.AssertLines(t, "All().Services", watchtest.Describe(snap.Services), tc.wantAll)
 		})
 	}
 }
@@ -317,15 +319,15 @@ func TestStoreNotSynced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertLines(t, "All()", describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
+	watchtest.AssertLines(t, "All()", watchtest.Describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
 	// All checked out the pre-sync changes.
-	assertLines(t, "All().Pending", describe(snap.Pending.Services), []string{"ns/a -> 10.96.0.1[]"})
+	watchtest.AssertLines(t, "All().Pending", watchtest.Describe(snap.Pending.Services), []string{"ns/a -> 10.96.0.1[]"})
 	if snap.Pending.ServiceEvents != 1 {
 		t.Errorf("All().Pending.ServiceEvents = %d, want 1", snap.Pending.ServiceEvents)
 	}
 	ch, _ := s.Pending()
 	if len(ch.Services) != 0 {
-		t.Errorf("Pending() after All() = %v, want empty", describe(ch.Services))
+		t.Errorf("Pending() after All() = %v, want empty", watchtest.Describe(ch.Services))
 	}
 }
 
@@ -426,7 +428,7 @@ func TestStoreNode(t *testing.T) {
 				t.Errorf("Changes.Node is not the latest node")
 			}
 			if len(ch.Services) != 0 {
-				t.Errorf("a node change dirtied services: %v", describe(ch.Services))
+				t.Errorf("a node change dirtied services: %v", watchtest.Describe(ch.Services))
 			}
 		})
 	}
@@ -523,11 +525,11 @@ func TestStoreRecordsAreImmutableAndCopiesIndependent(t *testing.T) {
 	delete(snap.Services, nn("ns", "a")) // the caller's map
 	s.setSlice(mkSlice("ns", "a-2", "a", "10.0.0.2"))
 
-	if got := describeRecord(old); got != "10.96.0.1[a-1:10.0.0.1]" {
+	if got := watchtest.DescribeRecord(old); got != "10.96.0.1[a-1:10.0.0.1]" {
 		t.Errorf("old record changed to %s", got)
 	}
 	snap2, _ := s.All()
-	if got := describeRecord(snap2.Services[nn("ns", "a")]); got != "10.96.0.1[a-1:10.0.0.1 a-2:10.0.0.2]" {
+	if got := watchtest.DescribeRecord(snap2.Services[nn("ns", "a")]); got != "10.96.0.1[a-1:10.0.0.1 a-2:10.0.0.2]" {
 		t.Errorf("new record = %s", got)
 	}
 	if snap2.Services[nn("ns", "a")] == old {
@@ -570,7 +572,7 @@ func TestStoreRecordsKeepTheirSlices(t *testing.T) {
 	s.deleteSlice(nn("ns", "a-2"))
 	s.deleteSlice(nn("ns", "a-4"))
 	r6 := record()
-	assertLines(t, "records", []string{describeRecord(r1), describeRecord(r2), describeRecord(r3), describeRecord(r4), describeRecord(r5), describeRecord(r6)}, []string{
+	watchtest.AssertLines(t, "records", []string{watchtest.DescribeRecord(r1), watchtest.DescribeRecord(r2), watchtest.DescribeRecord(r3), watchtest.DescribeRecord(r4), watchtest.DescribeRecord(r5), watchtest.DescribeRecord(r6)}, []string{
 		"10.96.0.1[a-1:10.0.0.1 a-3:10.0.0.3 a-4:10.0.0.4]",
 		"10.96.0.1[a-1:10.0.0.1 a-2:10.0.0.2 a-3:10.0.0.3 a-4:10.0.0.4]",
 		"10.96.0.1[a-1:10.0.0.11 a-2:10.0.0.2 a-3:10.0.0.3 a-4:10.0.0.4]",
@@ -586,14 +588,14 @@ func TestStoreRecordsKeepTheirSlices(t *testing.T) {
 func TestStoreReplaceAll(t *testing.T) {
 	s := newTestStore(t)
 	s.markSynced()
-	first := fileState{
-		services: []*v1.Service{mkService("ns", "a", "10.96.0.1"), mkService("ns", "b", "10.96.0.2"), mkService("default", "kubernetes", "10.96.0.1")},
-		slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "a-1", "a", "10.0.0.1"), mkSlice("ns", "b-1", "b", "10.0.0.2")},
-		node:     mkNode("n1", nil),
+	first := State{
+		Services: []*v1.Service{mkService("ns", "a", "10.96.0.1"), mkService("ns", "b", "10.96.0.2"), mkService("default", "kubernetes", "10.96.0.1")},
+		Slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "a-1", "a", "10.0.0.1"), mkSlice("ns", "b-1", "b", "10.0.0.2")},
+		Node:     mkNode("n1", nil),
 	}
 	s.replaceAll(first)
 	ch, _ := s.Pending()
-	assertLines(t, "first load", describe(ch.Services), []string{
+	watchtest.AssertLines(t, "first load", watchtest.Describe(ch.Services), []string{
 		"default/kubernetes -> 10.96.0.1[]", "ns/a -> 10.96.0.1[a-1:10.0.0.1]", "ns/b -> 10.96.0.2[b-1:10.0.0.2]",
 	})
 	if !ch.NodeChanged || ch.ServiceCIDRs.Origin != ServiceCIDRsFromKubernetesService {
@@ -602,31 +604,31 @@ func TestStoreReplaceAll(t *testing.T) {
 
 	<-s.Changed()
 	// Identical content, freshly decoded: nothing changes.
-	s.replaceAll(fileState{
-		services: []*v1.Service{mkService("ns", "a", "10.96.0.1"), mkService("ns", "b", "10.96.0.2"), mkService("default", "kubernetes", "10.96.0.1")},
-		slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "a-1", "a", "10.0.0.1"), mkSlice("ns", "b-1", "b", "10.0.0.2")},
-		node:     mkNode("n1", nil),
+	s.replaceAll(State{
+		Services: []*v1.Service{mkService("ns", "a", "10.96.0.1"), mkService("ns", "b", "10.96.0.2"), mkService("default", "kubernetes", "10.96.0.1")},
+		Slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "a-1", "a", "10.0.0.1"), mkSlice("ns", "b-1", "b", "10.0.0.2")},
+		Node:     mkNode("n1", nil),
 	})
 	if n := len(s.Changed()); n != 0 {
 		t.Error("identical reload signalled Changed()")
 	}
 	ch, _ = s.Pending()
 	if len(ch.Services) != 0 || ch.NodeChanged || ch.ServiceCIDRsChanged || ch.ServiceEvents+ch.EndpointEvents != 0 {
-		t.Errorf("identical reload produced changes: %v %+v", describe(ch.Services), ch)
+		t.Errorf("identical reload produced changes: %v %+v", watchtest.Describe(ch.Services), ch)
 	}
 
 	// b's slice changes, a disappears (its slice too), c appears, node and kubernetes go,
 	// a ServiceCIDR appears.
-	s.replaceAll(fileState{
-		services: []*v1.Service{mkService("ns", "b", "10.96.0.2"), mkService("ns", "c", "10.96.0.3")},
-		slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "b-1", "b", "10.0.0.22")},
-		serviceCIDRs: []*networkingv1.ServiceCIDR{{
+	s.replaceAll(State{
+		Services: []*v1.Service{mkService("ns", "b", "10.96.0.2"), mkService("ns", "c", "10.96.0.3")},
+		Slices:   []*discoveryv1.EndpointSlice{mkSlice("ns", "b-1", "b", "10.0.0.22")},
+		ServiceCIDRs: []*networkingv1.ServiceCIDR{{
 			ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
 			Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/12"}},
 		}},
 	})
 	ch, _ = s.Pending()
-	assertLines(t, "second load", describe(ch.Services), []string{
+	watchtest.AssertLines(t, "second load", watchtest.Describe(ch.Services), []string{
 		"default/kubernetes -> <deleted>", "ns/a -> <deleted>", "ns/b -> 10.96.0.2[b-1:10.0.0.22]", "ns/c -> 10.96.0.3[]",
 	})
 	if ch.ServiceEvents != 3 || ch.EndpointEvents != 1 {
@@ -640,9 +642,9 @@ func TestStoreReplaceAll(t *testing.T) {
 		t.Errorf("ServiceCIDRs = %+v (changed %v), want %+v", ch.ServiceCIDRs, ch.ServiceCIDRsChanged, want)
 	}
 	// a's slice is gone from the store: re-adding a finds no slices.
-	s.replaceAll(fileState{services: []*v1.Service{mkService("ns", "a", "10.96.0.1")}})
+	s.replaceAll(State{Services: []*v1.Service{mkService("ns", "a", "10.96.0.1")}})
 	snap, _ := s.All()
-	assertLines(t, "third load", describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
+	watchtest.AssertLines(t, "third load", watchtest.Describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
 }
 
 // TestStoreConcurrent exercises the locking under -race.

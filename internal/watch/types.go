@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -114,6 +115,17 @@ type Snapshot struct {
 	// Pending would, so that the counters and trigger times are not lost and the next
 	// Pending call reports only what changed after the snapshot.
 	Pending Changes
+}
+
+// State is a whole state that a source reads at once (one revision of a source file, for
+// package filesource): the objects as the API would serve them. A Store filters them as it
+// filters the informers' (see the package doc); ServiceCIDRs, when there are any, are the
+// authority for the service ranges, as the API's are.
+type State struct {
+	Services     []*v1.Service
+	Slices       []*discoveryv1.EndpointSlice
+	Node         *v1.Node
+	ServiceCIDRs []*networkingv1.ServiceCIDR
 }
 
 // Source is what the daemon consumes. Both APISource and FileSource implement it.

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kipvs/kipvs/internal/testutil/poll"
-	"github.com/kipvs/kipvs/internal/watch"
+	"github.com/kipvs/kipvs/internal/watch/filesource"
 )
 
 // The generated source file is what --kipvs-source-file reads: every Service and
@@ -26,7 +26,7 @@ func TestGeneratedFiles(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := watch.NewFileSource(watch.FileSourceOptions{Path: path, PollInterval: 10 * time.Millisecond,
+	s, err := filesource.New(filesource.Options{Path: path, PollInterval: 10 * time.Millisecond,
 		SettleInterval: 10 * time.Millisecond, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestGeneratedFiles(t *testing.T) {
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var res watch.LoadResult
+	var res filesource.LoadResult
 	if _, err := poll.Wait(10*time.Second, "the file read", func() (bool, string) {
 		res = s.LastResult()
 		return res.Generation > 0 || res.Err != nil, ""

@@ -1,4 +1,4 @@
-package watch
+package filesource
 
 import (
 	"context"
@@ -12,30 +12,32 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kipvs/kipvs/internal/testutil/poll"
+	"github.com/kipvs/kipvs/internal/watch"
+	"github.com/kipvs/kipvs/internal/watch/watchtest"
 )
 
-// startFileSource starts a FileSource on path with a fake clock; the source is stopped (and
+// startFileSource starts a Source on path with a fake clock; the source is stopped (and
 // its goroutine awaited) when the test ends.
-func startFileSource(t *testing.T, path, nodeName string, hook func()) (*FileSource, *clocktesting.FakeClock, error) {
+func startFileSource(t *testing.T, path, nodeName string, hook func()) (*Source, *clocktesting.FakeClock, error) {
 	t.Helper()
 	return startFileSourceEvery(t, path, nodeName, hook, time.Second)
 }
 
-func startFileSourceEvery(t *testing.T, path, nodeName string, hook func(), interval time.Duration) (*FileSource, *clocktesting.FakeClock, error) {
+func startFileSourceEvery(t *testing.T, path, nodeName string, hook func(), interval time.Duration) (*Source, *clocktesting.FakeClock, error) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Now())
-	src, err := NewFileSource(FileSourceOptions{
+	src, err := New(Options{
 		Path: path, NodeName: nodeName, PollInterval: interval, SettleInterval: testSettle, Clock: clk, Logger: zaptest.NewLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.afterPoll = hook
 	ctx, cancel := context.WithCancel(context.Background())
-	err = src.Start(ctx)
+	err = src.start(ctx, hook)
 	t.Cleanup(func() {
 		cancel()
 		<-src.Done()
@@ -54,7 +56,7 @@ const testSettle = 100 * time.Millisecond
 
 // settle re-reads the file as the poll loop does over a settle interval: a first look at its
 // metadata, then, once the clock has moved past the settle interval, the read.
-func settle(t *testing.T, src *FileSource, clk *clocktesting.FakeClock) (bool, error) {
+func settle(t *testing.T, src *Source, clk *clocktesting.FakeClock) (bool, error) {
 	t.Helper()
 	_, _ = src.reload(false)
 	clk.Step(src.opts.SettleInterval)
@@ -81,11 +83,11 @@ func TestFileSourceSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The headless default/db is not proxied; its slice is not attached to anything.
-	assertLines(t, "services", describe(snap.Services), []string{
+	watchtest.AssertLines(t, "services", watchtest.Describe(snap.Services), []string{
 		"default/web -> 10.96.12.34[web-7xk2p:10.244.1.10,10.244.1.11,10.244.2.20]",
 		"kube-system/dns-udp -> 10.96.0.53[dns-udp-q9v4t:10.244.2.53]",
 	})
-	dns := snap.Services[nn("kube-system", "dns-udp")].Service
+	dns := snap.Services[types.NamespacedName{Namespace: "kube-system", Name: "dns-udp"}].Service
 	if p := dns.Spec.Ports[0]; p.Protocol != v1.ProtocolUDP || p.NodePort != 30053 {
 		t.Errorf("dns-udp port = %+v", p)
 	}
@@ -100,7 +102,7 @@ func TestFileSourceSample(t *testing.T) {
 	if res.Generation != 1 || res.Services != 3 || res.EndpointSlices != 3 || !res.Node || len(res.Issues) != 0 || res.Err != nil {
 		t.Errorf("LastResult() = %+v", res)
 	}
-	if got := src.ServiceCIDRs(); got.Origin != ServiceCIDRsUnknown {
+	if got := src.ServiceCIDRs(); got.Origin != watch.ServiceCIDRsUnknown {
 		t.Errorf("ServiceCIDRs() = %+v, want unknown", got)
 	}
 }
@@ -130,8 +132,8 @@ func TestFileSourceStartErrors(t *testing.T) {
 			if src.Synced() {
 				t.Error("source synced after a failed start")
 			}
-			if _, err := src.All(); !errors.Is(err, ErrNotSynced) {
-				t.Errorf("All() = %v, want ErrNotSynced", err)
+			if _, err := src.All(); !errors.Is(err, watch.ErrNotSynced) {
+				t.Errorf("All() = %v, want watch.ErrNotSynced", err)
 			}
 			select {
 			case <-src.Done():
@@ -143,10 +145,10 @@ func TestFileSourceStartErrors(t *testing.T) {
 }
 
 func TestNewFileSourceValidates(t *testing.T) {
-	_, err := NewFileSource(FileSourceOptions{PollInterval: -time.Second, SettleInterval: -time.Second, MaxFileSize: -1})
+	_, err := New(Options{PollInterval: -time.Second, SettleInterval: -time.Second, MaxFileSize: -1})
 	for _, want := range []string{"Path is required", "PollInterval -1s is negative", "SettleInterval -1s is negative", "MaxFileSize -1 is negative", "Logger is required"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("NewFileSource error %v does not mention %q", err, want)
+			t.Errorf("New error %v does not mention %q", err, want)
 		}
 	}
 }
@@ -160,7 +162,7 @@ func TestFileSourceMalformedStillSyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertLines(t, "services", describe(snap.Services), []string{"default/good -> 10.96.0.10[good-abc:10.244.0.5]"})
+	watchtest.AssertLines(t, "services", watchtest.Describe(snap.Services), []string{"default/good -> 10.96.0.10[good-abc:10.244.0.5]"})
 	res := src.LastResult()
 	var docs []int
 	for _, is := range res.Issues {
@@ -276,9 +278,9 @@ func TestFileSourceReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		assertLines(t, st.name+": Pending", describe(ch.Services), st.wantPending)
+		watchtest.AssertLines(t, st.name+": Pending", watchtest.Describe(ch.Services), st.wantPending)
 		snap, _ := src.All()
-		assertLines(t, st.name+": All", describe(snap.Services), st.wantAll)
+		watchtest.AssertLines(t, st.name+": All", watchtest.Describe(snap.Services), st.wantAll)
 	}
 }
 
@@ -292,11 +294,11 @@ func TestFileSourcePollLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-src.Changed() // the sync signal
-	poll.Until(t, 10*time.Second, "poll ticker", clockWaiting(clk))
+	poll.Until(t, 10*time.Second, "poll ticker", watchtest.ClockWaiting(clk))
 
 	// A tick with the file unchanged: a poll happens, nothing changes.
 	clk.Step(time.Second)
-	recv(t, "poll", polled)
+	watchtest.Recv(t, "poll", polled)
 	if len(src.Changed()) != 0 {
 		t.Fatal("Changed() fired for an unchanged file")
 	}
@@ -306,35 +308,21 @@ func TestFileSourcePollLoop(t *testing.T) {
 		`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}]}`)
 	// The first poll sees the change, the next one (a settle interval later) reads it.
 	clk.Step(time.Second)
-	recv(t, "poll", polled)
+	watchtest.Recv(t, "poll", polled)
 	if len(src.Changed()) != 0 {
 		t.Fatal("Changed() fired before the file settled")
 	}
 	clk.Step(time.Second)
-	recv(t, "poll", polled)
-	recv(t, "Changed()", src.Changed())
+	watchtest.Recv(t, "poll", polled)
+	watchtest.Recv(t, "Changed()", src.Changed())
 	ch, err := src.Pending()
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertLines(t, "Pending", describe(ch.Services), []string{"ns/a -> 10.96.0.1[]"})
+	watchtest.AssertLines(t, "Pending", watchtest.Describe(ch.Services), []string{"ns/a -> 10.96.0.1[]"})
 	if !ch.NodeChanged || ch.Node == nil || ch.Node.Name != "n1" {
 		t.Errorf("node: changed=%v node=%v", ch.NodeChanged, ch.Node)
 	}
-}
-
-func recv(t *testing.T, what string, c <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-c:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
-// clockWaiting is a poll condition: a goroutine waits on clk.
-func clockWaiting(clk *clocktesting.FakeClock) func() (bool, string) {
-	return func() (bool, string) { return clk.HasWaiters(), "nothing waits on the clock" }
 }
 
 // TestFileSourceRacyReRead covers a rewrite that leaves the metadata unchanged (two writes

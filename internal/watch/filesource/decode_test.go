@@ -1,4 +1,4 @@
-package watch
+package filesource
 
 import (
 	"errors"
@@ -9,6 +9,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kipvs/kipvs/internal/watch"
+	"github.com/kipvs/kipvs/internal/watch/watchtest"
 )
 
 func mustDecoder(t *testing.T) *decoder {
@@ -21,18 +24,18 @@ func mustDecoder(t *testing.T) *decoder {
 }
 
 // objectsOf lists a decoded state as "Kind ns/name" strings, in order.
-func objectsOf(st fileState) []string {
+func objectsOf(st watch.State) []string {
 	var out []string
-	for _, s := range st.services {
+	for _, s := range st.Services {
 		out = append(out, "Service "+s.Namespace+"/"+s.Name)
 	}
-	for _, s := range st.slices {
+	for _, s := range st.Slices {
 		out = append(out, "EndpointSlice "+s.Namespace+"/"+s.Name)
 	}
-	if st.node != nil {
-		out = append(out, "Node "+st.node.Name)
+	if st.Node != nil {
+		out = append(out, "Node "+st.Node.Name)
 	}
-	for _, c := range st.serviceCIDRs {
+	for _, c := range st.ServiceCIDRs {
 		out = append(out, "ServiceCIDR "+c.Name)
 	}
 	return out
@@ -70,16 +73,16 @@ func TestDecodeSample(t *testing.T) {
 	}
 	res := mustDecoder(t).decode("testdata/sample.yaml", data, "node-a")
 	matchIssues(t, res.issues, nil)
-	assertLines(t, "objects", objectsOf(res.state), []string{
+	watchtest.AssertLines(t, "objects", objectsOf(res.state), []string{
 		"Service default/web", "Service kube-system/dns-udp", "Service default/db",
 		"EndpointSlice default/web-7xk2p", "EndpointSlice kube-system/dns-udp-q9v4t", "EndpointSlice default/db-h2k8d",
 		"Node node-a",
 	})
-	dns := res.state.services[1]
+	dns := res.state.Services[1]
 	if p := dns.Spec.Ports[0]; dns.Spec.Type != v1.ServiceTypeNodePort || p.Protocol != v1.ProtocolUDP || p.NodePort != 30053 || p.TargetPort != intstr.FromInt32(5353) {
 		t.Errorf("dns-udp decoded as %+v", dns.Spec)
 	}
-	if n := len(res.state.slices[0].Endpoints); n != 3 {
+	if n := len(res.state.Slices[0].Endpoints); n != 3 {
 		t.Errorf("web slice has %d endpoints, want 3", n)
 	}
 }
@@ -97,7 +100,7 @@ func TestDecodeMalformed(t *testing.T) {
 		"doc 5 line 31 item 0: label kubernetes.io/service-name is required",
 		"doc 6 line 39 item 0: missing kind",
 	})
-	assertLines(t, "objects", objectsOf(res.state), []string{"Service default/good", "EndpointSlice default/good-abc"})
+	watchtest.AssertLines(t, "objects", objectsOf(res.state), []string{"Service default/good", "EndpointSlice default/good-abc"})
 	if got := res.issues[0].Error(); !strings.HasPrefix(got, "malformed.yaml: document 2 (line 10): Deployment nope: unsupported kind") {
 		t.Errorf("issue text = %q", got)
 	}
@@ -120,7 +123,7 @@ func TestDecodeFormats(t *testing.T) {
 		in         string
 		wantObjs   []string
 		wantIssues []string
-		check      func(t *testing.T, st fileState)
+		check      func(t *testing.T, st watch.State)
 	}{
 		{
 			name:     "JSON stream of concatenated objects",
@@ -187,8 +190,8 @@ metadata: {name: p}
 			in:         svcA + "\n" + strings.Replace(svcA, "10.96.0.1", "10.96.0.9", 1),
 			wantObjs:   []string{"Service ns/a"},
 			wantIssues: []string{"doc 2 line 2 item 0: duplicate of document 1; this later one is used"},
-			check: func(t *testing.T, st fileState) {
-				if ip := st.services[0].Spec.ClusterIP; ip != "10.96.0.9" {
+			check: func(t *testing.T, st watch.State) {
+				if ip := st.Services[0].Spec.ClusterIP; ip != "10.96.0.9" {
 					t.Errorf("kept clusterIP %s, want the later 10.96.0.9", ip)
 				}
 			},
@@ -247,7 +250,7 @@ spec: {cidrs: [10.96.0.0/12]}
 		t.Run(tc.name, func(t *testing.T) {
 			res := mustDecoder(t).decode("f", []byte(tc.in), tc.nodeName)
 			matchIssues(t, res.issues, tc.wantIssues)
-			assertLines(t, "objects", objectsOf(res.state), tc.wantObjs)
+			watchtest.AssertLines(t, "objects", objectsOf(res.state), tc.wantObjs)
 			if tc.check != nil {
 				tc.check(t, res.state)
 			}
@@ -275,7 +278,7 @@ addressType: IPv6
 ports: [{port: 8443}]
 `), "")
 	matchIssues(t, res.issues, nil)
-	svc := res.state.services[0]
+	svc := res.state.Services[0]
 	sp := svc.Spec
 	checks := []struct {
 		what      string
@@ -293,9 +296,9 @@ ports: [{port: 8443}]
 		{"internalTrafficPolicy", *sp.InternalTrafficPolicy, v1.ServiceInternalTrafficPolicyCluster},
 		{"allocateLoadBalancerNodePorts", *sp.AllocateLoadBalancerNodePorts, true},
 		{"ingress ipMode", *svc.Status.LoadBalancer.Ingress[0].IPMode, v1.LoadBalancerIPModeVIP},
-		{"slice namespace", res.state.slices[0].Namespace, "default"},
-		{"slice port protocol", *res.state.slices[0].Ports[0].Protocol, v1.ProtocolTCP},
-		{"slice port name", *res.state.slices[0].Ports[0].Name, ""},
+		{"slice namespace", res.state.Slices[0].Namespace, "default"},
+		{"slice port protocol", *res.state.Slices[0].Ports[0].Protocol, v1.ProtocolTCP},
+		{"slice port name", *res.state.Slices[0].Ports[0].Name, ""},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -311,7 +314,7 @@ func TestSplitYAMLLines(t *testing.T) {
 	for _, d := range docs {
 		got = append(got, fmt.Sprintf("%d@%d:%q", d.index, d.line, d.data))
 	}
-	assertLines(t, "docs", got, []string{`1@1:"a: 1\n"`, `2@3:"\n\nb: 2\n"`, `3@6:"c: 3\n"`})
+	watchtest.AssertLines(t, "docs", got, []string{`1@1:"a: 1\n"`, `2@3:"\n\nb: 2\n"`, `3@6:"c: 3\n"`})
 }
 
 // Revisions that must not be applied at all, and the borderline ones that must.
@@ -365,7 +368,7 @@ func TestDecodeRevisionErrors(t *testing.T) {
 				t.Errorf("revisionError() = %q, want it to contain %q", err, tc.wantText)
 			}
 			if err == nil {
-				assertLines(t, "objects", objectsOf(res.state), tc.wantObjs)
+				watchtest.AssertLines(t, "objects", objectsOf(res.state), tc.wantObjs)
 			}
 		})
 	}
@@ -392,7 +395,7 @@ items:
 		"doc 1 line 1 item 3: label kubernetes.io/service-name is required",
 		"doc 1 line 1 item 4: lists inside lists are not supported",
 	})
-	assertLines(t, "objects", objectsOf(res.state), []string{"EndpointSlice default/s1"})
+	watchtest.AssertLines(t, "objects", objectsOf(res.state), []string{"EndpointSlice default/s1"})
 	for i, want := range []string{"EndpointSlice default/s2", "EndpointSlice default/s3", ""} {
 		if res.issues[i].Object != want {
 			t.Errorf("issue %d names %q, want %q", i, res.issues[i].Object, want)

@@ -1,4 +1,4 @@
-package watch
+package filesource
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/watch"
 )
 
 // DecodeIssue describes one object of a source file that was skipped (or, for duplicates,
@@ -87,7 +88,7 @@ type position struct {
 }
 
 type decodeResult struct {
-	state  fileState
+	state  watch.State
 	issues []DecodeIssue
 	// syntax is set when the stream does not parse (YAML or JSON syntax error, or a document
 	// that is not an object): the whole revision must be rejected, nothing of it is usable.
@@ -517,20 +518,20 @@ func (c *collector) dedup(p position, name string) bool {
 	return true
 }
 
-func (c *collector) state() fileState {
-	var st fileState
+func (c *collector) state() watch.State {
+	var st watch.State
 	for _, k := range c.order {
 		if svc, ok := c.services[k]; ok {
-			st.services = append(st.services, svc)
+			st.Services = append(st.Services, svc)
 		}
 		if sl, ok := c.slices[k]; ok {
-			st.slices = append(st.slices, sl)
+			st.Slices = append(st.Slices, sl)
 		}
 		if sc, ok := c.cidrs[k]; ok {
-			st.serviceCIDRs = append(st.serviceCIDRs, sc)
+			st.ServiceCIDRs = append(st.ServiceCIDRs, sc)
 		}
 	}
-	st.node = c.node
+	st.Node = c.node
 	return st
 }
 

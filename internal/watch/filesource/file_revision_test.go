@@ -1,4 +1,4 @@
-package watch
+package filesource
 
 import (
 	"fmt"
@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kipvs/kipvs/internal/watch/watchtest"
 )
 
 // Tests of what the file source does with revisions it must not apply as they are: files
@@ -33,7 +35,7 @@ func manyServices(n int, ipOf func(i int) string) string {
 func ipA(i int) string { return fmt.Sprintf("10.96.1.%d", i) }
 
 // startSynced starts a source on path (content written first) and checks it synced.
-func startSynced(t *testing.T, path, content string) (*FileSource, *clocktesting.FakeClock) {
+func startSynced(t *testing.T, path, content string) (*Source, *clocktesting.FakeClock) {
 	t.Helper()
 	writeFile(t, path, content)
 	src, clk, err := startFileSourceEvery(t, path, "", nil, 1000*time.Hour)
@@ -47,13 +49,13 @@ func startSynced(t *testing.T, path, content string) (*FileSource, *clocktesting
 }
 
 // noDeletions fails the test when the pending changes delete any Service.
-func noDeletions(t *testing.T, what string, src *FileSource) []string {
+func noDeletions(t *testing.T, what string, src *Source) []string {
 	t.Helper()
 	ch, err := src.Pending()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := describe(ch.Services)
+	got := watchtest.Describe(ch.Services)
 	for _, l := range got {
 		if strings.HasSuffix(l, "<deleted>") {
 			t.Errorf("%s: a Service was deleted: %q", what, got)
@@ -111,7 +113,7 @@ func TestFileSourceRewriteInPlace(t *testing.T) {
 				want = append(want, fmt.Sprintf("ns/svc-%d -> 10.96.2.%d[]", i, i))
 			}
 		}
-		assertLines(t, fmt.Sprintf("cut %d: services once settled", cut), describe(snap.Services), want)
+		watchtest.AssertLines(t, fmt.Sprintf("cut %d: services once settled", cut), watchtest.Describe(snap.Services), want)
 	}
 }
 
@@ -129,7 +131,7 @@ func TestFileSourceEmptyFileKeepsLastGood(t *testing.T) {
 		}
 		noDeletions(t, fmt.Sprintf("%q", empty), src)
 		snap, _ := src.All()
-		assertLines(t, fmt.Sprintf("%q: services", empty), describe(snap.Services), want)
+		watchtest.AssertLines(t, fmt.Sprintf("%q: services", empty), watchtest.Describe(snap.Services), want)
 		if res := src.LastResult(); res.Err == nil || res.Generation != 1 {
 			t.Errorf("%q: LastResult() = %+v, want generation 1 and an error", empty, res)
 		}
@@ -146,7 +148,7 @@ func TestFileSourceEmptyFileKeepsLastGood(t *testing.T) {
 		if i == 1 {
 			wantNow = []string{"ns/a -> 10.96.0.1[]"}
 		}
-		assertLines(t, fmt.Sprintf("%q: services", explicit), describe(snap.Services), wantNow)
+		watchtest.AssertLines(t, fmt.Sprintf("%q: services", explicit), watchtest.Describe(snap.Services), wantNow)
 	}
 }
 
@@ -173,7 +175,7 @@ func TestFileSourceEmptyAtStartWaits(t *testing.T) {
 		t.Fatal("not synced after content arrived")
 	}
 	snap, _ := src.All()
-	assertLines(t, "services", describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
+	watchtest.AssertLines(t, "services", watchtest.Describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
 }
 
 // startWithin runs Start in a goroutine and fails the test if it does not return promptly.
@@ -252,7 +254,7 @@ func TestFileSourceRefusesNonRegularFiles(t *testing.T) {
 	}
 	noDeletions(t, "fifo", src)
 	snap, _ := src.All()
-	assertLines(t, "services", describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
+	watchtest.AssertLines(t, "services", watchtest.Describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
 }
 
 // A file over the size bound is not read: an error at start, the last good content later.
@@ -277,14 +279,14 @@ func TestFileSourceOversize(t *testing.T) {
 	}
 	noDeletions(t, "oversize", src)
 	snap, _ := src.All()
-	assertLines(t, "services", describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
+	watchtest.AssertLines(t, "services", watchtest.Describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
 }
 
 // A revision that does not parse is rejected whole: the last good one stays.
 func TestFileSourceSyntaxErrorKeepsLastGood(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "src.yaml")
 	src, clk := startSynced(t, path, fileSvcA+"---\n"+fileSvcB)
-	m := FileSourceMetrics{
+	m := Metrics{
 		ReloadErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "reload_errors"}),
 		LastGood:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "last_good"}),
 		SkippedObjects: prometheus.NewCounter(prometheus.CounterOpts{Name: "skipped"}),
@@ -307,7 +309,7 @@ func TestFileSourceSyntaxErrorKeepsLastGood(t *testing.T) {
 		}
 		noDeletions(t, tc.name, src)
 		snap, _ := src.All()
-		assertLines(t, tc.name+": services", describe(snap.Services), want)
+		watchtest.AssertLines(t, tc.name+": services", watchtest.Describe(snap.Services), want)
 	}
 	// Each rejected revision is counted once, however often it is polled.
 	_, _ = settle(t, src, clk)
@@ -357,7 +359,7 @@ spec: {clusterIP: 10.96.0.4}
 		t.Fatalf("reload() = %v, %v; want applied", applied, err)
 	}
 	snap, _ := src.All()
-	assertLines(t, "services", describe(snap.Services), []string{"ns/a -> 10.96.0.1[]", "ns/b -> 10.96.0.2[]"})
+	watchtest.AssertLines(t, "services", watchtest.Describe(snap.Services), []string{"ns/a -> 10.96.0.1[]", "ns/b -> 10.96.0.2[]"})
 	matchIssues(t, src.LastResult().Issues, []string{
 		`doc 1 line 1 item 2: unknown field "spec.prots"`,
 		"doc 2 line 11 item 0: unsupported kind v2 Service",
@@ -375,7 +377,7 @@ func TestFileSourceNothingUsableKeepsLastGood(t *testing.T) {
 	}
 	noDeletions(t, "nothing usable", src)
 	snap, _ := src.All()
-	assertLines(t, "services", describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
+	watchtest.AssertLines(t, "services", watchtest.Describe(snap.Services), []string{"ns/a -> 10.96.0.1[]"})
 }
 
 // metricValue reads a counter or gauge.

@@ -1,4 +1,4 @@
-package watch
+package filesource
 
 import (
 	"context"
@@ -16,9 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
+
+	"github.com/kipvs/kipvs/internal/watch"
 )
 
-// defaultPollInterval is how often FileSource checks its file when no interval is given.
+// defaultPollInterval is how often Source checks its file when no interval is given.
 const defaultPollInterval = time.Second
 
 // defaultSettleInterval is how long a changed file must stay unchanged before it is read,
@@ -32,8 +34,8 @@ const defaultMaxFileSize int64 = 64 << 20
 // mtime moving (coarse filesystem timestamps), so it is re-read until it is older.
 const racyWindow = 2 * time.Second
 
-// FileSourceOptions configures NewFileSource.
-type FileSourceOptions struct {
+// Options configures New.
+type Options struct {
 	// Path of the stream (--kipvs-source-file). Required.
 	Path string
 	// NodeName selects the Node object of the file to use as this node's Node (optional:
@@ -55,8 +57,8 @@ type FileSourceOptions struct {
 	Logger *zap.Logger
 }
 
-// FileSourceMetrics are the metrics a FileSource keeps up to date; any may be nil.
-type FileSourceMetrics struct {
+// Metrics are the metrics a Source keeps up to date; any may be nil.
+type Metrics struct {
 	// ReloadErrors counts rejected revisions and failures to read the file
 	// (kipvs_source_file_reload_errors_total).
 	ReloadErrors prometheus.Counter
@@ -90,7 +92,7 @@ type LoadResult struct {
 	Err error
 }
 
-// FileSource serves Services, EndpointSlices, an optional Node and optional ServiceCIDRs
+// Source serves Services, EndpointSlices, an optional Node and optional ServiceCIDRs
 // from a YAML or JSON stream in a file, and re-reads the file when it changes.
 //
 // Change detection polls the file's metadata (device, inode, size, mtime, ctime) every
@@ -112,15 +114,14 @@ type LoadResult struct {
 // Until a first revision has been applied the source is not synced, so the consumer touches
 // nothing. The supported way to update the file is an atomic rename: write a temporary file
 // in the same directory, then rename it over the path.
-type FileSource struct {
-	*store
-	opts    FileSourceOptions
+type Source struct {
+	*watch.Store
+	replace watch.Replacer
+	log     *zap.Logger
+	opts    Options
 	dec     *decoder
 	started atomic.Bool
 	done    chan struct{}
-
-	// afterPoll, when set (tests), runs after every poll of the background loop.
-	afterPoll func()
 
 	mu      sync.Mutex // serialises reads and guards the fields below
 	sig     fileSig    // of the latest content read
@@ -135,10 +136,10 @@ type FileSource struct {
 	candidateSince time.Time
 	last           LoadResult
 	skipped        uint64 // objects skipped by applied revisions, for SetMetrics
-	metrics        FileSourceMetrics
+	metrics        Metrics
 }
 
-var _ Source = (*FileSource)(nil)
+var _ watch.Source = (*Source)(nil)
 
 // fileSig is the metadata that changes when a file is rewritten or replaced.
 type fileSig struct {
@@ -157,23 +158,23 @@ func sigOf(fi os.FileInfo) fileSig {
 	return s
 }
 
-// NewFileSource checks opts and returns an unstarted source.
-func NewFileSource(opts FileSourceOptions) (*FileSource, error) {
+// New checks opts and returns an unstarted source.
+func New(opts Options) (*Source, error) {
 	var errs []error
 	if opts.Path == "" {
-		errs = append(errs, errors.New("watch: FileSourceOptions.Path is required"))
+		errs = append(errs, errors.New("filesource: Options.Path is required"))
 	}
 	if opts.PollInterval < 0 {
-		errs = append(errs, fmt.Errorf("watch: FileSourceOptions.PollInterval %v is negative", opts.PollInterval))
+		errs = append(errs, fmt.Errorf("filesource: Options.PollInterval %v is negative", opts.PollInterval))
 	}
 	if opts.SettleInterval < 0 {
-		errs = append(errs, fmt.Errorf("watch: FileSourceOptions.SettleInterval %v is negative", opts.SettleInterval))
+		errs = append(errs, fmt.Errorf("filesource: Options.SettleInterval %v is negative", opts.SettleInterval))
 	}
 	if opts.MaxFileSize < 0 {
-		errs = append(errs, fmt.Errorf("watch: FileSourceOptions.MaxFileSize %d is negative", opts.MaxFileSize))
+		errs = append(errs, fmt.Errorf("filesource: Options.MaxFileSize %d is negative", opts.MaxFileSize))
 	}
 	if opts.Logger == nil {
-		errs = append(errs, errors.New("watch: FileSourceOptions.Logger is required"))
+		errs = append(errs, errors.New("filesource: Options.Logger is required"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -195,18 +196,21 @@ func NewFileSource(opts FileSourceOptions) (*FileSource, error) {
 		return nil, err
 	}
 	log := opts.Logger.With(zap.String("source", "file"), zap.String("path", opts.Path))
-	return &FileSource{
-		store: newStore(log, opts.Clock),
-		opts:  opts,
-		dec:   dec,
-		done:  make(chan struct{}),
-		last:  LoadResult{Path: opts.Path},
+	st, replace := watch.NewStore(log, opts.Clock)
+	return &Source{
+		Store:   st,
+		replace: replace,
+		log:     log,
+		opts:    opts,
+		dec:     dec,
+		done:    make(chan struct{}),
+		last:    LoadResult{Path: opts.Path},
 	}, nil
 }
 
 // SetMetrics makes the source keep m up to date, starting with what happened before the
 // call (the source may be started before the metrics exist). Safe to call at any time.
-func (s *FileSource) SetMetrics(m FileSourceMetrics) {
+func (s *Source) SetMetrics(m Metrics) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.metrics = m
@@ -227,9 +231,13 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 // MaxFileSize) and polls it until ctx is cancelled. The source becomes synced when the first
 // good revision has settled and been applied, one SettleInterval after Start at the
 // earliest; an empty or broken file keeps it unsynced (logged, and retried at every change).
-func (s *FileSource) Start(ctx context.Context) error {
+func (s *Source) Start(ctx context.Context) error { return s.start(ctx, nil) }
+
+// start is Start; afterPoll, if not nil (tests), runs after every poll of the background
+// loop.
+func (s *Source) start(ctx context.Context, afterPoll func()) error {
 	if !s.started.CompareAndSwap(false, true) {
-		return errors.New("watch: FileSource started twice")
+		return errors.New("filesource: Source started twice")
 	}
 	if err := s.check(); err != nil {
 		close(s.done)
@@ -245,8 +253,8 @@ func (s *FileSource) Start(ctx context.Context) error {
 				return
 			case <-t.C():
 				_, _ = s.reload(false) // failures are logged and kept in LastResult
-				if s.afterPoll != nil {
-					s.afterPoll()
+				if afterPoll != nil {
+					afterPoll()
 				}
 			}
 		}
@@ -256,7 +264,7 @@ func (s *FileSource) Start(ctx context.Context) error {
 
 // check makes sure, before anything is started, that the path is a regular file that can be
 // opened and is not too big, and starts its settle interval.
-func (s *FileSource) check() error {
+func (s *Source) check() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Clock.Now()
@@ -277,10 +285,10 @@ func (s *FileSource) check() error {
 }
 
 // Done is closed once the polling goroutine has exited after ctx was cancelled.
-func (s *FileSource) Done() <-chan struct{} { return s.done }
+func (s *Source) Done() <-chan struct{} { return s.done }
 
 // LastResult returns the outcome of the latest read.
-func (s *FileSource) LastResult() LoadResult {
+func (s *Source) LastResult() LoadResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.last
@@ -291,7 +299,7 @@ func (s *FileSource) LastResult() LoadResult {
 // reload reads the file if its metadata changed (or force) and has settled, and applies it
 // if its content changed (or force) and is a good revision. It reports whether new content
 // was applied. A failure keeps the last good revision and is returned (and logged once).
-func (s *FileSource) reload(force bool) (bool, error) {
+func (s *Source) reload(force bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Clock.Now()
@@ -349,8 +357,7 @@ func (s *FileSource) reload(force bool) (bool, error) {
 	if s.last.Err != nil {
 		s.log.Info("source file is usable again", zap.NamedError("previousError", s.last.Err))
 	}
-	s.store.replaceAll(res.state)
-	s.store.markSynced() // no-op after the first revision
+	s.replace.Replace(res.state)
 	s.skipped += uint64(len(res.issues))
 	s.last = LoadResult{
 		Path:           s.opts.Path,
@@ -358,10 +365,10 @@ func (s *FileSource) reload(force bool) (bool, error) {
 		Generation:     s.last.Generation + 1,
 		LastGood:       now,
 		ReloadErrors:   s.last.ReloadErrors,
-		Services:       len(res.state.services),
-		EndpointSlices: len(res.state.slices),
-		ServiceCIDRs:   len(res.state.serviceCIDRs),
-		Node:           res.state.node != nil,
+		Services:       len(res.state.Services),
+		EndpointSlices: len(res.state.Slices),
+		ServiceCIDRs:   len(res.state.ServiceCIDRs),
+		Node:           res.state.Node != nil,
 		Issues:         res.issues,
 	}
 	if m := s.metrics.LastGood; m != nil {
@@ -379,7 +386,7 @@ func (s *FileSource) reload(force bool) (bool, error) {
 
 // settledLocked records sig as the metadata seen now and reports whether it has been the
 // same for SettleInterval.
-func (s *FileSource) settledLocked(sig fileSig, now time.Time) bool {
+func (s *Source) settledLocked(sig fileSig, now time.Time) bool {
 	if !s.haveCandidate || sig != s.candidate {
 		s.candidate, s.candidateSince, s.haveCandidate = sig, now, true
 	}
@@ -388,7 +395,7 @@ func (s *FileSource) settledLocked(sig fileSig, now time.Time) bool {
 
 // statLocked stats the path (following symlinks, as a ConfigMap volume's files are) and
 // refuses anything but a regular file of at most MaxFileSize bytes, without opening it.
-func (s *FileSource) statLocked() (os.FileInfo, error) {
+func (s *Source) statLocked() (os.FileInfo, error) {
 	fi, err := os.Stat(s.opts.Path)
 	if err != nil {
 		return nil, fmt.Errorf("source file: %w", err)
@@ -396,7 +403,7 @@ func (s *FileSource) statLocked() (os.FileInfo, error) {
 	return fi, s.checkFileInfo(fi)
 }
 
-func (s *FileSource) checkFileInfo(fi os.FileInfo) error {
+func (s *Source) checkFileInfo(fi os.FileInfo) error {
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("source file %s is %s, not a regular file", s.opts.Path, describeFileType(fi.Mode()))
 	}
@@ -423,7 +430,7 @@ func describeFileType(m os.FileMode) string {
 
 // openLocked opens the file without blocking (a FIFO swapped in after the stat would
 // otherwise block the open until a writer appears) and checks what it opened.
-func (s *FileSource) openLocked() (*os.File, os.FileInfo, error) {
+func (s *Source) openLocked() (*os.File, os.FileInfo, error) {
 	f, err := os.OpenFile(s.opts.Path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("source file: %w", err)
@@ -442,7 +449,7 @@ func (s *FileSource) openLocked() (*os.File, os.FileInfo, error) {
 // readLocked reads the file, bounded by MaxFileSize. want is the metadata the caller found
 // settled; after is the metadata of the file read, after the read: the content is a
 // consistent revision only when they are equal.
-func (s *FileSource) readLocked(want fileSig) (data []byte, after fileSig, err error) {
+func (s *Source) readLocked(want fileSig) (data []byte, after fileSig, err error) {
 	f, fi, err := s.openLocked()
 	if err != nil {
 		return nil, fileSig{}, err
@@ -471,7 +478,7 @@ func (s *FileSource) readLocked(want fileSig) (data []byte, after fileSig, err e
 
 // failLocked records err as the current failure; the last good revision stays in effect.
 // Each distinct failure is logged and counted once.
-func (s *FileSource) failLocked(now time.Time, err error) error {
+func (s *Source) failLocked(now time.Time, err error) error {
 	if s.last.Err == nil || s.last.Err.Error() != err.Error() {
 		s.last.ReloadErrors++
 		if m := s.metrics.ReloadErrors; m != nil {

@@ -1,4 +1,4 @@
-package watch
+package filesource
 
 import (
 	"bytes"
@@ -55,7 +55,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("two decodes of the same bytes disagree:\n%s\n---\n%s", a, b)
 		}
 		st := res.state
-		if res.syntax != nil && (len(st.services)+len(st.slices)+len(st.serviceCIDRs) > 0 || st.node != nil || res.usable > 0) {
+		if res.syntax != nil && (len(st.Services)+len(st.Slices)+len(st.ServiceCIDRs) > 0 || st.Node != nil || res.usable > 0) {
 			t.Fatalf("a stream that does not parse (%v) yielded objects: %s", *res.syntax, describeResult(res))
 		}
 		lines := bytes.Count(data, []byte("\n")) + 1
@@ -68,18 +68,18 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("issue outside the file of %d lines: document %d line %d item %d: %v", lines, is.Document, is.Line, is.Item, is.Err)
 			}
 		}
-		for _, s := range st.services {
+		for _, s := range st.Services {
 			if s.Name == "" || s.Namespace == "" {
 				t.Fatalf("kept a Service without a name or namespace: %q/%q", s.Namespace, s.Name)
 			}
 		}
-		for _, s := range st.slices {
+		for _, s := range st.Slices {
 			if s.Name == "" || s.Namespace == "" || s.Labels[discoveryv1.LabelServiceName] == "" || s.AddressType == "" {
 				t.Fatalf("kept an EndpointSlice without a name, namespace, Service label or address type: %+v", s.ObjectMeta)
 			}
 		}
-		if st.node != nil && st.node.Name != "node-a" {
-			t.Fatalf("kept another node's Node %q", st.node.Name)
+		if st.Node != nil && st.Node.Name != "node-a" {
+			t.Fatalf("kept another node's Node %q", st.Node.Name)
 		}
 	})
 }
@@ -88,7 +88,7 @@ func FuzzDecode(f *testing.F) {
 func describeResult(r decodeResult) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "content=%v usable=%d services=%d slices=%d cidrs=%d node=%v\n", r.content, r.usable,
-		len(r.state.services), len(r.state.slices), len(r.state.serviceCIDRs), r.state.node != nil)
+		len(r.state.Services), len(r.state.Slices), len(r.state.ServiceCIDRs), r.state.Node != nil)
 	if r.syntax != nil {
 		fmt.Fprintf(&b, "syntax: %v\n", *r.syntax)
 	}
