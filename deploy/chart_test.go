@@ -259,6 +259,9 @@ func TestChartValues(t *testing.T) {
 		if got := strings.Join(cidrs, ","); got != "10.244.0.0/16,fd00:10:244::/56" {
 			t.Errorf("clusterCIDR = %s", got)
 		}
+		if cfg.Kipvs.FilterBackend != config.FilterNFTables {
+			t.Errorf("filter backend %q, want filterBackend's nftables", cfg.Kipvs.FilterBackend)
+		}
 		if cfg.MetricsBindAddress.String() != "0.0.0.0:9249" || cfg.HealthzBindAddress.String() != "0.0.0.0:9256" {
 			t.Errorf("metricsBindAddress %v, healthzBindAddress %v", cfg.MetricsBindAddress, cfg.HealthzBindAddress)
 		}
