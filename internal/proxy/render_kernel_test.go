@@ -27,14 +27,7 @@ import (
 // any of that failed, kipvs would either fail every sync or "repair" drift forever.
 func TestRenderedRulesLoadKernel(t *testing.T) {
 	ctx := context.Background()
-	nodes := map[string][]proxy.NamedFilter{}
-	var order []string
-	for _, v := range proxy.RuleVariants() {
-		if nodes[v.Node] == nil {
-			order = append(order, v.Node)
-		}
-		nodes[v.Node] = append(nodes[v.Node], v)
-	}
+	nodes, order := variantsByNode()
 	for _, mode := range []netfilter.Mode{netfilter.ModeNFT, netfilter.ModeLegacy} {
 		for _, node := range order {
 			t.Run(string(mode)+"/"+node, func(t *testing.T) {

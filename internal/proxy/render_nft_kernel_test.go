@@ -9,7 +9,6 @@ import (
 	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dataplane/nftables"
 	"github.com/kipvs/kipvs/internal/nft"
-	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
 
@@ -21,14 +20,7 @@ import (
 // kipvs would "repair" drift forever.
 func TestNFTRenderedRulesLoadKernel(t *testing.T) {
 	ctx := context.Background()
-	nodes := map[string][]proxy.NamedFilter{}
-	var order []string
-	for _, v := range proxy.RuleVariants() {
-		if nodes[v.Node] == nil {
-			order = append(order, v.Node)
-		}
-		nodes[v.Node] = append(nodes[v.Node], v)
-	}
+	nodes, order := variantsByNode()
 	for _, node := range order {
 		t.Run(node, func(t *testing.T) {
 			ns := netnstest.New(t)

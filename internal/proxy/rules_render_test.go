@@ -137,3 +137,17 @@ func TestNFTRulesGolden(t *testing.T) {
 		})
 	}
 }
+
+// variantsByNode groups the corpus's variants by node (the families of one dual-stack node
+// together), the nodes in corpus order.
+func variantsByNode() (map[string][]proxy.NamedFilter, []string) {
+	nodes := map[string][]proxy.NamedFilter{}
+	var order []string
+	for _, v := range proxy.RuleVariants() {
+		if nodes[v.Node] == nil {
+			order = append(order, v.Node)
+		}
+		nodes[v.Node] = append(nodes[v.Node], v)
+	}
+	return nodes, order
+}
