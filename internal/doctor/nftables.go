@@ -48,13 +48,16 @@ func kubeSetNames(names []string) []string {
 }
 
 // readFilterObjects reads what each backend leaves on the node: the KUBE-* ipsets, and
-// which kipvs nftables tables exist.
+// which kipvs nftables tables exist. Without ip_set in the kernel no ipset exists, and the
+// ipsets are not listed (the request would load the module).
 func (c *checkup) readFilterObjects() {
-	names, err := c.view.IPSet.ListNames()
-	if err != nil {
-		c.kubeSetsErr = fmt.Errorf("list ipsets: %w", err)
+	if s := c.view.Modules.Module("ip_set"); s == ModuleLoaded || s == ModuleBuiltin {
+		names, err := c.view.IPSet.ListNames()
+		if err != nil {
+			c.kubeSetsErr = fmt.Errorf("list ipsets: %w", err)
+		}
+		c.kubeSets = kubeSetNames(names)
 	}
-	c.kubeSets = kubeSetNames(names)
 	var errs []error
 	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 		r := c.view.NFT[f]

@@ -327,6 +327,15 @@ func TestBrokenNFTablesNode(t *testing.T) {
 				fix: []string{"ipset list -n"}}},
 		},
 		{
+			// Without ip_set in the kernel there is no ipset to list.
+			name: "ip_set not loaded",
+			breaK: func(f *fixture) {
+				f.mods["ip_set"] = ModuleAvailable
+				f.ipsetNames = brokenIPSetNames{f.ipset}
+			},
+			want: []expect{{check: "filter backend leftovers", status: OK}},
+		},
+		{
 			name:     "table ip kipvs left on an iptables node",
 			iptables: true,
 			breaK: func(f *fixture) {
