@@ -30,14 +30,21 @@ and --config file as run) and prints one line per check: its status (OK, WARN or
 it found, naming the exact object and value, and how to fix it. It changes nothing.
 
 It checks the kernel modules IPVS mode needs (ip_vs and the schedulers in use, ip_set and its
-set types, xt_set, nf_conntrack, br_netfilter with a bridge) and ctnetlink; the sysctls kipvs
-sets and those around it (rp_filter with an overlay, bridge-nf-call-iptables and hairpin_mode
-with a bridge CNI, the conntrack table's fill); a missing local-traffic detector, a
-clusterCIDR that is or overlaps the Service CIDR, a node address bound on kube-ipvs0, routes
-that send VIPs or the Service CIDR off the node; a FORWARD policy of DROP without kipvs's
-KUBE-FORWARD jump; and, when a kipvs daemon serves metrics on --metrics-bind-address, drift
-between what it wants and the kernel (ipsets, chains, kube-ipvs0, virtual servers), foreign
-virtual servers on its addresses and real servers draining past the graceful period.
+set types and xt_set with the iptables filter backend, nf_tables and the nft_* modules its
+table uses with the nftables one, nf_conntrack, br_netfilter with a bridge) and ctnetlink;
+with the nftables backend also nft (1.0.1 or later), the kernel release (5.6 or later) and
+the tables ip kipvs and ip6 kipvs with their chains; what the other backend left; the
+sysctls kipvs sets and those around it (rp_filter with an overlay, bridge-nf-call-iptables
+and hairpin_mode with a bridge CNI, the conntrack table's fill); a missing local-traffic
+detector, a clusterCIDR that is or overlaps the Service CIDR, a node address bound on
+kube-ipvs0, routes that send VIPs or the Service CIDR off the node; a FORWARD policy of DROP
+without kipvs's KUBE-FORWARD jump (with nftables: any DROP in FORWARD); and, when a kipvs daemon serves metrics on --metrics-bind-address, drift
+between what it wants and the kernel (ipsets or nftables sets, chains, kube-ipvs0, virtual
+servers), foreign virtual servers on its addresses and real servers draining past the
+graceful period.
+
+The filter backend is the daemon's; without a daemon that says, what the node holds (table
+ip kipvs and no KUBE-* ipset: nftables), else --kipvs-filter-backend.
 
 The Service CIDR comes from --kipvs-service-cidr, else the API's ServiceCIDR objects (with
 --kubeconfig), else the daemon. doctor exits 1 when a check FAILs.`,

@@ -20,6 +20,7 @@ func (d *Daemon) State() debugapi.State {
 	defer d.mu.Unlock()
 	st := debugapi.State{
 		Dummy:          ipvsmode.DummyName,
+		FilterBackend:  string(d.cfg.Kipvs.FilterBackend),
 		GracefulPeriod: d.cfg.Kipvs.GracefulPeriod.String(),
 		Schedulers:     maps.Clone(d.schedulers),
 		ServiceCIDRs:   []string{},

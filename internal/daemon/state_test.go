@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
@@ -42,7 +43,7 @@ func TestDaemonState(t *testing.T) {
 	d.start(t)
 
 	st = d.State()
-	if st.Dummy != ipvsmode.DummyName || st.GracefulPeriod != cfg.Kipvs.GracefulPeriod.String() || !st.Schedulers["rr"] || len(st.Families) != 1 {
+	if st.Dummy != ipvsmode.DummyName || st.FilterBackend != "iptables" || st.GracefulPeriod != cfg.Kipvs.GracefulPeriod.String() || !st.Schedulers["rr"] || len(st.Families) != 1 {
 		t.Fatalf("state header: %+v", st)
 	}
 	fs := st.Families[0]
@@ -80,5 +81,18 @@ func TestDaemonState(t *testing.T) {
 	if got := drain[0]; got.Protocol != "TCP" || got.Address != "10.96.0.10" || got.Port != 80 || got.RealServer != "10.244.1.5:8080" ||
 		time.Since(got.Since) > time.Minute || got.Since.Location() != time.UTC {
 		t.Errorf("draining: %+v", got)
+	}
+}
+
+// The state document names the filter backend the daemon runs, as --kipvs-filter-backend
+// chose it: kipvs doctor reads it to know which checks apply.
+func TestDaemonStateFilterBackend(t *testing.T) {
+	for _, b := range []config.FilterBackend{config.FilterIPTables, config.FilterNFTables} {
+		cfg := testConfig(t)
+		cfg.Kipvs.FilterBackend = b
+		d := newDaemon(t, cfg, zaptest.NewLogger(t), newFakeNode().deps(nil, prometheus.NewRegistry()))
+		if got := d.State().FilterBackend; got != string(b) {
+			t.Errorf("--kipvs-filter-backend=%s: the state document says %q", b, got)
+		}
 	}
 }

@@ -43,15 +43,19 @@ type VirtualServerList struct {
 }
 
 // StatePath is a read-only debug endpoint of the metrics server: the kernel state the
-// daemon wants, per IP family (ipset members, kube-ipvs0 addresses, virtual servers, its
-// iptables chains), and the real servers it is draining. `kipvs doctor` compares it with
-// the kernel to find drift.
+// daemon wants, per IP family (set members, kube-ipvs0 addresses, virtual servers, its
+// chains, named as its filter backend names them), and the real servers it is draining.
+// `kipvs doctor` compares it with the kernel to find drift.
 const StatePath = "/debug/kipvs/state"
 
 // State is the StatePath document.
 type State struct {
 	// Dummy is the link the VIPs are bound on (kube-ipvs0).
 	Dummy string `json:"dummy"`
+	// FilterBackend is the packet-filter backend the daemon runs (--kipvs-filter-backend):
+	// "iptables" (Sets are ipsets, Rules iptables chains) or "nftables" (Sets are the sets
+	// of table ip kipvs / ip6 kipvs, Rules their chains). Absent from an older daemon.
+	FilterBackend string `json:"filterBackend,omitempty"`
 	// GracefulPeriod is how long a removed TCP real server drains at weight 0 at most (Go
 	// duration); 0: until its connections end.
 	GracefulPeriod string `json:"gracefulPeriod"`
@@ -77,12 +81,14 @@ type FamilyState struct {
 	Failed []FailedObject `json:"failed,omitempty"`
 	// Addresses are the VIPs to bind on Dummy, sorted.
 	Addresses []string `json:"addresses"`
-	// Sets lists every ipset kipvs owns in this family, with its desired members.
+	// Sets lists every set kipvs owns in this family (an ipset, or a set of the family's
+	// nftables table), with its desired members as the backend writes them.
 	Sets []SetState `json:"sets"`
 	// VirtualServers are the desired virtual servers.
 	VirtualServers []VirtualServer `json:"virtualServers"`
-	// Rules is kipvs's desired iptables state of this family (its chains and the jumps into
-	// them) as iptables-save prints it (netfilter.Format).
+	// Rules is kipvs's desired packet filter of this family: with iptables its chains and
+	// the jumps into them as iptables-save prints them (netfilter.Format); with nftables the
+	// chains of its table with their hooks and rules as nft prints them.
 	Rules string `json:"rules"`
 	// Draining are the real servers at weight 0 waiting for their connections to end.
 	Draining []DrainingRealServer `json:"draining"`
@@ -122,7 +128,8 @@ type FailedObject struct {
 	RetryAt  time.Time `json:"retryAt"`
 }
 
-// SetState is one ipset with its desired members in ipset's notation.
+// SetState is one set with its desired members in its backend's notation (ipset's
+// "10.96.0.10,tcp:80", nft's "10.96.0.10 . tcp . 80").
 type SetState struct {
 	Name    string   `json:"name"`
 	Type    string   `json:"type"`

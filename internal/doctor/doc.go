@@ -9,4 +9,9 @@
 // a clusterCIDR that is the Service CIDR, a node address bound as a VIP), a FORWARD policy
 // of DROP without kipvs's KUBE-FORWARD jump, and, when a kipvs daemon runs, drift between
 // its desired state (its /debug/kipvs/state endpoint) and the kernel.
+//
+// They follow the filter backend the node runs (the daemon's state document says which;
+// without it, what the node holds): with iptables the KUBE-* ipsets and chains, with
+// nftables the nft program, the kernel release and modules its table needs, the tables ip
+// kipvs and ip6 kipvs and their drift. What the other backend left is reported either way.
 package doctor

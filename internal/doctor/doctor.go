@@ -122,6 +122,16 @@ type checkup struct {
 	state    *debugapi.State
 	stateErr error
 
+	// backend is the filter backend the node runs, backendFrom how doctor knows.
+	backend     config.FilterBackend
+	backendFrom string
+	// kubeSets are the iptables backend's KUBE-* ipsets on the node; tables the families
+	// whose kipvs nftables table exists.
+	kubeSets    []string
+	kubeSetsErr error
+	tables      []inet.Family
+	tablesErr   error
+
 	svcCIDRs  []netip.Prefix
 	svcSource string
 }
@@ -134,8 +144,11 @@ func Run(ctx context.Context, cfg *config.Config, v View) *Report {
 	c := &checkup{ctx: ctx, cfg: cfg, view: v, rep: &Report{}}
 	c.gather()
 
+	c.checkFilterBackend()
 	c.checkIPVS()
 	c.checkModules()
+	c.checkNFTProgram()
+	c.checkKernelRelease()
 	c.checkConntrackNetlink()
 	c.checkSysctls()
 	c.checkARP()
@@ -148,6 +161,8 @@ func Run(ctx context.Context, cfg *config.Config, v View) *Report {
 	c.checkNodeAddressVIPs()
 	c.checkServiceRoutes()
 	c.checkForward()
+	c.checkNFTTables()
+	c.checkLeftovers()
 	c.checkDaemon()
 	c.checkCapacity()
 	return c.rep
@@ -160,8 +175,8 @@ func (c *checkup) add(check string, st Status, finding, fix string) {
 	c.rep.Results = append(c.rep.Results, Result{Check: check, Status: st, Finding: finding, Fix: fix})
 }
 
-// gather reads the facts several checks share: the links, the daemon's state, the IP
-// families and the Service CIDRs.
+// gather reads the facts several checks share: the links, the daemon's state, the filter
+// backend, the IP families and the Service CIDRs.
 func (c *checkup) gather() {
 	c.links, c.linksErr = c.view.Net.Links()
 	for i := range c.links {
@@ -174,13 +189,15 @@ func (c *checkup) gather() {
 	} else {
 		c.stateErr = ErrNoDaemon
 	}
+	c.readFilterObjects()
+	c.backend, c.backendFrom = c.detectBackend()
 	c.families = c.deriveFamilies()
 	c.svcCIDRs, c.svcSource = c.serviceCIDRs()
 }
 
 // deriveFamilies returns the daemon's families, or the ones it would run: IPv4, plus IPv6
-// when ip6tables works and the kernel has IPv6 (the daemon's test, upstream's), whatever
-// the node's addresses.
+// when the backend can (ip6tables works, or nft is there) and the kernel has IPv6 (the
+// daemon's test, upstream's), whatever the node's addresses.
 func (c *checkup) deriveFamilies() []inet.Family {
 	if c.state != nil && len(c.state.Families) > 0 {
 		var out []inet.Family
@@ -194,7 +211,11 @@ func (c *checkup) deriveFamilies() []inet.Family {
 		return out
 	}
 	out := []inet.Family{inet.IPv4}
-	if c.view.IPv6 != nil && c.view.IPv6() == nil {
+	ipv6 := c.view.IPv6
+	if c.nftables() {
+		ipv6 = c.view.NFTIPv6
+	}
+	if ipv6 != nil && ipv6() == nil {
 		out = append(out, inet.IPv6)
 	}
 	return out

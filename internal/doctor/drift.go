@@ -13,7 +13,6 @@ import (
 	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/dummyif"
 	"github.com/kipvs/kipvs/internal/inet"
-	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/kerr"
@@ -27,13 +26,21 @@ const DrainSlack = 15 * time.Second
 // while it was being read (a sync or a drain ran meanwhile).
 const stateAttempts = 3
 
+// setRef names a set of the state document: the family's, by its name (the nftables
+// backend's sets have the same names in both families).
+type setRef struct{ family, name string }
+
 // kernelSnap is the kernel state the drift checks compare with the daemon's.
 type kernelSnap struct {
-	sets     map[string]*ipset.SetInfo
-	setErrs  map[string]error
+	// sets holds each set's members as the backend lists them, in the state document's
+	// notation.
+	sets     map[setRef][]string
+	setErrs  map[setRef]error
 	table    []ipvs.Entry
 	tableErr error
-	owned    map[string]string // family -> netfilter.Format text
+	// owned is kipvs's rules of each family as the state document writes them:
+	// netfilter.Format text with iptables, the table's chains with nftables.
+	owned    map[string]string
 	ownedErr map[string]error
 	dummy    []netip.Addr
 	dummyOK  bool
@@ -42,15 +49,24 @@ type kernelSnap struct {
 
 // readKernel reads what the drift checks need for the daemon's families.
 func (c *checkup) readKernel(st *debugapi.State) *kernelSnap {
-	k := &kernelSnap{sets: map[string]*ipset.SetInfo{}, setErrs: map[string]error{}, owned: map[string]string{}, ownedErr: map[string]error{}}
+	k := &kernelSnap{sets: map[setRef][]string{}, setErrs: map[setRef]error{}, owned: map[string]string{}, ownedErr: map[string]error{}}
 	for _, f := range st.Families {
+		if c.nftables() {
+			c.readTable(k, f)
+			continue
+		}
 		for _, s := range f.Sets {
+			ref := setRef{f.Family, s.Name}
 			info, err := c.view.IPSet.List(s.Name)
 			if err != nil {
-				k.setErrs[s.Name] = err
+				k.setErrs[ref] = err
 				continue
 			}
-			k.sets[s.Name] = info
+			have := make([]string, len(info.Entries))
+			for i, e := range info.Entries {
+				have[i] = e.String()
+			}
+			k.sets[ref] = have
 		}
 		r := c.view.Iptables[familyOf(f.Family)]
 		if r == nil {
@@ -76,6 +92,28 @@ func (c *checkup) readKernel(st *debugapi.State) *kernelSnap {
 	return k
 }
 
+// readTable reads the sets and chains of family f's kipvs table into k.
+func (c *checkup) readTable(k *kernelSnap, f debugapi.FamilyState) {
+	r := c.view.NFT[familyOf(f.Family)]
+	if r == nil {
+		err := cmp.Or(c.view.NFTErr, errors.New("nft cannot open the table"))
+		for _, s := range f.Sets {
+			k.setErrs[setRef{f.Family, s.Name}] = err
+		}
+		k.ownedErr[f.Family] = err
+		return
+	}
+	for _, s := range f.Sets {
+		ref := setRef{f.Family, s.Name}
+		if have, err := r.Members(c.ctx, s.Name); err != nil {
+			k.setErrs[ref] = err
+		} else {
+			k.sets[ref] = have
+		}
+	}
+	k.owned[f.Family], k.ownedErr[f.Family] = r.Rules(c.ctx)
+}
+
 func familyOf(name string) inet.Family {
 	if name == inet.IPv6.String() {
 		return inet.IPv6
@@ -84,7 +122,8 @@ func familyOf(name string) inet.Family {
 }
 
 // checkDaemon: a kipvs daemon answers, its families are synced, and the kernel matches what
-// it wants (ipsets, iptables chains, kube-ipvs0 addresses, virtual servers); no foreign
+// it wants (the sets and chains of its filter backend, kube-ipvs0 addresses, virtual
+// servers); no foreign
 // virtual server shares its addresses, and no real server drains past the graceful period.
 func (c *checkup) checkDaemon() {
 	const check = "daemon"
@@ -199,8 +238,13 @@ func diffLists(want, have []string) (missing, extra []string) {
 	return missing, extra
 }
 
+// checkDriftSets compares the members of kipvs's sets (ipsets, or the sets of its nftables
+// tables) with the daemon's.
 func (c *checkup) checkDriftSets(k *kernelSnap) {
-	const check = "drift: ipsets"
+	check := "drift: ipsets"
+	if c.nftables() {
+		check = "drift: nftables sets"
+	}
 	var bad []string
 	nsets, nmembers := 0, 0
 	for _, f := range c.state.Families {
@@ -210,26 +254,27 @@ func (c *checkup) checkDriftSets(k *kernelSnap) {
 		for _, s := range f.Sets {
 			nsets++
 			nmembers += len(s.Members)
-			info, ok := k.sets[s.Name]
+			ref := setRef{f.Family, s.Name}
+			name := s.Name
+			if c.nftables() {
+				name = nftTableName(familyOf(f.Family)) + " " + s.Name // as nft list set names it
+			}
+			have, ok := k.sets[ref]
 			if !ok {
-				err := k.setErrs[s.Name]
+				err := k.setErrs[ref]
 				if kerr.IsNotFound(err) {
-					bad = append(bad, fmt.Sprintf("set %s is missing", s.Name))
+					bad = append(bad, fmt.Sprintf("set %s is missing", name))
 				} else {
-					bad = append(bad, fmt.Sprintf("set %s: %v", s.Name, err))
+					bad = append(bad, fmt.Sprintf("set %s: %v", name, err))
 				}
 				continue
 			}
-			have := make([]string, len(info.Entries))
-			for i, e := range info.Entries {
-				have[i] = e.String()
-			}
 			missing, extra := diffLists(s.Members, have)
 			if len(missing) > 0 {
-				bad = append(bad, fmt.Sprintf("%s lacks %s", s.Name, listSome(missing, 3)))
+				bad = append(bad, fmt.Sprintf("%s lacks %s", name, listSome(missing, 3)))
 			}
 			if len(extra) > 0 {
-				bad = append(bad, fmt.Sprintf("%s has unwanted %s", s.Name, listSome(extra, 3)))
+				bad = append(bad, fmt.Sprintf("%s has unwanted %s", name, listSome(extra, 3)))
 			}
 		}
 	}
@@ -256,8 +301,32 @@ func tableLines(text string) []string {
 	return out
 }
 
+// chainLines keys the lines of an nftables rules text (the state document's with the
+// nftables backend) by chain: "chain services" for the chain itself, "services: RULE" for
+// each rule, "nat-output: type nat hook output priority -100" for a base chain's hook.
+func chainLines(text string) []string {
+	var out []string
+	chain := ""
+	for _, l := range strings.Split(text, "\n") {
+		switch {
+		case strings.TrimSpace(l) == "":
+		case strings.HasPrefix(l, "chain "):
+			chain = strings.TrimPrefix(l, "chain ")
+			out = append(out, l)
+		default:
+			out = append(out, chain+": "+strings.TrimSpace(l))
+		}
+	}
+	return out
+}
+
+// checkDriftRules compares kipvs's rules (its iptables chains and the jumps into them, or
+// the chains of its nftables tables) with the daemon's.
 func (c *checkup) checkDriftRules(k *kernelSnap) {
-	const check = "drift: iptables"
+	check, lines, ok := "drift: iptables", tableLines, "kipvs's chains and jumps are exactly what the daemon wants"
+	if c.nftables() {
+		check, lines, ok = "drift: nftables chains", chainLines, "the chains of kipvs's nftables tables are exactly what the daemon wants"
+	}
 	var bad []string
 	for _, f := range c.state.Families {
 		if !f.Synced {
@@ -271,7 +340,7 @@ func (c *checkup) checkDriftRules(k *kernelSnap) {
 		if have == f.Rules {
 			continue
 		}
-		missing, extra := diffLists(tableLines(f.Rules), tableLines(have))
+		missing, extra := diffLists(lines(f.Rules), lines(have))
 		if len(missing) == 0 && len(extra) == 0 {
 			bad = append(bad, famPrefix(f.Family)+"kipvs's rules are in another order than it wants")
 			continue
@@ -287,7 +356,7 @@ func (c *checkup) checkDriftRules(k *kernelSnap) {
 		c.add(check, Warn, strings.Join(bad, "; "), c.driftFix())
 		return
 	}
-	c.add(check, OK, "kipvs's chains and jumps are exactly what the daemon wants", "")
+	c.add(check, OK, ok, "")
 }
 
 func quoteAll(ss []string) []string {

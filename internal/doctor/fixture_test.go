@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -15,10 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/knftables"
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/daemon"
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
+	"github.com/kipvs/kipvs/internal/dataplane/nftables"
 	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/dummyif/dummyiftest"
 	"github.com/kipvs/kipvs/internal/inet"
@@ -27,6 +31,8 @@ import (
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/netfilter/netfiltertest"
+	"github.com/kipvs/kipvs/internal/nft"
+	"github.com/kipvs/kipvs/internal/nft/nfttest"
 	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/reconcile"
 	"github.com/kipvs/kipvs/internal/sysctl"
@@ -98,9 +104,14 @@ type fakeIptables struct {
 	forwardPol string
 	// empty makes Save return nothing (no table created yet).
 	empty bool
+	// err makes Save and Owned fail.
+	err error
 }
 
 func (f *fakeIptables) Save(context.Context) (string, error) {
+	if f.err != nil {
+		return "", f.err
+	}
 	if f.empty {
 		return "", nil
 	}
@@ -112,6 +123,9 @@ func (f *fakeIptables) Save(context.Context) (string, error) {
 }
 
 func (f *fakeIptables) Owned(ctx context.Context) (string, error) {
+	if f.err != nil {
+		return "", f.err
+	}
 	rs, err := f.nf.Observe(ctx)
 	if err != nil {
 		return "", err
@@ -163,12 +177,27 @@ type fixture struct {
 	nf      *netfiltertest.Fake
 	ipt     *fakeIptables
 	// other is iptables-legacy beside kipvs's iptables-nft (nil: not installed).
-	other   *fakeIptables
-	ct      fakeConntrack
-	daemon  *fakeDaemon
-	state   *debugapi.State
-	apiCIDR []netip.Prefix
-	noAPI   bool
+	other *fakeIptables
+	// nft holds kipvs's nftables table of each family (the nftables backend's; empty with
+	// the iptables backend).
+	nft map[inet.Family]*nfttest.Fake
+	// nftRead replaces a family's table reader (a broken one).
+	nftRead map[inet.Family]NFTReader
+	// nftVersion and nftErr are what `nft --version` answers; noNFT: nft is not installed.
+	nftVersion string
+	nftErr     error
+	noNFT      bool
+	// nftIPv6: the nftables backend can run the IPv6 family (View.NFTIPv6).
+	nftIPv6 func() error
+	// noIptables: no iptables is installed.
+	noIptables bool
+	// ipsetNames replaces the ipsets' ListNames (a broken one).
+	ipsetNames IPSetReader
+	ct         fakeConntrack
+	daemon     *fakeDaemon
+	state      *debugapi.State
+	apiCIDR    []netip.Prefix
+	noAPI      bool
 	// noDaemon: no daemon address (metrics server disabled).
 	noDaemon bool
 	// ipv6: the node can run the IPv6 family (View.IPv6; nil: it cannot).
@@ -179,6 +208,9 @@ type fixture struct {
 type fixtureOpts struct {
 	// lb adds a LoadBalancer Service with ingress 203.0.113.10.
 	lb bool
+	// nft runs the daemon with the nftables filter backend (table ip kipvs, no ipset, no
+	// iptables rule).
+	nft bool
 }
 
 func webService(lb bool) (*v1.Service, *discoveryv1.EndpointSlice) {
@@ -207,7 +239,8 @@ func webService(lb bool) (*v1.Service, *discoveryv1.EndpointSlice) {
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
 	f := &fixture{t: t, release: "6.1.0-56-amd64", mods: fakeModules{}, ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake(),
-		nf: netfiltertest.NewFake(inet.IPv4), now: epoch()}
+		nf: netfiltertest.NewFake(inet.IPv4), now: epoch(), nftVersion: "nftables v1.0.6 (Lester Gooch #5)\n",
+		nft: map[inet.Family]*nfttest.Fake{inet.IPv4: nfttest.New(inet.IPv4), inet.IPv6: nfttest.New(inet.IPv6)}}
 	f.ipt = &fakeIptables{nf: f.nf}
 	f.cfg = config.Defaults()
 	f.cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
@@ -228,7 +261,11 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 			proxy.BuildService(proxy.ServiceInput{Service: s, Slices: []*discoveryv1.EndpointSlice{es}}, opts), nil)
 	}
 	dummy := dummyiftest.NewFake(ipvsmode.DummyName)
-	filter := iptables.New(inet.IPv4, f.ipset, f.nf)
+	var filter dataplane.Filter = iptables.New(inet.IPv4, f.ipset, f.nf)
+	if o.nft {
+		f.cfg.Kipvs.FilterBackend = config.FilterNFTables
+		filter = nftables.New(f.nft[inet.IPv4])
+	}
 	rec := reconcile.New(reconcile.Kernel{IPVS: f.ipvs, Filter: filter, Dummy: dummy},
 		reconcile.Options{Family: inet.IPv4, GracefulPeriod: 30 * time.Second, Clock: clocktesting.NewFakeClock(epoch())})
 	if _, err := rec.FullSync(context.Background(), desired, opts); err != nil {
@@ -236,7 +273,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	}
 	fs := daemon.FamilyState(filter, desired, opts, rec.Draining())
 	fs.Synced = true
-	f.state = &debugapi.State{Dummy: ipvsmode.DummyName, GracefulPeriod: "30s", Schedulers: map[string]bool{"rr": true},
+	f.state = &debugapi.State{Dummy: ipvsmode.DummyName, FilterBackend: string(f.cfg.Kipvs.FilterBackend), GracefulPeriod: "30s", Schedulers: map[string]bool{"rr": true},
 		ServiceCIDRs: []string{}, Families: []debugapi.FamilyState{fs}}
 	f.daemon = &fakeDaemon{}
 
@@ -303,6 +340,28 @@ func (f *fixture) view() View {
 		v.OtherBackend = "legacy"
 		v.OtherIptables = map[inet.Family]IptablesReader{inet.IPv4: f.other}
 	}
+	if f.noIptables {
+		v.Iptables, v.IptablesErr = nil, errors.New("no iptables-restore found")
+	}
+	if f.ipsetNames != nil {
+		v.IPSet = f.ipsetNames
+	}
+	if f.noNFT {
+		notFound := &exec.Error{Name: "nft", Err: exec.ErrNotFound}
+		v.NFTErr = notFound
+		v.NFTVersion = func(context.Context) (string, error) { return "", notFound }
+	} else {
+		v.NFT = map[inet.Family]NFTReader{}
+		for fam, t := range f.nft {
+			v.NFT[fam] = NewNFTReader(t)
+			if r := f.nftRead[fam]; r != nil {
+				v.NFT[fam] = r
+			}
+		}
+		version, err := f.nftVersion, f.nftErr
+		v.NFTVersion = func(context.Context) (string, error) { return version, err }
+		v.NFTIPv6 = f.nftIPv6
+	}
 	if f.noDaemon {
 		v.Daemon = nil
 	}
@@ -349,3 +408,29 @@ func (f *fixture) dropSysctl(key string) {
 }
 
 func errBoom() error { return errors.New("boom") }
+
+// brokenNFT is a table nft cannot read.
+type brokenNFT struct {
+	name string
+	err  error
+}
+
+func (b brokenNFT) Name() string                                      { return b.name }
+func (b brokenNFT) Chains(context.Context) ([]nft.Chain, error)       { return nil, b.err }
+func (b brokenNFT) Rules(context.Context) (string, error)             { return "", b.err }
+func (b brokenNFT) Members(context.Context, string) ([]string, error) { return nil, b.err }
+
+// brokenIPSetNames is the fixture's ipsets, whose names cannot be listed.
+type brokenIPSetNames struct{ *ipsettest.Fake }
+
+func (brokenIPSetNames) ListNames() ([]string, error) { return nil, errBoom() }
+
+// nftRun applies a transaction to the fixture's table of family fam.
+func (f *fixture) nftRun(fam inet.Family, fill func(tx *knftables.Transaction)) {
+	f.t.Helper()
+	tx := f.nft[fam].NewTransaction()
+	fill(tx)
+	if err := f.nft[fam].Run(context.Background(), tx); err != nil {
+		f.t.Fatal(err)
+	}
+}

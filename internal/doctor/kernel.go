@@ -30,8 +30,9 @@ type module struct {
 }
 
 // requiredModules lists the modules the configuration and the daemon's Services need: ip_vs
-// and the schedulers in use, ip_set and the set types kipvs creates, xt_set, nf_conntrack,
-// and br_netfilter when the node has a bridge.
+// and the schedulers in use; with the iptables backend ip_set, the set types kipvs creates
+// and xt_set, with the nftables backend nf_tables and the expressions its table uses;
+// nf_conntrack, and br_netfilter when the node has a bridge.
 func (c *checkup) requiredModules() []module {
 	sched := c.cfg.IPVS.SchedulerName()
 	mods := []module{
@@ -52,23 +53,25 @@ func (c *checkup) requiredModules() []module {
 				why: "scheduler " + s + " asked for by Services (" + proxy.AnnotationScheduler + "); without it they fall back to " + sched})
 		}
 	}
-	mods = append(mods, module{name: "ip_set", why: "the KUBE-* ipsets", severity: Fail})
-	seen := map[string]bool{}
-	for _, set := range proxy.AllSets() {
-		s := iptables.IPSet(inet.IPv4, set)
-		name := "ip_set_" + strings.NewReplacer(":", "_", ",", "").Replace(string(s.Type))
-		if !seen[name] {
-			seen[name] = true
-			mods = append(mods, module{name: name, why: "ipsets of type " + string(s.Type) + " (" + s.Name + ")", severity: Fail})
+	if c.nftables() {
+		mods = append(mods, c.nftModules()...)
+	} else {
+		mods = append(mods, module{name: "ip_set", why: "the KUBE-* ipsets", severity: Fail})
+		seen := map[string]bool{}
+		for _, set := range proxy.AllSets() {
+			s := iptables.IPSet(inet.IPv4, set)
+			name := "ip_set_" + strings.NewReplacer(":", "_", ",", "").Replace(string(s.Type))
+			if !seen[name] {
+				seen[name] = true
+				mods = append(mods, module{name: name, why: "ipsets of type " + string(s.Type) + " (" + s.Name + ")", severity: Fail})
+			}
 		}
+		mods = append(mods, module{name: "xt_set", why: "iptables rules matching the KUBE-* ipsets (-m set)", severity: Fail})
 	}
-	mods = append(mods,
-		module{name: "xt_set", why: "iptables rules matching the KUBE-* ipsets (-m set)", severity: Fail},
-		module{name: "nf_conntrack", why: "connection tracking (IPVS NAT with net.ipv4.vs.conntrack=1, masquerading)", severity: Fail},
-	)
+	mods = append(mods, module{name: "nf_conntrack", why: "connection tracking (IPVS NAT with net.ipv4.vs.conntrack=1, masquerading)", severity: Fail})
 	if c.hasBridge() {
 		mods = append(mods, module{name: "br_netfilter", severity: Fail,
-			why: "bridged traffic to pass iptables and conntrack (replies from a Service's pod to a client pod on the same bridge)"})
+			why: "bridged traffic to pass the packet filter and conntrack (replies from a Service's pod to a client pod on the same bridge)"})
 	}
 	return mods
 }

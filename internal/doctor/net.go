@@ -11,6 +11,7 @@ import (
 
 	"github.com/kipvs/kipvs/internal/config"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
+	"github.com/kipvs/kipvs/internal/dataplane/nftables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
 	"github.com/kipvs/kipvs/internal/proxy"
@@ -166,10 +167,10 @@ func (c *checkup) checkLocalDetector() {
 			c.add(check, OK, "masqueradeAll (--masquerade-all): all traffic to cluster IPs is masqueraded, pod traffic included", "")
 			continue
 		}
-		set := iptables.SetName(f, proxy.SetClusterIP)
+		rule := c.nodeMasqRule(f)
 		if p, ok := c.cfg.ClusterCIDR(ipv6); ok && c.cfg.DetectLocalMode == config.LocalModeClusterCIDR && c.overlapsServiceCIDR(p) {
 			c.add(check, Warn, fmt.Sprintf("clusterCIDR %s overlaps the Service CIDR, so kipvs does not use it to tell pod traffic apart: it masquerades traffic to cluster IPs "+
-				"only when the packet's source is the cluster IP itself (nat KUBE-SERVICES -m set --match-set %s src,dst -j KUBE-MARK-MASQ), which is how the node's own connections look", p, set),
+				"only when the packet's source is the cluster IP itself (%s), which is how the node's own connections look", p, rule),
 				"set --cluster-cidr (clusterCIDR) to the pod CIDR")
 			continue
 		}
@@ -196,11 +197,22 @@ func (c *checkup) checkLocalDetector() {
 			continue
 		}
 		c.add(check, Warn, fmt.Sprintf("no clusterCIDR for detect-local-mode %s: kipvs cannot tell pod traffic apart, so it masquerades traffic to cluster IPs only when the packet's source is the cluster IP itself "+
-			"(nat KUBE-SERVICES -m set --match-set %s src,dst -j KUBE-MARK-MASQ), which is how the node's own connections look; "+
+			"(%s), which is how the node's own connections look; "+
 			"connections from off-node clients routed to the Service CIDR keep their source, so replies from pods on other nodes bypass this node and are lost",
-			c.cfg.DetectLocalMode, set),
+			c.cfg.DetectLocalMode, rule),
 			"set --cluster-cidr (clusterCIDR) to the pod CIDR, or --detect-local-mode=NodeCIDR when Nodes have spec.podCIDRs")
 	}
+}
+
+// nodeMasqRule is the rule that masquerades the node's own connections to cluster IPs
+// when no local-traffic detector is used, as the backend writes it.
+func (c *checkup) nodeMasqRule(f inet.Family) string {
+	if c.nftables() {
+		ip := map[inet.Family]string{inet.IPv4: "ip", inet.IPv6: "ip6"}[f]
+		return fmt.Sprintf("table %s chain services: %s saddr . meta l4proto . th dport @%s jump mark-for-masquerade",
+			nftTableName(f), ip, nftables.SetName(proxy.SetClusterIP))
+	}
+	return fmt.Sprintf("nat KUBE-SERVICES -m set --match-set %s src,dst -j KUBE-MARK-MASQ", iptables.SetName(f, proxy.SetClusterIP))
 }
 
 // hasServiceCIDR reports whether a Service CIDR of family f is known.
@@ -443,6 +455,10 @@ func (c *checkup) checkServiceRoutes() {
 // REJECT ahead of it (seed 002). The backend kipvs does not program is checked too when it
 // is installed: a packet traverses the FORWARD chains of both.
 func (c *checkup) checkForward() {
+	if c.nftables() {
+		c.checkForwardNFT()
+		return
+	}
 	for _, f := range c.families {
 		check := "FORWARD policy"
 		tool := "iptables"
@@ -478,6 +494,66 @@ func (c *checkup) checkForward() {
 			}
 		}
 		c.add(check, status, finding, fix)
+	}
+}
+
+// checkForwardNFT is checkForward with the nftables backend: kipvs's forward rules are in
+// its own table, where an accept does not end the iptables FORWARD chain, so a DROP there
+// (a policy or an unconditional rule, on either iptables backend) drops Service traffic
+// whatever kipvs accepts.
+func (c *checkup) checkForwardNFT() {
+	for _, f := range c.families {
+		check := "FORWARD policy"
+		tool := "iptables"
+		if f == inet.IPv6 {
+			check += " (IPv6)"
+			tool = "ip6tables"
+		}
+		type reader struct {
+			tool string
+			r    IptablesReader
+		}
+		var readers []reader
+		if r := c.view.Iptables[f]; r != nil {
+			readers = append(readers, reader{tool, r})
+		}
+		if r := c.view.OtherIptables[f]; r != nil {
+			readers = append(readers, reader{tool + "-" + c.view.OtherBackend, r})
+		}
+		if len(readers) == 0 {
+			c.add(check, OK, fmt.Sprintf("%s is not installed: no %s FORWARD chain filters forwarded traffic besides kipvs's table %s", tool, tool, nftTableName(f)), "")
+			continue
+		}
+		status := OK
+		var findings []string
+		for _, rd := range readers {
+			save, err := rd.r.Save(c.ctx)
+			if err != nil {
+				status = Warn
+				findings = append(findings, fmt.Sprintf("%s-save failed: %v", rd.tool, err))
+				continue
+			}
+			st, finding, fx := forwardVerdict(save, rd.tool, "")
+			if st == Fail {
+				c.add(check, Fail, finding+fmt.Sprintf(" (kipvs runs the nftables backend: an accept in table %s does not end the %s FORWARD chain)", nftTableName(f), rd.tool),
+					fx+", or accept the Service traffic in that chain ahead of the DROP (the host firewall's rules)")
+				status = Fail
+				break
+			}
+			policy, _ := builtinChain(save, "filter", "FORWARD")
+			if policy == "" {
+				findings = append(findings, rd.tool+" has no filter FORWARD chain")
+			} else {
+				findings = append(findings, fmt.Sprintf("%s filter FORWARD policy %s", rd.tool, policy))
+			}
+		}
+		switch status {
+		case Fail:
+		case Warn:
+			c.add(check, Warn, strings.Join(findings, "; "), "run kipvs doctor as root; "+tool+"-save shows the error")
+		default:
+			c.add(check, OK, strings.Join(findings, "; ")+", with no DROP ahead: Service traffic goes on to kipvs's table "+nftTableName(f), "")
+		}
 	}
 }
 

@@ -21,11 +21,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kipvs/kipvs/internal/conntrack"
+	"github.com/kipvs/kipvs/internal/dataplane/nftables"
 	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/nft"
 	"github.com/kipvs/kipvs/internal/sysctl"
 )
 
@@ -43,7 +46,7 @@ type RealOptions struct {
 
 // NewRealView opens a read-only view of the node doctor runs on, in its own network
 // namespace: /proc, /sys and /lib/modules, netlink (links, routes, IPVS, ipset, ctnetlink),
-// iptables-save, the daemon's metrics server and, when o.ServiceCIDRs is given, the API
+// iptables-save, nft (its version, kipvs's tables), the daemon's metrics server and, when o.ServiceCIDRs is given, the API
 // server's ServiceCIDR objects. What cannot be opened is reported by the checks that need it. The
 // returned function releases the sockets.
 func NewRealView(ctx context.Context, o RealOptions) (View, func()) {
@@ -84,6 +87,17 @@ func NewRealView(ctx context.Context, o RealOptions) (View, func()) {
 		closers = append(closers, c.Close)
 	}
 	runner := netfilter.NewRunner(ns)
+	v.NFTVersion = func(ctx context.Context) (string, error) {
+		out, err := runner.Run(ctx, nil, "nft", "--version")
+		return string(out), err
+	}
+	v.NFT, v.NFTErr = openNFT(ns, v.Modules)
+	if _, err := exec.LookPath("nft"); err == nil {
+		v.NFTIPv6 = func() error {
+			_, err := os.Stat("/proc/net/if_inet6")
+			return err
+		}
+	}
 	if b, err := netfilter.Detect(ctx, runner, ""); err != nil {
 		v.IptablesErr = err
 	} else {
@@ -379,6 +393,73 @@ func (r *iptablesReader) Owned(ctx context.Context) (string, error) {
 	return netfilter.Format(rs.Normalize()), nil
 }
 
+// openNFT opens kipvs's nftables table of each family for reading. Without nf_tables in
+// the kernel no table exists, and nft is not run (its start-up check would load the
+// module): every family reads as no table.
+func openNFT(ns netns.NsHandle, mods ModuleReader) (map[inet.Family]NFTReader, error) {
+	out := map[inet.Family]NFTReader{}
+	var errs []error
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
+		if s := mods.Module("nf_tables"); s != ModuleLoaded && s != ModuleBuiltin {
+			out[f] = noTable{name: nftTableName(f)}
+			continue
+		}
+		conn, err := nft.New(ns, f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f, err))
+			continue
+		}
+		out[f] = NewNFTReader(conn)
+	}
+	return out, errors.Join(errs...)
+}
+
+// nftReader reads a kipvs table through package nft. It calls only the table's list
+// methods: Chains, and through the nftables dataplane ListMembers and ObserveRules.
+type nftReader struct {
+	conn   nft.Interface
+	filter *nftables.Filter
+}
+
+// NewNFTReader reads the kipvs table conn opens (nft.New, or nfttest's fake).
+func NewNFTReader(conn nft.Interface) NFTReader {
+	return &nftReader{conn: conn, filter: nftables.New(conn)}
+}
+
+func (r *nftReader) Name() string { return r.conn.Name() }
+
+// Chains implements NFTReader.
+func (r *nftReader) Chains(ctx context.Context) ([]nft.Chain, error) { return r.conn.Chains(ctx) }
+
+// Rules implements NFTReader.
+func (r *nftReader) Rules(ctx context.Context) (string, error) {
+	rules, err := r.filter.ObserveRules(ctx)
+	if err != nil {
+		return "", err
+	}
+	return rules.String(), nil
+}
+
+// Members implements NFTReader.
+func (r *nftReader) Members(ctx context.Context, set string) ([]string, error) {
+	return r.filter.ListMembers(ctx, set)
+}
+
+// noTable is the table of a kernel without nf_tables: it does not exist.
+type noTable struct{ name string }
+
+func (t noTable) Name() string { return t.name }
+
+func (t noTable) Chains(context.Context) ([]nft.Chain, error) {
+	return nil, fmt.Errorf("table %s: nf_tables is not loaded: %w", t.name, kerr.ErrNotFound)
+}
+
+func (t noTable) Rules(context.Context) (string, error) { return "", nil }
+
+func (t noTable) Members(_ context.Context, set string) ([]string, error) {
+	return nil, fmt.Errorf("set %s %s: nf_tables is not loaded: %w", t.name, set, kerr.ErrNotFound)
+}
+
 // httpDaemon asks the daemon's metrics server for its state.
 type httpDaemon struct {
 	addr   string
@@ -427,6 +508,7 @@ func (b brokenIPVS) Table() ([]ipvs.Entry, error) { return nil, b.err }
 type brokenIPSet struct{ err error }
 
 func (b brokenIPSet) List(string) (*ipset.SetInfo, error) { return nil, b.err }
+func (b brokenIPSet) ListNames() ([]string, error)        { return nil, b.err }
 
 type brokenConntrack struct{ err error }
 

@@ -11,8 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/kipvs/kipvs/internal/debugapi"
 	"github.com/kipvs/kipvs/internal/inet"
+	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netfilter"
 	"github.com/kipvs/kipvs/internal/server"
 )
@@ -148,5 +151,33 @@ func TestHTTPDaemon(t *testing.T) {
 	d = &httpDaemon{addr: strings.TrimPrefix(bad.URL, "http://"), client: bad.Client()}
 	if _, err := d.State(t.Context()); err == nil || errors.Is(err, ErrNoDaemon) || !strings.Contains(err.Error(), "decode") {
 		t.Errorf("bad JSON: %v", err)
+	}
+}
+
+// Without nf_tables in the kernel no nftables table can exist: both families read as no
+// table, and nft is not run (its start-up check would load the module).
+func TestOpenNFTWithoutNFTables(t *testing.T) {
+	for _, state := range []ModuleState{ModuleMissing, ModuleAvailable, ModuleUnknown} {
+		readers, err := openNFT(netns.None(), fakeModules{"nf_tables": state})
+		if err != nil || len(readers) != 2 {
+			t.Fatalf("nf_tables %s: %d readers, %v", state, len(readers), err)
+		}
+		for f, r := range readers {
+			if _, ok := r.(noTable); !ok {
+				t.Errorf("%s: nft opened (%T) without nf_tables", f, r)
+			}
+			if want := nftTableName(f); r.Name() != want {
+				t.Errorf("%s: Name %q, want %q", f, r.Name(), want)
+			}
+			if _, err := r.Chains(t.Context()); !kerr.IsNotFound(err) {
+				t.Errorf("%s: Chains: %v, want not found", f, err)
+			}
+			if _, err := r.Members(t.Context(), "cluster-ip"); !kerr.IsNotFound(err) {
+				t.Errorf("%s: Members: %v, want not found", f, err)
+			}
+			if rules, err := r.Rules(t.Context()); rules != "" || err != nil {
+				t.Errorf("%s: Rules = %q, %v", f, rules, err)
+			}
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/nft"
 )
 
 // View is a read-only view of the node: everything the checks look at. NewRealView reads
@@ -23,6 +24,13 @@ type View struct {
 	Net           NetReader
 	IPVS          IPVSReader
 	IPSet         IPSetReader
+	// NFT holds a reader of kipvs's nftables table (the nftables backend's) per family nft
+	// could open; NFTErr says why a family is missing (nil when both are there).
+	NFT    map[inet.Family]NFTReader
+	NFTErr error
+	// NFTVersion runs `nft --version` ("nftables v1.0.6 (Lester Gooch #5)"); its error wraps
+	// exec.ErrNotFound when nft is not installed. nil: nft is not installed.
+	NFTVersion func(ctx context.Context) (string, error)
 	// Iptables holds a reader per family whose iptables could be read; IptablesErr says
 	// why a family is missing (nil when both are there).
 	Iptables    map[inet.Family]IptablesReader
@@ -34,9 +42,13 @@ type View struct {
 	OtherIptables map[inet.Family]IptablesReader
 	OtherBackend  string
 	Conntrack     ConntrackReader
-	// IPv6 says whether the daemon would run the IPv6 family (netfilter.IPv6Usable: ip6tables
-	// works and the kernel has IPv6), for when no daemon answers. nil: IPv4 only.
+	// IPv6 says whether the daemon would run the IPv6 family with the iptables backend
+	// (netfilter.IPv6Usable: ip6tables works and the kernel has IPv6), for when no daemon
+	// answers. nil: IPv4 only.
 	IPv6 func() error
+	// NFTIPv6 is IPv6 for the nftables backend: the kernel has IPv6 and nft is installed.
+	// nil: IPv4 only.
+	NFTIPv6 func() error
 	// Daemon reaches the running kipvs daemon; nil means no daemon is looked for.
 	Daemon DaemonReader
 	// APIServiceCIDRs lists the cluster's ServiceCIDR objects; nil when no API server is
@@ -128,6 +140,27 @@ type IPVSReader interface {
 // IPSetReader is the read half of ipset.Interface.
 type IPSetReader interface {
 	List(name string) (*ipset.SetInfo, error)
+	// ListNames returns the names of all sets, sorted.
+	ListNames() ([]string, error)
+}
+
+// nftTableName is family f's kipvs table as nft names it ("ip kipvs").
+func nftTableName(f inet.Family) string { return string(nft.Family(f)) + " " + nft.Table }
+
+// NFTReader reads one family's kipvs table, in the notation of the daemon's state document
+// with the nftables backend. NewNFTReader reads it through package nft.
+type NFTReader interface {
+	// Name is the table as nft names it ("ip kipvs").
+	Name() string
+	// Chains reads the table's chains with their hooks and rules; kerr.ErrNotFound when the
+	// table does not exist.
+	Chains(ctx context.Context) ([]nft.Chain, error)
+	// Rules is the table's chains as the state document writes a family's rules ("" when
+	// the table does not exist).
+	Rules(ctx context.Context) (string, error)
+	// Members lists the members of the table's set name as the state document writes them;
+	// kerr.ErrNotFound when the table or the set does not exist.
+	Members(ctx context.Context, set string) ([]string, error)
 }
 
 // IptablesReader reads one family's iptables.

@@ -32,9 +32,10 @@ func (v Version) AtLeast(w Version) bool {
 // --random-fully; upstream kube-proxy adds the option from this version on.
 var RandomFullyMinVersion = Version{1, 6, 2}
 
-// parseVersion reads the version from `iptables --version` output: the first word that is
-// "v" followed by dot-separated numbers (a missing minor or patch number is 0).
-func parseVersion(out string) (Version, error) {
+// ParseVersion reads the version from a tool's --version output (`iptables --version`,
+// `nft --version`): the first word that is "v" followed by dot-separated numbers (a missing
+// minor or patch number is 0).
+func ParseVersion(out string) (Version, error) {
 	for _, w := range strings.Fields(out) {
 		rest, ok := strings.CutPrefix(w, "v")
 		if !ok || rest == "" {
@@ -58,7 +59,7 @@ func parseVersion(out string) (Version, error) {
 			return Version{n[0], n[1], n[2]}, nil
 		}
 	}
-	return Version{}, fmt.Errorf("no iptables version in %q: %w", strings.TrimSpace(out), kerr.ErrInvalid)
+	return Version{}, fmt.Errorf("no version in %q: %w", strings.TrimSpace(out), kerr.ErrInvalid)
 }
 
 // ToolVersion runs `<tool>-<mode> --version` (iptables or ip6tables of backend m) and parses
@@ -69,7 +70,7 @@ func ToolVersion(ctx context.Context, r Runner, f inet.Family, m Mode) (Version,
 	if err != nil {
 		return Version{}, fmt.Errorf("%s --version: %w", bin, err)
 	}
-	v, err := parseVersion(string(out))
+	v, err := ParseVersion(string(out))
 	if err != nil {
 		return Version{}, fmt.Errorf("%s --version: %w", bin, err)
 	}

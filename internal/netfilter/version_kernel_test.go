@@ -10,7 +10,7 @@ import (
 	"github.com/kipvs/kipvs/internal/testutil/netnstest"
 )
 
-// The real binaries of both backends and families answer --version in the form parseVersion
+// The real binaries of both backends and families answer --version in the form ParseVersion
 // reads, support --random-fully (the VM's iptables is far past 1.6.2, as on any current
 // distribution), and pass usable: the test the daemon runs before starting the IPv6 family.
 func TestVersionAndUsableKernel(t *testing.T) {

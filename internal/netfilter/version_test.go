@@ -26,8 +26,9 @@ func TestParseVersion(t *testing.T) {
 		{"iptables v1.4.21", Version{1, 4, 21}, false},
 		{"iptables v2", Version{2, 0, 0}, true},
 		{"iptables-nft v1.8.9 (nf_tables): extra", Version{1, 8, 9}, true},
+		{"nftables v1.0.6 (Lester Gooch #5)\n", Version{1, 0, 6}, false},
 	} {
-		got, err := parseVersion(tc.out)
+		got, err := ParseVersion(tc.out)
 		if err != nil || got != tc.want {
 			t.Errorf("ParseVersion(%q) = %v, %v; want %v", tc.out, got, err, tc.want)
 		}
@@ -36,7 +37,7 @@ func TestParseVersion(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "iptables", "iptables vx.y", "version 1.8.7"} {
-		if v, err := parseVersion(bad); !errors.Is(err, kerr.ErrInvalid) {
+		if v, err := ParseVersion(bad); !errors.Is(err, kerr.ErrInvalid) {
 			t.Errorf("ParseVersion(%q) = %v, %v; want ErrInvalid", bad, v, err)
 		}
 	}

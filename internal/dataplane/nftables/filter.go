@@ -97,6 +97,30 @@ func (p *Filter) list(ctx context.Context, members map[proxy.Member]struct{}) ([
 	return missing, nil
 }
 
+// ListMembers lists the members of the table's set name (SetName) as MemberString writes
+// them, the notation of the daemon's state document, in the order nft lists them;
+// kerr.ErrNotFound when the table or the set does not exist.
+func (p *Filter) ListMembers(ctx context.Context, name string) ([]string, error) {
+	i := slices.IndexFunc(proxy.AllSets(), func(s proxy.Set) bool { return SetName(s) == name })
+	if i < 0 {
+		return nil, fmt.Errorf("set %s is not a set of kipvs's table: %w", name, kerr.ErrInvalid)
+	}
+	s := proxy.AllSets()[i]
+	els, err := p.conn.Elements(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(els))
+	for _, e := range els {
+		m, err := memberOf(s, e.Key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.MemberString(m))
+	}
+	return out, nil
+}
+
 // Sets implements dataplane.Filter.
 func (p *Filter) Sets() []dataplane.SetSpec {
 	out := make([]dataplane.SetSpec, 0, len(proxy.AllSets()))

@@ -2,6 +2,7 @@ package nftables_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net/netip"
 	"slices"
@@ -88,6 +89,21 @@ func membersRoundTrip(t *testing.T, conn nft.Interface) {
 			}
 			if !maps.Equal(got, set(ms...)) {
 				t.Errorf("members read back:\n%v\nwant\n%v", slices.Collect(maps.Keys(got)), ms)
+			}
+			// ListMembers names them as the state document does.
+			for _, s := range proxy.AllSets() {
+				var want []string
+				for _, m := range ms {
+					if m.Set == s {
+						want = append(want, p.MemberString(m))
+					}
+				}
+				listed, err := p.ListMembers(ctx, nftables.SetName(s))
+				slices.Sort(want)
+				slices.Sort(listed)
+				if err != nil || !slices.Equal(listed, want) {
+					t.Errorf("ListMembers(%s) = %q, %v; want %q", nftables.SetName(s), listed, err, want)
+				}
 			}
 			res = p.Run(ctx, &dataplane.Tx{DeleteMembers: ms[:3]})
 			if len(res.Failed) > 0 || res.Deleted != 3 {
@@ -232,5 +248,39 @@ func TestCleaner(t *testing.T) {
 	}
 	if d := own.Dump(); d != "" {
 		t.Errorf("table left:\n%s", d)
+	}
+}
+
+// ListMembers: a set that does not exist (or no table) is not found; a name that is no set
+// of kipvs's is invalid.
+func TestListMembersErrors(t *testing.T) {
+	ctx := context.Background()
+	p := nftables.New(nfttest.New(inet.IPv4))
+	if _, err := p.ListMembers(ctx, "cluster-ip"); !kerr.IsNotFound(err) {
+		t.Errorf("no table: %v, want not found", err)
+	}
+	if _, err := p.ListMembers(ctx, "KUBE-CLUSTER-IP"); !errors.Is(err, kerr.ErrInvalid) {
+		t.Errorf("an ipset's name: %v, want invalid", err)
+	}
+}
+
+// DeclaredChains is what Render declares: the same chains and hooks, without rules.
+func TestDeclaredChains(t *testing.T) {
+	rendered := nftables.Render(proxy.FilterOf(&proxy.Options{Family: inet.IPv4, MasqueradeBit: 14}, nil, nil))
+	declared := nftables.DeclaredChains()
+	if len(declared) != len(rendered) {
+		t.Fatalf("%d chains declared, %d rendered", len(declared), len(rendered))
+	}
+	bases := 0
+	for i, c := range declared {
+		if c.Name != rendered[i].Name || c.Base != rendered[i].Base || len(c.Rules) != 0 {
+			t.Errorf("declared %+v, rendered %s %q", c, rendered[i].Name, rendered[i].Base)
+		}
+		if c.Base != "" {
+			bases++
+		}
+	}
+	if bases != 6 {
+		t.Errorf("%d base chains, want 6", bases)
 	}
 }

@@ -72,6 +72,21 @@ func chainDefs() []chainDef {
 	}
 }
 
+// DeclaredChains lists the chains of the table as kipvs declares them, sorted by name: each
+// with its Base (hook and priority) when it is a base chain, without rules.
+func DeclaredChains() []nft.Chain {
+	out := make([]nft.Chain, 0, len(chainDefs()))
+	for _, d := range chainDefs() {
+		c := nft.Chain{Name: d.name}
+		if d.base != nil {
+			c.Base = nft.BaseSpec(d.base)
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b nft.Chain) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
 // Render returns the chains f asks for, sorted by name, each rule as nft prints it.
 func Render(f *proxy.Filter) []nft.Chain {
 	b := &builder{f: f, ip: "ip", mark: fmt.Sprintf("0x%08x", f.MasqueradeMark), rules: map[string][]string{}}
@@ -89,15 +104,10 @@ func Render(f *proxy.Filter) []nft.Chain {
 	b.forwardAndHealthCheck()
 	b.ipvsFilter()
 	b.postrouting()
-	out := make([]nft.Chain, 0, len(chainDefs()))
-	for _, d := range chainDefs() {
-		c := nft.Chain{Name: d.name, Rules: b.rules[d.name]}
-		if d.base != nil {
-			c.Base = nft.BaseSpec(d.base)
-		}
-		out = append(out, c)
+	out := DeclaredChains()
+	for i := range out {
+		out[i].Rules = b.rules[out[i].Name]
 	}
-	slices.SortFunc(out, func(a, b nft.Chain) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
