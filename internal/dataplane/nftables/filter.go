@@ -106,13 +106,13 @@ func (p *Filter) ListMembers(ctx context.Context, name string) ([]string, error)
 		return nil, fmt.Errorf("set %s is not a set of kipvs's table: %w", name, kerr.ErrInvalid)
 	}
 	s := proxy.AllSets()[i]
-	els, err := p.conn.Elements(ctx, name)
+	els, err := p.conn.Elements(ctx, p.Def(s))
 	if err != nil {
 		return nil, err
 	}
 	out := make([]string, 0, len(els))
 	for _, e := range els {
-		m, err := memberOf(s, e.Key)
+		m, err := memberOf(s, e)
 		if err != nil {
 			return nil, err
 		}
