@@ -265,7 +265,15 @@ func (r *runner) run(proxy string) {
 	}
 	defer cl.Close()
 	r.ipvs = cl
-	r.probe = newProbe(proxy, cl)
+	r.probe, err = newProbe(proxy, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := r.probe.close(); err != nil {
+			t.Error(err)
+		}
+	}()
 
 	threads, err := NewThreads("/proc")
 	if err != nil {
