@@ -819,6 +819,7 @@ func (r *runner) changes() Latency {
 	}()
 	var active []*change
 	var samples []float64
+	var polls pollCost
 	timedOut := 0
 	poll := time.NewTicker(r.cfg.ChangePoll)
 	defer poll.Stop()
@@ -843,6 +844,7 @@ func (r *runner) changes() Latency {
 		for i, c := range active {
 			vips[i] = vipOf(c.svc.key)
 		}
+		t0 := time.Now()
 		if _, err := r.probe.begin(vips); err != nil {
 			t.Logf("%s: reading what it programmed: %v", r.proc.Name, err)
 		}
@@ -865,11 +867,13 @@ func (r *runner) changes() Latency {
 			delete(pending, c.svc)
 			mu.Unlock()
 		}
+		polls.add(time.Since(t0), len(vips))
 		active = still
 	}
 	if timedOut > 0 {
 		t.Errorf("%d of %d changes were not programmed within %s", timedOut, len(samples), r.cfg.ChangeLimit)
 	}
+	t.Logf("%s: the probe during the changes: %s", r.proc.Name, polls)
 	return Summarize(samples, timedOut)
 }
 

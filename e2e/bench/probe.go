@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -274,4 +275,28 @@ func (r *RuleReader) endpoints(chain string) (map[netip.AddrPort]bool, bool, err
 		eps[ap] = true
 	}
 	return eps, true, nil
+}
+
+// pollCost adds up a probe's polls: how many, how many Services they read, and how long
+// they took (the probe's own cost, which a change's latency measured from outside
+// includes up to once).
+type pollCost struct {
+	polls, services int
+	total, max      time.Duration
+}
+
+func (c *pollCost) add(d time.Duration, services int) {
+	c.polls++
+	c.services += services
+	c.total += d
+	c.max = max(c.max, d)
+}
+
+func (c pollCost) String() string {
+	if c.polls == 0 {
+		return "no polls"
+	}
+	n := time.Duration(c.polls)
+	return fmt.Sprintf("%d polls of %.1f Services on average, %s per poll on average, %s at most",
+		c.polls, float64(c.services)/float64(c.polls), (c.total / n).Round(time.Microsecond), c.max.Round(time.Microsecond))
 }

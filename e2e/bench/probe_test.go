@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 )
 
 func addrPorts(ss ...string) map[netip.AddrPort]bool {
@@ -43,5 +44,17 @@ func checkProgrammed(t *testing.T, p Programmed, chain0, chain1 string) {
 	}
 	if p.Chains[vip0] != chain0 || p.Chains[vip1] != chain1 {
 		t.Errorf("chains %v, want %s and %s", p.Chains, chain0, chain1)
+	}
+}
+
+func TestPollCost(t *testing.T) {
+	var c pollCost
+	if got := c.String(); got != "no polls" {
+		t.Errorf("%q", got)
+	}
+	c.add(3*time.Millisecond, 1)
+	c.add(1*time.Millisecond, 2)
+	if got, want := c.String(), "2 polls of 1.5 Services on average, 2ms per poll on average, 3ms at most"; got != want {
+		t.Errorf("%q, want %q", got, want)
 	}
 }
