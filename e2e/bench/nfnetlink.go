@@ -2,8 +2,12 @@ package bench
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"syscall"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -65,25 +69,108 @@ type nftSource interface {
 	elems(table, set string) ([]netlink.Message, error)
 }
 
-// nftConn is an nftSource over a netlink socket of the current network namespace.
-type nftConn struct{ c *netlink.Conn }
+// nftConn is an nftSource over a netlink socket of the current network namespace. It
+// reads with a 32 KiB buffer: the kernel fills each part of a dump up to the largest read
+// the socket has seen (32 KiB at most), and starts each part by walking the table from
+// its start to where the last one ended, so a whole-table dump read with the usual
+// page-sized buffer costs the kernel eight times the walking.
+type nftConn struct {
+	fd  int
+	seq uint32
+	buf []byte
+}
+
+// recvTimeout bounds a read of the kernel's answer.
+const recvTimeout = 30 * time.Second
 
 func dialNFT() (*nftConn, error) {
-	c, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
 	if err != nil {
 		return nil, fmt.Errorf("bench: nf_tables netlink socket: %w", err)
 	}
-	return &nftConn{c: c}, nil
+	tv := unix.NsecToTimeval(recvTimeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bench: nf_tables netlink socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bench: nf_tables netlink socket: %w", err)
+	}
+	return &nftConn{fd: fd, buf: make([]byte, 32<<10)}, nil
 }
 
-func (n *nftConn) Close() error { return n.c.Close() }
+func (n *nftConn) Close() error { return unix.Close(n.fd) }
+
+// dumpTries is how many times nftConn sends a dump request whose answer the kernel marks
+// interrupted (the ruleset changed while it was dumped: the answer may mix the two).
+const dumpTries = 5
+
+func (n *nftConn) execute(req netlink.Message) ([]netlink.Message, error) {
+	for range dumpTries - 1 {
+		msgs, err := n.dump(req)
+		if err != nil || !slices.ContainsFunc(msgs, func(m netlink.Message) bool { return m.Header.Flags&netlink.DumpInterrupted != 0 }) {
+			return msgs, err
+		}
+	}
+	return n.dump(req) // decoding an interrupted answer is an error
+}
+
+// dump sends a dump request and reads its answers up to NLMSG_DONE; an NLMSG_ERROR is
+// its errno.
+func (n *nftConn) dump(req netlink.Message) ([]netlink.Message, error) {
+	n.seq++
+	req.Header.Sequence = n.seq
+	req.Header.Length = uint32(unix.NLMSG_HDRLEN + len(req.Data))
+	b, err := req.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("bench: netlink request: %w", err)
+	}
+	if err := unix.Sendto(n.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, fmt.Errorf("bench: netlink send: %w", err)
+	}
+	var out []netlink.Message
+	for {
+		k, _, err := unix.Recvfrom(n.fd, n.buf, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: netlink receive: %w", err)
+		}
+		msgs, err := syscall.ParseNetlinkMessage(slices.Clone(n.buf[:k]))
+		if err != nil {
+			return nil, fmt.Errorf("bench: netlink receive: %w", err)
+		}
+		for _, m := range msgs {
+			if m.Header.Seq != n.seq {
+				continue // the answer to an earlier request that gave up
+			}
+			switch m.Header.Type {
+			case unix.NLMSG_DONE, unix.NLMSG_ERROR:
+				if len(m.Data) < 4 {
+					return nil, fmt.Errorf("bench: netlink %d message of %d bytes", m.Header.Type, len(m.Data))
+				}
+				if errno := -int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
+					return nil, syscall.Errno(errno)
+				}
+				return out, nil
+			}
+			out = append(out, netlink.Message{
+				Header: netlink.Header{Length: m.Header.Len, Type: netlink.HeaderType(m.Header.Type),
+					Flags: netlink.HeaderFlags(m.Header.Flags), Sequence: m.Header.Seq, PID: m.Header.Pid},
+				Data: m.Data,
+			})
+		}
+	}
+}
 
 func (n *nftConn) rules(table, chain string) ([]netlink.Message, error) {
 	req, err := ruleDump(table, chain)
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := n.c.Execute(req)
+	msgs, err := n.execute(req)
 	if err != nil {
 		return nil, fmt.Errorf("bench: rules of %s %s: %w", table, chain, err)
 	}
@@ -95,7 +182,7 @@ func (n *nftConn) elems(table, set string) ([]netlink.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := n.c.Execute(req)
+	msgs, err := n.execute(req)
 	if err != nil {
 		return nil, fmt.Errorf("bench: elements of %s %s: %w", table, set, err)
 	}
@@ -141,38 +228,68 @@ func checkDump(m netlink.Message, msg int) ([]byte, error) {
 	return m.Data[nfgenmsgLen:], nil
 }
 
-// decoder is an attribute decoder of nf_tables data (integers in network byte order).
-func decoder(b []byte) (*netlink.AttributeDecoder, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, fmt.Errorf("bench: nf_tables attributes: %w", err)
+// attrs walks the netlink attributes in b without copying them: each one's type (without
+// the nested and byte-order flags) and data. A whole-table read decodes every rule of the
+// table, so the walk allocates nothing.
+type attrs struct {
+	b    []byte
+	typ  uint16
+	data []byte
+	err  error
+}
+
+func (a *attrs) next() bool {
+	if len(a.b) == 0 || a.err != nil {
+		return false
 	}
-	ad.ByteOrder = binary.BigEndian
-	return ad, nil
+	if len(a.b) < 4 {
+		a.err = fmt.Errorf("bench: netlink attribute header in %d bytes", len(a.b))
+		return false
+	}
+	n := int(binary.NativeEndian.Uint16(a.b[0:2]))
+	if n < 4 || n > len(a.b) {
+		a.err = fmt.Errorf("bench: netlink attribute of length %d in %d bytes", n, len(a.b))
+		return false
+	}
+	a.typ = binary.NativeEndian.Uint16(a.b[2:4]) &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+	a.data = a.b[4:n]
+	a.b = a.b[min(len(a.b), (n+3)&^3):]
+	return true
+}
+
+// be32 is a 32-bit attribute's value (nf_tables integers are in network byte order).
+func be32(b []byte) (uint32, bool) {
+	if len(b) != 4 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(b), true
 }
 
 // decodeRules decodes the answers of a rule dump.
 func decodeRules(msgs []netlink.Message) ([]nftRule, error) {
-	var out []nftRule
+	out := make([]nftRule, 0, len(msgs))
 	for _, m := range msgs {
 		b, err := checkDump(m, unix.NFT_MSG_NEWRULE)
 		if err != nil {
 			return nil, err
 		}
-		ad, err := decoder(b)
-		if err != nil {
-			return nil, err
-		}
 		var r nftRule
-		for ad.Next() {
-			switch ad.Type() {
+		a := attrs{b: b}
+		for a.next() {
+			switch a.typ {
 			case unix.NFTA_RULE_CHAIN:
-				r.chain = ad.String()
+				r.chain = nlString(a.data)
 			case unix.NFTA_RULE_EXPRESSIONS:
-				ad.Nested(r.decodeExprs)
+				err = r.decodeExprs(a.data)
+			}
+			if err != nil {
+				break
 			}
 		}
-		if err := ad.Err(); err != nil {
+		if err == nil {
+			err = a.err
+		}
+		if err != nil {
 			return nil, fmt.Errorf("bench: rule of chain %q: %w", r.chain, err)
 		}
 		out = append(out, r)
@@ -180,21 +297,39 @@ func decodeRules(msgs []netlink.Message) ([]nftRule, error) {
 	return out, nil
 }
 
-// regs is what a rule's expressions so far left in the registers, by the index of a
-// register's first 32-bit word: a value (an immediate) or a field of the packet (a
-// payload or meta load).
+// regs is what a rule's expressions so far left in the registers, by the 32-bit word
+// where a register starts: a value (an immediate) or a field of the packet (a payload or
+// meta load).
 type regs struct {
-	value map[uint32][]byte
-	field map[uint32]string
+	value [16][]byte
+	field [16]string
 }
 
-// reg32 is the 32-bit word where register r starts: NFT_REG_1..4 are 16 bytes each,
-// NFT_REG32_00.. one word each; both address the same space.
-func reg32(r uint32) uint32 {
-	if r >= unix.NFT_REG32_00 {
-		return r - unix.NFT_REG32_00
+// word is the 32-bit word where register r starts: NFT_REG_1..4 are 16 bytes each,
+// NFT_REG32_00..15 one word each; both address the same 16 words. ok is false for the
+// verdict register and any other.
+func word(r uint32) (w uint32, ok bool) {
+	switch {
+	case r >= unix.NFT_REG32_00 && r <= unix.NFT_REG32_15:
+		return r - unix.NFT_REG32_00, true
+	case r >= unix.NFT_REG_1 && r <= unix.NFT_REG_4:
+		return (r - unix.NFT_REG_1) * 4, true
 	}
-	return (r - unix.NFT_REG_1) * 4
+	return 0, false
+}
+
+// set notes what register r now holds: a value, or a field ("" for neither).
+func (rg *regs) set(r uint32, value []byte, field string) {
+	if w, ok := word(r); ok {
+		rg.value[w], rg.field[w] = value, field
+	}
+}
+
+func (rg *regs) get(r uint32) ([]byte, string) {
+	if w, ok := word(r); ok {
+		return rg.value[w], rg.field[w]
+	}
+	return nil, ""
 }
 
 // The fields a rule may load and compare (see nftRule.dst).
@@ -205,136 +340,133 @@ const (
 )
 
 // decodeExprs decodes a rule's list of expressions, in order.
-func (r *nftRule) decodeExprs(ad *netlink.AttributeDecoder) error {
-	rg := regs{value: map[uint32][]byte{}, field: map[uint32]string{}}
-	for ad.Next() {
-		if ad.Type() != unix.NFTA_LIST_ELEM {
+func (r *nftRule) decodeExprs(b []byte) error {
+	var rg regs
+	list := attrs{b: b}
+	for list.next() {
+		if list.typ != unix.NFTA_LIST_ELEM {
 			continue
 		}
-		ad.Nested(func(ad *netlink.AttributeDecoder) error {
-			var name string
-			var data []byte
-			for ad.Next() {
-				switch ad.Type() {
-				case unix.NFTA_EXPR_NAME:
-					name = ad.String()
-				case unix.NFTA_EXPR_DATA:
-					data = ad.Bytes()
-				}
+		var name, data []byte
+		a := attrs{b: list.data}
+		for a.next() {
+			switch a.typ {
+			case unix.NFTA_EXPR_NAME:
+				name = a.data
+			case unix.NFTA_EXPR_DATA:
+				data = a.data
 			}
-			if err := ad.Err(); err != nil {
-				return err
-			}
-			return r.decodeExpr(&rg, name, data)
-		})
+		}
+		if a.err != nil {
+			return a.err
+		}
+		if err := r.decodeExpr(&rg, nlString(name), data); err != nil {
+			return fmt.Errorf("expression %s: %w", nlString(name), err)
+		}
 	}
-	return ad.Err()
+	return list.err
 }
+
+// exprAttrs is the highest attribute type decodeExpr reads (NFTA_NAT_REG_PROTO_MIN).
+const exprAttrs = unix.NFTA_NAT_REG_PROTO_MIN
 
 // decodeExpr decodes one expression: verdicts (immediate), verdict map lookups (lookup),
 // DNAT (nat, and iptables-nft's xt target), and the loads and comparisons of the
 // destination (payload, meta, cmp). The others are skipped; one that writes a register
 // the probe follows (bitwise) forgets what it held.
 func (r *nftRule) decodeExpr(rg *regs, name string, data []byte) error {
-	ad, err := decoder(data)
-	if err != nil {
-		return fmt.Errorf("expression %s: %w", name, err)
+	switch name {
+	case "immediate", "lookup", "nat", "target", "payload", "meta", "bitwise", "cmp":
+	default:
+		return nil
 	}
-	attrs := map[uint16][]byte{}
-	for ad.Next() {
-		attrs[ad.Type()] = ad.Bytes()
-	}
-	if err := ad.Err(); err != nil {
-		return fmt.Errorf("expression %s: %w", name, err)
-	}
-	u32 := func(typ uint16) (uint32, bool) {
-		b, ok := attrs[typ]
-		if !ok || len(b) != 4 {
-			return 0, false
+	var at [exprAttrs + 1][]byte
+	a := attrs{b: data}
+	for a.next() {
+		if a.typ <= exprAttrs {
+			at[a.typ] = a.data
 		}
-		return binary.BigEndian.Uint32(b), true
+	}
+	if a.err != nil {
+		return a.err
 	}
 	switch name {
 	case "immediate":
-		dreg, _ := u32(unix.NFTA_IMMEDIATE_DREG)
-		return decodeData(attrs[unix.NFTA_IMMEDIATE_DATA], func(v []byte) {
-			rg.value[reg32(dreg)] = v
-			delete(rg.field, reg32(dreg))
+		dreg, _ := be32(at[unix.NFTA_IMMEDIATE_DREG])
+		return decodeData(at[unix.NFTA_IMMEDIATE_DATA], func(v []byte) {
+			rg.set(dreg, v, "")
 		}, func(chain string) {
 			r.verdicts = append(r.verdicts, chain)
 		})
 	case "lookup":
 		// A map lookup has a destination register; the verdict register makes it a vmap.
-		if dreg, ok := u32(unix.NFTA_LOOKUP_DREG); ok && dreg == unix.NFT_REG_VERDICT {
-			r.vmaps = append(r.vmaps, nlString(attrs[unix.NFTA_LOOKUP_SET]))
+		if dreg, ok := be32(at[unix.NFTA_LOOKUP_DREG]); ok && dreg == unix.NFT_REG_VERDICT {
+			r.vmaps = append(r.vmaps, nlString(at[unix.NFTA_LOOKUP_SET]))
 		}
 	case "nat":
-		typ, _ := u32(unix.NFTA_NAT_TYPE)
-		areg, aok := u32(unix.NFTA_NAT_REG_ADDR_MIN)
-		preg, pok := u32(unix.NFTA_NAT_REG_PROTO_MIN)
+		typ, _ := be32(at[unix.NFTA_NAT_TYPE])
+		areg, aok := be32(at[unix.NFTA_NAT_REG_ADDR_MIN])
+		preg, pok := be32(at[unix.NFTA_NAT_REG_PROTO_MIN])
 		if typ != unix.NFT_NAT_DNAT || !aok || !pok {
 			return nil
 		}
-		addr, ok := netip.AddrFromSlice(rg.value[reg32(areg)])
-		port := rg.value[reg32(preg)]
+		a, _ := rg.get(areg)
+		port, _ := rg.get(preg)
+		addr, ok := netip.AddrFromSlice(a)
 		if !ok || len(port) < 2 {
 			return fmt.Errorf("dnat from registers %d and %d, which hold no address and port", areg, preg)
 		}
 		r.dnat = netip.AddrPortFrom(addr, binary.BigEndian.Uint16(port))
 	case "target":
-		if nlString(attrs[unix.NFTA_TARGET_NAME]) != "DNAT" {
+		if nlString(at[unix.NFTA_TARGET_NAME]) != "DNAT" {
 			return nil
 		}
-		rev, _ := u32(unix.NFTA_TARGET_REV)
-		ap, err := xtDNAT(rev, attrs[unix.NFTA_TARGET_INFO])
+		rev, _ := be32(at[unix.NFTA_TARGET_REV])
+		ap, err := xtDNAT(rev, at[unix.NFTA_TARGET_INFO])
 		if err != nil {
 			return err
 		}
 		r.dnat = ap
 	case "payload":
-		dreg, ok := u32(unix.NFTA_PAYLOAD_DREG)
+		dreg, ok := be32(at[unix.NFTA_PAYLOAD_DREG])
 		if !ok {
 			return nil // payload set
 		}
-		base, _ := u32(unix.NFTA_PAYLOAD_BASE)
-		off, _ := u32(unix.NFTA_PAYLOAD_OFFSET)
-		n, _ := u32(unix.NFTA_PAYLOAD_LEN)
-		delete(rg.value, reg32(dreg))
+		base, _ := be32(at[unix.NFTA_PAYLOAD_BASE])
+		off, _ := be32(at[unix.NFTA_PAYLOAD_OFFSET])
+		n, _ := be32(at[unix.NFTA_PAYLOAD_LEN])
 		switch {
 		case base == unix.NFT_PAYLOAD_NETWORK_HEADER && off == 16 && n == 4: // IPv4 destination
-			rg.field[reg32(dreg)] = fieldDaddr
+			rg.set(dreg, nil, fieldDaddr)
 		case base == unix.NFT_PAYLOAD_TRANSPORT_HEADER && off == 2 && n == 2: // TCP, UDP, SCTP destination port
-			rg.field[reg32(dreg)] = fieldDport
+			rg.set(dreg, nil, fieldDport)
 		default:
-			delete(rg.field, reg32(dreg))
+			rg.set(dreg, nil, "")
 		}
 	case "meta":
-		dreg, ok := u32(unix.NFTA_META_DREG)
+		dreg, ok := be32(at[unix.NFTA_META_DREG])
 		if !ok {
 			return nil // meta set
 		}
-		delete(rg.value, reg32(dreg))
-		if key, _ := u32(unix.NFTA_META_KEY); key == unix.NFT_META_L4PROTO {
-			rg.field[reg32(dreg)] = fieldL4proto
+		if key, _ := be32(at[unix.NFTA_META_KEY]); key == unix.NFT_META_L4PROTO {
+			rg.set(dreg, nil, fieldL4proto)
 		} else {
-			delete(rg.field, reg32(dreg))
+			rg.set(dreg, nil, "")
 		}
 	case "bitwise":
-		dreg, ok := u32(unix.NFTA_BITWISE_DREG)
+		dreg, ok := be32(at[unix.NFTA_BITWISE_DREG])
 		if !ok {
 			return nil
 		}
-		delete(rg.value, reg32(dreg))
-		delete(rg.field, reg32(dreg))
+		rg.set(dreg, nil, "")
 	case "cmp":
-		sreg, _ := u32(unix.NFTA_CMP_SREG)
-		op, _ := u32(unix.NFTA_CMP_OP)
+		sreg, _ := be32(at[unix.NFTA_CMP_SREG])
+		op, _ := be32(at[unix.NFTA_CMP_OP])
 		if op != unix.NFT_CMP_EQ {
 			return nil
 		}
-		return decodeData(attrs[unix.NFTA_CMP_DATA], func(v []byte) {
-			r.matched(rg.field[reg32(sreg)], v)
-		}, nil)
+		_, field := rg.get(sreg)
+		return decodeData(at[unix.NFTA_CMP_DATA], func(v []byte) { r.matched(field, v) }, nil)
 	}
 	return nil
 }
@@ -360,36 +492,34 @@ func (r *nftRule) matched(field string, v []byte) {
 // decodeData decodes struct nft_data's attributes (NFTA_DATA_*): a value, or a verdict,
 // whose chain (for jump and goto) is passed on.
 func decodeData(b []byte, value func([]byte), verdict func(chain string)) error {
-	ad, err := decoder(b)
-	if err != nil {
-		return err
-	}
-	for ad.Next() {
-		switch ad.Type() {
+	a := attrs{b: b}
+	for a.next() {
+		switch a.typ {
 		case unix.NFTA_DATA_VALUE:
 			if value != nil {
-				value(ad.Bytes())
+				value(a.data)
 			}
 		case unix.NFTA_DATA_VERDICT:
-			ad.Nested(func(ad *netlink.AttributeDecoder) error {
-				var code int32
-				var chain string
-				for ad.Next() {
-					switch ad.Type() {
-					case unix.NFTA_VERDICT_CODE:
-						code = ad.Int32()
-					case unix.NFTA_VERDICT_CHAIN:
-						chain = ad.String()
-					}
+			var code uint32
+			var chain []byte
+			v := attrs{b: a.data}
+			for v.next() {
+				switch v.typ {
+				case unix.NFTA_VERDICT_CODE:
+					code, _ = be32(v.data)
+				case unix.NFTA_VERDICT_CHAIN:
+					chain = v.data
 				}
-				if (code == unix.NFT_JUMP || code == unix.NFT_GOTO) && verdict != nil {
-					verdict(chain)
-				}
-				return ad.Err()
-			})
+			}
+			if v.err != nil {
+				return v.err
+			}
+			if c := int32(code); (c == unix.NFT_JUMP || c == unix.NFT_GOTO) && verdict != nil {
+				verdict(nlString(chain))
+			}
 		}
 	}
-	return ad.Err()
+	return a.err
 }
 
 // xtDNAT reads the destination of iptables' DNAT target from its xt info:
@@ -424,42 +554,40 @@ func decodeElems(msgs []netlink.Message) ([]nftElem, error) {
 		if err != nil {
 			return nil, err
 		}
-		ad, err := decoder(b)
-		if err != nil {
-			return nil, err
-		}
-		for ad.Next() {
-			if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+		a := attrs{b: b}
+		for a.next() {
+			if a.typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
 				continue
 			}
-			ad.Nested(func(ad *netlink.AttributeDecoder) error {
-				for ad.Next() {
-					if ad.Type() != unix.NFTA_LIST_ELEM {
-						continue
-					}
-					ad.Nested(func(ad *netlink.AttributeDecoder) error {
-						var e nftElem
-						for ad.Next() {
-							switch ad.Type() {
-							case unix.NFTA_SET_ELEM_KEY:
-								if err := decodeData(ad.Bytes(), func(v []byte) { e.key = v }, nil); err != nil {
-									return err
-								}
-							case unix.NFTA_SET_ELEM_DATA:
-								if err := decodeData(ad.Bytes(), nil, func(c string) { e.chain = c }); err != nil {
-									return err
-								}
-							}
-						}
-						out = append(out, e)
-						return ad.Err()
-					})
+			list := attrs{b: a.data}
+			for list.next() {
+				if list.typ != unix.NFTA_LIST_ELEM {
+					continue
 				}
-				return ad.Err()
-			})
+				var e nftElem
+				ea := attrs{b: list.data}
+				for ea.next() {
+					switch ea.typ {
+					case unix.NFTA_SET_ELEM_KEY:
+						err = decodeData(ea.data, func(v []byte) { e.key = v }, nil)
+					case unix.NFTA_SET_ELEM_DATA:
+						err = decodeData(ea.data, nil, func(c string) { e.chain = c })
+					}
+					if err != nil {
+						return nil, fmt.Errorf("bench: set element: %w", err)
+					}
+				}
+				if ea.err != nil {
+					return nil, fmt.Errorf("bench: set element: %w", ea.err)
+				}
+				out = append(out, e)
+			}
+			if list.err != nil {
+				return nil, fmt.Errorf("bench: set elements: %w", list.err)
+			}
 		}
-		if err := ad.Err(); err != nil {
-			return nil, fmt.Errorf("bench: set elements: %w", err)
+		if a.err != nil {
+			return nil, fmt.Errorf("bench: set elements: %w", a.err)
 		}
 	}
 	return out, nil

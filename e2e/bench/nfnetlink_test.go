@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -442,13 +443,13 @@ func TestRequests(t *testing.T) {
 		if m.Data[0] != unix.NFPROTO_IPV4 {
 			t.Errorf("family %d, want ip", m.Data[0])
 		}
-		ad, err := decoder(m.Data[nfgenmsgLen:])
-		if err != nil {
-			t.Fatal(err)
-		}
 		got := map[uint16]string{}
-		for ad.Next() {
-			got[ad.Type()] = ad.String()
+		a := attrs{b: m.Data[nfgenmsgLen:]}
+		for a.next() {
+			got[a.typ] = nlString(a.data)
+		}
+		if a.err != nil {
+			t.Fatal(a.err)
 		}
 		if !maps.Equal(got, tc.attrs) {
 			t.Errorf("attributes %v, want %v", got, tc.attrs)
@@ -457,10 +458,59 @@ func TestRequests(t *testing.T) {
 }
 
 // The 16-byte registers and the 32-bit ones address the same words.
-func TestReg32(t *testing.T) {
-	for r, want := range map[uint32]uint32{unix.NFT_REG_1: 0, unix.NFT_REG_2: 4, unix.NFT_REG32_00: 0, unix.NFT_REG32_05: 5, unix.NFT_REG32_15: 15} {
-		if got := reg32(r); got != want {
-			t.Errorf("reg32(%d) = %d, want %d", r, got, want)
+func TestRegisterWords(t *testing.T) {
+	for r, want := range map[uint32]uint32{unix.NFT_REG_1: 0, unix.NFT_REG_2: 4, unix.NFT_REG_4: 12, unix.NFT_REG32_00: 0, unix.NFT_REG32_05: 5, unix.NFT_REG32_15: 15} {
+		if got, ok := word(r); !ok || got != want {
+			t.Errorf("word(%d) = %d, %v; want %d", r, got, ok, want)
 		}
+	}
+	for _, r := range []uint32{unix.NFT_REG_VERDICT, 5, unix.NFT_REG32_15 + 1} {
+		if w, ok := word(r); ok {
+			t.Errorf("word(%d) = %d, want none", r, w)
+		}
+	}
+}
+
+// A truncated attribute is an error; no truncation panics.
+func TestAttrsTruncated(t *testing.T) {
+	msgs, err := recorded{}.rules(NFTTable, nftChain0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := checkDump(msgs[0], unix.NFT_MSG_NEWRULE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := int(binary.NativeEndian.Uint16(b))
+	for n := range len(b) {
+		a := attrs{b: b[:n]}
+		for a.next() {
+		}
+		if n > 0 && n < first && a.err == nil {
+			t.Errorf("%d bytes of a %d-byte attribute: no error", n, first)
+		}
+		m := msgs[0]
+		m.Data = m.Data[:nfgenmsgLen+n]
+		decodeRules([]netlink.Message{m})
+	}
+}
+
+// The walk masks a type's flags, and refuses a length shorter than the header.
+func TestAttrs(t *testing.T) {
+	b := []byte{
+		8, 0, 2, 0x80, 1, 2, 3, 4, // type 2 with NLA_F_NESTED, 4 bytes
+		5, 0, 3, 0, 9, 0, 0, 0, // type 3, 1 byte and 3 of padding
+		2, 0, 1, 0, // length 2
+	}
+	a := attrs{b: b}
+	var got []string
+	for a.next() {
+		got = append(got, fmt.Sprintf("%d:%x", a.typ, a.data))
+	}
+	if want := []string{"2:01020304", "3:09"}; !slices.Equal(got, want) {
+		t.Errorf("attributes %v, want %v", got, want)
+	}
+	if a.err == nil {
+		t.Error("an attribute of length 2: no error")
 	}
 }
