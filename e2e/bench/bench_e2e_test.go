@@ -873,7 +873,7 @@ func (r *runner) changes() Latency {
 	if timedOut > 0 {
 		t.Errorf("%d of %d changes were not programmed within %s", timedOut, len(samples), r.cfg.ChangeLimit)
 	}
-	t.Logf("%s: the probe during the changes: %s", r.proc.Name, polls)
+	t.Logf("%s: the probe during the changes: %s", r.rec.Proxy, polls)
 	return Summarize(samples, timedOut)
 }
 
