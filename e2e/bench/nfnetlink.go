@@ -61,12 +61,23 @@ func elemDump(table, set string) (netlink.Message, error) {
 	})
 }
 
-// nftSource answers the probe's two requests with the kernel's messages: the rules of a
-// table or of one of its chains (a chain that does not exist has none), and the elements
-// of a set. nftConn reads the kernel; the tests answer with recorded messages.
+// genRequest is the request for the ruleset's generation, which every commit increments;
+// the flag asks for an acknowledgement after the answer.
+func genRequest() netlink.Message {
+	return netlink.Message{
+		Header: netlink.Header{Type: nftMessage(unix.NFT_MSG_GETGEN), Flags: netlink.Request | netlink.Acknowledge},
+		Data:   []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
+	}
+}
+
+// nftSource answers the probe's requests with the kernel's messages: the rules of a table
+// or of one of its chains (a chain that does not exist has none), the elements of a set,
+// and the ruleset's generation. nftConn reads the kernel; the tests answer with recorded
+// messages.
 type nftSource interface {
 	rules(table, chain string) ([]netlink.Message, error)
 	elems(table, set string) ([]netlink.Message, error)
+	gen() ([]netlink.Message, error)
 }
 
 // nftConn is an nftSource over a netlink socket of the current network namespace. It
@@ -108,17 +119,17 @@ const dumpTries = 5
 
 func (n *nftConn) execute(req netlink.Message) ([]netlink.Message, error) {
 	for range dumpTries - 1 {
-		msgs, err := n.dump(req)
+		msgs, err := n.exchange(req)
 		if err != nil || !slices.ContainsFunc(msgs, func(m netlink.Message) bool { return m.Header.Flags&netlink.DumpInterrupted != 0 }) {
 			return msgs, err
 		}
 	}
-	return n.dump(req) // decoding an interrupted answer is an error
+	return n.exchange(req) // decoding an interrupted answer is an error
 }
 
-// dump sends a dump request and reads its answers up to NLMSG_DONE; an NLMSG_ERROR is
-// its errno.
-func (n *nftConn) dump(req netlink.Message) ([]netlink.Message, error) {
+// exchange sends a request (a dump, or one asking for an acknowledgement) and reads its
+// answers up to NLMSG_DONE or the acknowledgement; an NLMSG_ERROR is its errno.
+func (n *nftConn) exchange(req netlink.Message) ([]netlink.Message, error) {
 	n.seq++
 	req.Header.Sequence = n.seq
 	req.Header.Length = uint32(unix.NLMSG_HDRLEN + len(req.Data))
@@ -185,6 +196,14 @@ func (n *nftConn) elems(table, set string) ([]netlink.Message, error) {
 	msgs, err := n.execute(req)
 	if err != nil {
 		return nil, fmt.Errorf("bench: elements of %s %s: %w", table, set, err)
+	}
+	return msgs, nil
+}
+
+func (n *nftConn) gen() ([]netlink.Message, error) {
+	msgs, err := n.exchange(genRequest())
+	if err != nil {
+		return nil, fmt.Errorf("bench: nf_tables generation: %w", err)
 	}
 	return msgs, nil
 }
@@ -591,6 +610,25 @@ func decodeElems(msgs []netlink.Message) ([]nftElem, error) {
 		}
 	}
 	return out, nil
+}
+
+// decodeGen decodes the answer to genRequest.
+func decodeGen(msgs []netlink.Message) (uint32, error) {
+	for _, m := range msgs {
+		if m.Header.Type != nftMessage(unix.NFT_MSG_NEWGEN) || len(m.Data) < nfgenmsgLen {
+			continue
+		}
+		a := attrs{b: m.Data[nfgenmsgLen:]}
+		for a.next() {
+			if g, ok := be32(a.data); ok && a.typ == unix.NFTA_GEN_ID {
+				return g, nil
+			}
+		}
+		if a.err != nil {
+			return 0, a.err
+		}
+	}
+	return 0, fmt.Errorf("bench: nf_tables generation: no NFTA_GEN_ID in %d messages", len(msgs))
 }
 
 // serviceIPsKey decodes a key of kube-proxy's service-ips map, ipv4_addr . inet_proto .

@@ -52,6 +52,10 @@ func (r recorded) elems(table, set string) ([]netlink.Message, error) {
 	return r.read(answerFile("elems", table, set))
 }
 
+func (r recorded) gen() ([]netlink.Message, error) {
+	return r.read(filepath.Join(netlinkDir, "gen.bin"))
+}
+
 // recorder reads the kernel and keeps each answer's bytes by its file.
 type recorder struct {
 	src   nftSource
@@ -82,6 +86,11 @@ func (r recorder) rules(table, chain string) ([]netlink.Message, error) {
 func (r recorder) elems(table, set string) ([]netlink.Message, error) {
 	msgs, err := r.src.elems(table, set)
 	return r.keep(answerFile("elems", table, set), msgs, err)
+}
+
+func (r recorder) gen() ([]netlink.Message, error) {
+	msgs, err := r.src.gen()
+	return r.keep(filepath.Join(netlinkDir, "gen.bin"), msgs, err)
 }
 
 const (
@@ -231,6 +240,8 @@ func (e edited) elems(table, set string) ([]netlink.Message, error) {
 	return recorded{}.elems(table, set)
 }
 
+func (e edited) gen() ([]netlink.Message, error) { return recorded{}.gen() }
+
 // withoutDNAT answers every rule dump without the rules that DNAT to 10.128.0.2:8080.
 func withoutDNAT(t *testing.T) nftSource {
 	return edited(func(table, chain string) ([]netlink.Message, error) {
@@ -269,39 +280,92 @@ func TestNoDNAT(t *testing.T) {
 	}
 }
 
-// A chain with no rules is not there; a read whose verdict map went away is read again.
+// A chain with no rules is not there; a read that a commit came in the middle of is made
+// again.
 func TestEndpointsMissing(t *testing.T) {
 	empty := edited(func(string, string) ([]netlink.Message, error) { return nil, nil })
 	if _, ok, err := reader(t, empty, "nftables").Endpoints(nftChain0); ok || err != nil {
 		t.Errorf("Endpoints of a chain without rules: %v, %v; want not there", ok, err)
 	}
-	gone := &flaky{src: recorded{}, fails: 2}
-	eps, ok, err := reader(t, gone, "nftables").Endpoints(nftChain0)
-	if err != nil || !ok || !maps.Equal(eps, eps0) {
-		t.Errorf("Endpoints after 2 vanished maps: %v, %v, %v", sortedKeys(eps), ok, err)
+	for _, commits := range []int{0, 1, readTries - 1} {
+		src := &committing{commits: commits}
+		eps, ok, err := reader(t, src, "nftables").Endpoints(nftChain0)
+		if err != nil || !ok || !maps.Equal(eps, eps0) {
+			t.Errorf("Endpoints with %d commits during the reads: %v, %v, %v", commits, sortedKeys(eps), ok, err)
+		}
+		if src.reads != commits+1 {
+			t.Errorf("Endpoints with %d commits during the reads read %d times, want %d", commits, src.reads, commits+1)
+		}
 	}
-	gone = &flaky{src: recorded{}, fails: 3}
-	if _, _, err := reader(t, gone, "nftables").Endpoints(nftChain0); !errors.Is(err, unix.ENOENT) {
-		t.Errorf("Endpoints after 3 vanished maps: %v, want ENOENT", err)
+	src := &committing{commits: readTries}
+	if _, _, err := reader(t, src, "nftables").Endpoints(nftChain0); err == nil || !strings.Contains(err.Error(), "changed during each") {
+		t.Errorf("Endpoints with a commit during each read: %v, want an error saying so", err)
+	}
+	// With no commit between, a map not there is an error.
+	if _, _, err := reader(t, missingMaps{recorded{}}, "nftables").Endpoints(nftChain0); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("Endpoints of a chain whose map is not there: %v, want ENOENT", err)
 	}
 }
 
-// flaky answers its first fails set element dumps with ENOENT.
-type flaky struct {
-	src   nftSource
-	fails int
+// committing answers as recorded, but its first commits reads see a commit: the
+// generation changes in the middle of the read, whose map is gone.
+type committing struct {
+	commits, reads int
+	g              uint32
+	inRead         bool
 }
 
-func (f *flaky) rules(table, chain string) ([]netlink.Message, error) {
-	return f.src.rules(table, chain)
+func (c *committing) rules(table, chain string) ([]netlink.Message, error) {
+	return recorded{}.rules(table, chain)
 }
 
-func (f *flaky) elems(table, set string) ([]netlink.Message, error) {
-	if f.fails > 0 {
-		f.fails--
+func (c *committing) elems(table, set string) ([]netlink.Message, error) {
+	if c.commits > 0 {
 		return nil, fmt.Errorf("elements of %s: %w", set, unix.ENOENT)
 	}
-	return f.src.elems(table, set)
+	return recorded{}.elems(table, set)
+}
+
+// gen is called before and after each read.
+func (c *committing) gen() ([]netlink.Message, error) {
+	c.inRead = !c.inRead
+	if c.inRead {
+		c.reads++
+	} else if c.commits > 0 {
+		c.commits--
+		c.g++
+	}
+	msgs, err := recorded{}.gen()
+	if err != nil {
+		return nil, err
+	}
+	d := slices.Clone(msgs[0].Data)
+	a := attrs{b: d[nfgenmsgLen:]}
+	for a.next() {
+		if a.typ == unix.NFTA_GEN_ID {
+			binary.BigEndian.PutUint32(a.data, c.g)
+		}
+	}
+	msgs[0].Data = d
+	return msgs, nil
+}
+
+// missingMaps answers set element dumps with ENOENT.
+type missingMaps struct{ nftSource }
+
+func (missingMaps) elems(string, string) ([]netlink.Message, error) { return nil, unix.ENOENT }
+
+func TestDecodeGen(t *testing.T) {
+	msgs, err := recorded{}.gen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := decodeGen(msgs); err != nil || g == 0 {
+		t.Errorf("generation %d, %v", g, err)
+	}
+	if _, err := decodeGen(nil); err == nil {
+		t.Error("no answer: no error")
+	}
 }
 
 // What the rules of a Service chain decode to: the affinity rule's goto (its lookup of
@@ -421,6 +485,9 @@ func TestDumpInterrupted(t *testing.T) {
 
 // The requests name the table (and the chain or set) for the kernel to filter.
 func TestRequests(t *testing.T) {
+	if g := genRequest(); g.Header.Type != nftMessage(unix.NFT_MSG_GETGEN) || g.Header.Flags != netlink.Request|netlink.Acknowledge {
+		t.Errorf("generation request: type %#x flags %v", g.Header.Type, g.Header.Flags)
+	}
 	for _, tc := range []struct {
 		req   func() (netlink.Message, error)
 		typ   int

@@ -185,10 +185,54 @@ func (r *RuleReader) targets(rules []nftRule) ([]string, error) {
 	return out, nil
 }
 
+// readTries is how many times a RuleReader makes a read of several requests while a
+// commit comes between them.
+const readTries = 5
+
+// consistent makes read, which makes several requests, between two reads of the
+// ruleset's generation, and makes it again while they differ: a commit came between the
+// requests, and what they read may mix the rulesets before and after it (kube-proxy
+// replaces a Service chain's rules and its verdict map in one commit, and flushes the
+// endpoint chains no longer used: a read of the old map can find them empty, or gone).
+func (r *RuleReader) consistent(read func() error) error {
+	var err error
+	for range readTries {
+		g0, gerr := r.gen()
+		if gerr != nil {
+			return gerr
+		}
+		err = read()
+		g1, gerr := r.gen()
+		if gerr != nil {
+			return gerr
+		}
+		if g0 == g1 {
+			return err
+		}
+	}
+	return fmt.Errorf("bench: %s: the ruleset changed during each of %d reads (the last: %v)", r.mode, readTries, err)
+}
+
+func (r *RuleReader) gen() (uint32, error) {
+	msgs, err := r.src.gen()
+	if err != nil {
+		return 0, err
+	}
+	return decodeGen(msgs)
+}
+
 // Programmed reads the whole table once: every rule, and the VIPs (KUBE-SERVICES among
-// the rules, or the service-ips map) and each Service chain's verdict maps. A table not
-// there (yet) is an empty program.
-func (r *RuleReader) Programmed() (Programmed, error) {
+// the rules, or the service-ips map) and each Service chain's verdict maps, all of one
+// generation of the ruleset. A table not there (yet) is an empty program.
+func (r *RuleReader) Programmed() (p Programmed, err error) {
+	err = r.consistent(func() error {
+		p, err = r.programmed()
+		return err
+	})
+	return p, err
+}
+
+func (r *RuleReader) programmed() (Programmed, error) {
 	rules, err := r.rules("")
 	if err != nil {
 		return Programmed{}, err
@@ -230,18 +274,15 @@ func (r *RuleReader) Programmed() (Programmed, error) {
 	return p, nil
 }
 
-// Endpoints reads one Service chain's endpoints: its rules, its verdict map, and the rules
-// of the endpoint chains it leads to that no earlier read did. ok is false when the chain
-// has no rules (it is not there, or kube-proxy flushed it). A verdict map that went away
-// between the reads (kube-proxy replaced the chain's rules in the meantime), or a dump a
-// change interrupted, is read again, twice at most.
+// Endpoints reads one Service chain's endpoints, all of one generation of the ruleset:
+// its rules, its verdict map, and the rules of the endpoint chains it leads to that no
+// earlier read did. ok is false when the chain has no rules (it is not there, or
+// kube-proxy flushed it).
 func (r *RuleReader) Endpoints(chain string) (eps map[netip.AddrPort]bool, ok bool, err error) {
-	for range 3 {
+	err = r.consistent(func() error {
 		eps, ok, err = r.endpoints(chain)
-		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+		return err
+	})
 	return eps, ok, err
 }
 
