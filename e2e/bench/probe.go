@@ -59,7 +59,8 @@ const iptServices = "KUBE-SERVICES"
 //     target's nf_nat_range).
 //
 // A Service whose chain leads to no endpoint chain has no endpoints; an endpoint chain
-// without a DNAT is an error.
+// without a DNAT is an error. A read of several requests (Programmed, Endpoints) reads
+// one generation of the ruleset: it is made again while a commit comes between them.
 type RuleReader struct {
 	src  nftSource
 	mode string // "nftables" or "iptables"
