@@ -265,7 +265,15 @@ func (r *runner) run(proxy string) {
 	}
 	defer cl.Close()
 	r.ipvs = cl
-	r.probe = newProbe(proxy, cl)
+	r.probe, err = newProbe(proxy, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := r.probe.close(); err != nil {
+			t.Error(err)
+		}
+	}()
 
 	threads, err := NewThreads("/proc")
 	if err != nil {
@@ -811,6 +819,7 @@ func (r *runner) changes() Latency {
 	}()
 	var active []*change
 	var samples []float64
+	var polls pollCost
 	timedOut := 0
 	poll := time.NewTicker(r.cfg.ChangePoll)
 	defer poll.Stop()
@@ -835,6 +844,7 @@ func (r *runner) changes() Latency {
 		for i, c := range active {
 			vips[i] = vipOf(c.svc.key)
 		}
+		t0 := time.Now()
 		if _, err := r.probe.begin(vips); err != nil {
 			t.Logf("%s: reading what it programmed: %v", r.proc.Name, err)
 		}
@@ -857,11 +867,13 @@ func (r *runner) changes() Latency {
 			delete(pending, c.svc)
 			mu.Unlock()
 		}
+		polls.add(time.Since(t0), len(vips))
 		active = still
 	}
 	if timedOut > 0 {
 		t.Errorf("%d of %d changes were not programmed within %s", timedOut, len(samples), r.cfg.ChangeLimit)
 	}
+	t.Logf("%s: the probe during the changes: %s", r.rec.Proxy, polls)
 	return Summarize(samples, timedOut)
 }
 

@@ -15,16 +15,19 @@
 //   - the first complete sync: from the process start until every Service is programmed
 //     with exactly its E endpoints, read by the proxy's probe (probe_e2e_test.go): for the
 //     IPVS proxies, over netlink one virtual server at a time (no table dump, polls at most
-//     every PollInterval and at most half the time); for kube-proxy's nftables mode, `nft
-//     -j list table ip kube-proxy` (the service-ips map, each Service's chain, the endpoint
-//     chains it jumps to and their dnat: ParseNFT); for its iptables mode, `iptables-save -t
-//     nat` (KUBE-SERVICES, KUBE-SVC-*, KUBE-SEP-* and their DNAT: ParseIPTablesSave);
+//     every PollInterval and at most half the time); for kube-proxy's nftables mode (table
+//     ip kube-proxy) and iptables mode (iptables-nft: table ip nat), over nf_tables netlink
+//     with RuleReader, whose dumps the kernel answers for one chain or one map alone (no
+//     process, no load of the whole ruleset): polls read which cluster IPs are programmed
+//     (the service-ips map, the KUBE-SERVICES chain), and once all are, the whole table
+//     (each Service's chain, the endpoint chains it leads to and their DNAT);
 //   - change latency: K endpoint changes, spaced, each replacing one endpoint of a random
 //     Service and carrying the endpoints.kubernetes.io/last-change-trigger-time annotation;
 //     from the API write's return to the new endpoint programmed (that virtual server, or
-//     that Service's nftables or iptables chain alone, read every ChangePoll: each read of
-//     a chain is one nft or iptables process, so the rule-based modes' latency includes up
-//     to one such read), and the proxy's own kubeproxy_network_programming_duration_seconds;
+//     that Service's nftables or iptables chain, its verdict map and the endpoint chains
+//     not read before, one dump each, read every ChangePoll; the log gives the polls'
+//     count and cost, which a latency includes up to once), and the proxy's own
+//     kubeproxy_network_programming_duration_seconds;
 //   - CPU: user+system time of the process and its waited-for children (kube-proxy execs
 //     ipset, iptables-restore and nft) for the first sync and over an idle window;
 //   - peak RSS (VmHWM);

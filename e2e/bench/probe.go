@@ -1,12 +1,13 @@
 package bench
 
 import (
-	"bufio"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // VIP is a Service's address, protocol ("tcp", "udp") and port as a proxy programs it.
@@ -35,364 +36,309 @@ const NFTTable = "kube-proxy"
 // nftServiceIPs is the map from cluster IP, protocol and port to the Service's chain.
 const nftServiceIPs = "service-ips"
 
-// nftEndpointPrefix starts the name of kube-proxy's per-endpoint chains.
-const nftEndpointPrefix = "endpoint-"
+// IPTablesTable is the table kube-proxy's iptables mode programs its Services in: with
+// iptables-nft, the nf_tables table nat of family ip.
+const IPTablesTable = "nat"
 
-// ParseNFT reads `nft -j list table ip kube-proxy`: the service-ips map's elements, the
-// chains they jump to, the endpoint chains those jump to (by a numgen vmap, or an affinity
-// rule) and each endpoint chain's dnat destination. A Service whose chain leads to no
-// endpoint chain has no endpoints; an endpoint chain without a dnat is an error.
-func ParseNFT(b []byte) (Programmed, error) {
-	objs, err := nftObjects(b)
-	if err != nil {
-		return Programmed{}, err
-	}
-	p := Programmed{Endpoints: map[VIP]map[netip.AddrPort]bool{}, Chains: map[VIP]string{}}
-	targets := map[string][]string{}    // chain -> the endpoint chains its rules jump to
-	dnat := map[string]netip.AddrPort{} // endpoint chain -> its destination
-	for _, o := range objs {
-		if m, ok := o["map"].(map[string]any); ok && m["name"] == nftServiceIPs && m["table"] == NFTTable {
-			elems, _ := m["elem"].([]any)
-			for _, e := range elems {
-				vip, chain, err := nftServiceElem(e)
-				if err != nil {
-					return Programmed{}, err
-				}
-				p.Chains[vip] = chain
-			}
-			continue
-		}
-		r, ok := o["rule"].(map[string]any)
-		if !ok || r["table"] != NFTTable {
-			continue
-		}
-		chain, _ := r["chain"].(string)
-		walkJSON(r["expr"], func(m map[string]any) {
-			for _, verdict := range []string{"goto", "jump"} {
-				if v, ok := m[verdict].(map[string]any); ok {
-					if t, _ := v["target"].(string); strings.HasPrefix(t, nftEndpointPrefix) {
-						targets[chain] = append(targets[chain], t)
-					}
-				}
-			}
-			if d, ok := m["dnat"].(map[string]any); ok {
-				if ap, err := nftDNAT(d); err == nil {
-					dnat[chain] = ap
-				}
-			}
-		})
-	}
-	for vip, chain := range p.Chains {
-		eps := map[netip.AddrPort]bool{}
-		for _, t := range targets[chain] {
-			ap, ok := dnat[t]
-			if !ok {
-				return Programmed{}, fmt.Errorf("bench: nft: %s jumps to %s, which has no dnat", chain, t)
-			}
-			eps[ap] = true
-		}
-		p.Endpoints[vip] = eps
-	}
-	return p, nil
+// iptServices is the iptables chain whose rules send a cluster IP, protocol and port to
+// the Service's KUBE-SVC-* chain.
+const iptServices = "KUBE-SERVICES"
+
+// RuleReader reads what kube-proxy's nftables or iptables mode (iptables-nft) programmed
+// for its cluster IPs, over nf_tables netlink requests that the kernel answers for one
+// chain or one map alone:
+//
+//   - nftables mode: the elements of the service-ips map (address . protocol . port :
+//     goto CHAIN), each Service chain's rules, the anonymous verdict maps they look up
+//     (`numgen random mod N vmap { I : goto endpoint-... }`) and their direct jump and goto
+//     verdicts (session affinity), to endpoint-* chains, and each endpoint chain's dnat
+//     (addresses and ports kept in registers by immediates, read by the nat expression);
+//   - iptables mode: the rules of KUBE-SERVICES that match an address, protocol and port
+//     (payload and meta loads compared for equality) and jump to a KUBE-SVC-* chain, those
+//     chains' jumps to KUBE-SEP-* chains, and each KUBE-SEP-* chain's DNAT target (the xt
+//     target's nf_nat_range).
+//
+// A Service whose chain leads to no endpoint chain has no endpoints; an endpoint chain
+// without a DNAT is an error. A read of several requests (Programmed, Endpoints) reads
+// one generation of the ruleset: it is made again while a commit comes between them.
+type RuleReader struct {
+	src  nftSource
+	mode string // "nftables" or "iptables"
+	// dnat holds the destination of each endpoint chain Endpoints read: kube-proxy names
+	// an endpoint chain after its Service port and endpoint and writes it with its DNAT in
+	// the transaction that first jumps to it, so a name's destination does not change.
+	dnat map[string]netip.AddrPort
 }
 
-// ParseNFTChain reads `nft -j list chain ip kube-proxy CHAIN` of a Service's chain: the
-// endpoints it chooses from, by the names of the endpoint chains it jumps to
-// ("endpoint-HASH-NS/NAME/PROTO/PORT__ADDR/PORT"; kube-proxy creates an endpoint chain with
-// its dnat in the transaction that first jumps to it).
-func ParseNFTChain(b []byte) (map[netip.AddrPort]bool, error) {
-	objs, err := nftObjects(b)
+// newRuleReader reads kube-proxy's mode ("nftables" or "iptables") from src.
+func newRuleReader(src nftSource, mode string) (*RuleReader, error) {
+	if mode != "nftables" && mode != "iptables" {
+		return nil, fmt.Errorf("bench: no rule reader for mode %q", mode)
+	}
+	return &RuleReader{src: src, mode: mode, dnat: map[string]netip.AddrPort{}}, nil
+}
+
+func (r *RuleReader) table() string {
+	if r.mode == "nftables" {
+		return NFTTable
+	}
+	return IPTablesTable
+}
+
+// isEndpointChain says whether a chain is one of kube-proxy's per-endpoint chains.
+func (r *RuleReader) isEndpointChain(chain string) bool {
+	if r.mode == "nftables" {
+		return strings.HasPrefix(chain, "endpoint-")
+	}
+	return strings.HasPrefix(chain, "KUBE-SEP-")
+}
+
+func (r *RuleReader) rules(chain string) ([]nftRule, error) {
+	msgs, err := r.src.rules(r.table(), chain)
 	if err != nil {
 		return nil, err
 	}
-	out := map[netip.AddrPort]bool{}
-	var bad error
-	for _, o := range objs {
-		r, ok := o["rule"].(map[string]any)
-		if !ok {
+	return decodeRules(msgs)
+}
+
+// VIPs reads which cluster IPs, protocols and ports lead to a Service chain, and the
+// chain: the service-ips map's elements, the KUBE-SERVICES chain's rules (N elements or
+// rules, not the N x E endpoints).
+func (r *RuleReader) VIPs() (map[VIP]string, error) {
+	if r.mode == "iptables" {
+		rules, err := r.rules(iptServices)
+		if err != nil {
+			return nil, err
+		}
+		return iptVIPs(rules)
+	}
+	msgs, err := r.src.elems(NFTTable, nftServiceIPs)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return map[VIP]string{}, nil // no table (yet)
+		}
+		return nil, err
+	}
+	elems, err := decodeElems(msgs)
+	if err != nil {
+		return nil, err
+	}
+	out := map[VIP]string{}
+	for _, e := range elems {
+		vip, err := serviceIPsKey(e.key)
+		if err != nil {
+			return nil, err
+		}
+		if e.chain == "" {
+			return nil, fmt.Errorf("bench: %s element %s: no goto", nftServiceIPs, vip)
+		}
+		out[vip] = e.chain
+	}
+	return out, nil
+}
+
+// iptVIPs is the VIP and KUBE-SVC-* chain of each KUBE-SERVICES rule jumping to one.
+func iptVIPs(rules []nftRule) (map[VIP]string, error) {
+	out := map[VIP]string{}
+	for _, rl := range rules {
+		if rl.chain != iptServices {
 			continue
 		}
-		walkJSON(r["expr"], func(m map[string]any) {
-			for _, verdict := range []string{"goto", "jump"} {
-				v, ok := m[verdict].(map[string]any)
-				if !ok {
-					continue
-				}
-				t, _ := v["target"].(string)
-				if !strings.HasPrefix(t, nftEndpointPrefix) {
-					continue
-				}
-				ap, err := endpointChainAddr(t)
-				if err != nil {
-					bad = err
-					continue
-				}
-				out[ap] = true
+		for _, c := range rl.verdicts {
+			if !strings.HasPrefix(c, "KUBE-SVC-") {
+				continue
 			}
-		})
+			if !rl.dst.Addr.IsValid() || rl.dst.Proto == "" || rl.dst.Port == 0 {
+				return nil, fmt.Errorf("bench: iptables: %s -> %s: matches %s, want a destination address, protocol and port", iptServices, c, rl.dst)
+			}
+			out[rl.dst] = c
+		}
 	}
-	return out, bad
+	return out, nil
 }
 
-// endpointChainAddr is the endpoint address at the end of an endpoint chain's name.
-func endpointChainAddr(chain string) (netip.AddrPort, error) {
-	i := strings.LastIndex(chain, "__")
-	if i < 0 {
-		return netip.AddrPort{}, fmt.Errorf("bench: nft: endpoint chain %q: no __ADDR/PORT", chain)
-	}
-	a, port, ok := strings.Cut(chain[i+2:], "/")
-	if !ok {
-		return netip.AddrPort{}, fmt.Errorf("bench: nft: endpoint chain %q: no /PORT", chain)
-	}
-	return parseAddrPort(a, port)
-}
-
-func parseAddrPort(a, port string) (netip.AddrPort, error) {
-	addr, err := netip.ParseAddr(strings.Trim(a, "[]"))
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("bench: address %q: %w", a, err)
-	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("bench: port %q: %w", port, err)
-	}
-	return netip.AddrPortFrom(addr, uint16(n)), nil
-}
-
-// nftObjects decodes nft's JSON output into its list of objects.
-func nftObjects(b []byte) ([]map[string]any, error) {
-	var doc struct {
-		Nftables []map[string]any `json:"nftables"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("bench: nft -j output: %w", err)
-	}
-	return doc.Nftables, nil
-}
-
-// nftServiceElem reads one service-ips element: [KEY, {"goto": {"target": CHAIN}}], where
-// KEY is {"concat": [ADDR, PROTO, PORT]}, wrapped in {"elem": {"val": ..., "comment": ...}}
-// when the element has a comment.
-func nftServiceElem(e any) (VIP, string, error) {
-	pair, ok := e.([]any)
-	if !ok || len(pair) != 2 {
-		return VIP{}, "", fmt.Errorf("bench: nft: %s element %v: want [key, verdict]", nftServiceIPs, e)
-	}
-	key := pair[0]
-	if w, ok := key.(map[string]any)["elem"].(map[string]any); ok {
-		key = w["val"]
-	}
-	km, _ := key.(map[string]any)
-	parts, _ := km["concat"].([]any)
-	if len(parts) != 3 {
-		return VIP{}, "", fmt.Errorf("bench: nft: %s key %v: want address . protocol . port", nftServiceIPs, pair[0])
-	}
-	a, _ := parts[0].(string)
-	proto, _ := parts[1].(string)
-	port, ok := parts[2].(float64)
-	addr, err := netip.ParseAddr(a)
-	if err != nil || proto == "" || !ok {
-		return VIP{}, "", fmt.Errorf("bench: nft: %s key %v: want address . protocol . port", nftServiceIPs, pair[0])
-	}
-	var chain string
-	walkJSON(pair[1], func(m map[string]any) {
-		for _, verdict := range []string{"goto", "jump"} {
-			if v, ok := m[verdict].(map[string]any); ok {
-				chain, _ = v["target"].(string)
+// targets reads the endpoint chains a Service chain's rules jump or go to: directly, or
+// through a verdict map.
+func (r *RuleReader) targets(rules []nftRule) ([]string, error) {
+	var out []string
+	for _, rl := range rules {
+		for _, c := range rl.verdicts {
+			if r.isEndpointChain(c) {
+				out = append(out, c)
 			}
 		}
+		for _, m := range rl.vmaps {
+			msgs, err := r.src.elems(r.table(), m)
+			if err != nil {
+				return nil, err
+			}
+			elems, err := decodeElems(msgs)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range elems {
+				if r.isEndpointChain(e.chain) {
+					out = append(out, e.chain)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// readTries is how many times a RuleReader makes a read of several requests while a
+// commit comes between them.
+const readTries = 5
+
+// consistent makes read, which makes several requests, between two reads of the
+// ruleset's generation, and makes it again while they differ: a commit came between the
+// requests, and what they read may mix the rulesets before and after it (kube-proxy
+// replaces a Service chain's rules and its verdict map in one commit, and flushes the
+// endpoint chains no longer used: a read of the old map can find them empty, or gone).
+func (r *RuleReader) consistent(read func() error) error {
+	var err error
+	for range readTries {
+		g0, gerr := r.gen()
+		if gerr != nil {
+			return gerr
+		}
+		err = read()
+		g1, gerr := r.gen()
+		if gerr != nil {
+			return gerr
+		}
+		if g0 == g1 {
+			return err
+		}
+	}
+	return fmt.Errorf("bench: %s: the ruleset changed during each of %d reads (the last: %v)", r.mode, readTries, err)
+}
+
+func (r *RuleReader) gen() (uint32, error) {
+	msgs, err := r.src.gen()
+	if err != nil {
+		return 0, err
+	}
+	return decodeGen(msgs)
+}
+
+// Programmed reads the whole table once: every rule, and the VIPs (KUBE-SERVICES among
+// the rules, or the service-ips map) and each Service chain's verdict maps, all of one
+// generation of the ruleset. A table not there (yet) is an empty program.
+func (r *RuleReader) Programmed() (p Programmed, err error) {
+	err = r.consistent(func() error {
+		p, err = r.programmed()
+		return err
 	})
-	if chain == "" {
-		return VIP{}, "", fmt.Errorf("bench: nft: %s element %v: no goto", nftServiceIPs, e)
+	return p, err
+}
+
+func (r *RuleReader) programmed() (Programmed, error) {
+	rules, err := r.rules("")
+	if err != nil {
+		return Programmed{}, err
 	}
-	return VIP{Addr: addr, Proto: proto, Port: uint16(port)}, chain, nil
-}
-
-// nftDNAT reads {"addr": ADDR, "port": PORT} of a dnat statement.
-func nftDNAT(d map[string]any) (netip.AddrPort, error) {
-	a, _ := d["addr"].(string)
-	port, _ := d["port"].(float64)
-	return parseAddrPort(a, strconv.Itoa(int(port)))
-}
-
-// walkJSON calls f on every object in v, outermost first.
-func walkJSON(v any, f func(map[string]any)) {
-	switch x := v.(type) {
-	case map[string]any:
-		f(x)
-		for _, c := range x {
-			walkJSON(c, f)
-		}
-	case []any:
-		for _, c := range x {
-			walkJSON(c, f)
-		}
+	var vips map[VIP]string
+	if r.mode == "iptables" {
+		vips, err = iptVIPs(rules)
+	} else {
+		vips, err = r.VIPs()
 	}
-}
-
-// ParseIPTablesSave reads `iptables-save -t nat` as kube-proxy's iptables mode writes it:
-// the KUBE-SERVICES rules that send a cluster IP, protocol and port to a KUBE-SVC-* chain,
-// the KUBE-SEP-* chains those jump to, and each KUBE-SEP-* chain's DNAT destination.
-func ParseIPTablesSave(save string) (Programmed, error) {
-	p := Programmed{Endpoints: map[VIP]map[netip.AddrPort]bool{}, Chains: map[VIP]string{}}
-	seps := map[string][]string{}
+	if err != nil {
+		return Programmed{}, err
+	}
+	byChain := map[string][]nftRule{}
 	dnat := map[string]netip.AddrPort{}
-	sc := bufio.NewScanner(strings.NewReader(save))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		r, ok, err := parseRule(sc.Text())
+	for _, rl := range rules {
+		byChain[rl.chain] = append(byChain[rl.chain], rl)
+		if rl.dnat.IsValid() {
+			dnat[rl.chain] = rl.dnat
+		}
+	}
+	p := Programmed{Endpoints: map[VIP]map[netip.AddrPort]bool{}, Chains: map[VIP]string{}}
+	for vip, chain := range vips {
+		ts, err := r.targets(byChain[chain])
 		if err != nil {
 			return Programmed{}, err
 		}
-		if !ok {
-			continue
-		}
-		switch {
-		case r.chain == "KUBE-SERVICES" && strings.HasPrefix(r.jump, "KUBE-SVC-"):
-			vip, err := r.vip()
-			if err != nil {
-				return Programmed{}, err
-			}
-			p.Chains[vip] = r.jump
-		case strings.HasPrefix(r.chain, "KUBE-SVC-") && strings.HasPrefix(r.jump, "KUBE-SEP-"):
-			seps[r.chain] = append(seps[r.chain], r.jump)
-		case strings.HasPrefix(r.chain, "KUBE-SEP-") && r.jump == "DNAT":
-			a, port, ok := strings.Cut(r.opts["--to-destination"], ":")
-			if !ok {
-				return Programmed{}, fmt.Errorf("bench: iptables: %s: DNAT without ADDR:PORT", r.chain)
-			}
-			ap, err := parseAddrPort(a, port)
-			if err != nil {
-				return Programmed{}, fmt.Errorf("bench: iptables: %s: %w", r.chain, err)
-			}
-			dnat[r.chain] = ap
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return Programmed{}, fmt.Errorf("bench: iptables-save output: %w", err)
-	}
-	for vip, chain := range p.Chains {
 		eps := map[netip.AddrPort]bool{}
-		for _, s := range seps[chain] {
-			ap, ok := dnat[s]
+		for _, t := range ts {
+			ap, ok := dnat[t]
 			if !ok {
-				return Programmed{}, fmt.Errorf("bench: iptables: %s jumps to %s, which has no DNAT", chain, s)
+				return Programmed{}, fmt.Errorf("bench: %s: %s jumps to %s, which has no DNAT", r.mode, chain, t)
 			}
 			eps[ap] = true
 		}
+		p.Chains[vip] = chain
 		p.Endpoints[vip] = eps
 	}
 	return p, nil
 }
 
-// ParseIPTablesChain reads `iptables -t nat -S KUBE-SVC-...`: the endpoints its rules jump
-// to, by their comments ("NS/NAME:PORT -> ADDR:PORT", kube-proxy's comment on each jump to
-// a KUBE-SEP-* chain, which it writes in the same restore as the chain's DNAT).
-func ParseIPTablesChain(rules string) (map[netip.AddrPort]bool, error) {
-	out := map[netip.AddrPort]bool{}
-	for line := range strings.Lines(rules) {
-		r, ok, err := parseRule(line)
-		if err != nil {
-			return nil, err
-		}
-		if !ok || !strings.HasPrefix(r.jump, "KUBE-SEP-") {
-			continue
-		}
-		_, dst, ok := strings.Cut(r.opts["--comment"], " -> ")
+// Endpoints reads one Service chain's endpoints, all of one generation of the ruleset:
+// its rules, its verdict map, and the rules of the endpoint chains it leads to that no
+// earlier read did. ok is false when the chain has no rules (it is not there, or
+// kube-proxy flushed it).
+func (r *RuleReader) Endpoints(chain string) (eps map[netip.AddrPort]bool, ok bool, err error) {
+	err = r.consistent(func() error {
+		eps, ok, err = r.endpoints(chain)
+		return err
+	})
+	return eps, ok, err
+}
+
+func (r *RuleReader) endpoints(chain string) (map[netip.AddrPort]bool, bool, error) {
+	rules, err := r.rules(chain)
+	if err != nil || len(rules) == 0 {
+		return nil, false, err
+	}
+	ts, err := r.targets(rules)
+	if err != nil {
+		return nil, false, err
+	}
+	eps := map[netip.AddrPort]bool{}
+	for _, t := range ts {
+		ap, ok := r.dnat[t]
 		if !ok {
-			return nil, fmt.Errorf("bench: iptables: %s: jump to %s without an endpoint comment", r.chain, r.jump)
-		}
-		i := strings.LastIndex(dst, ":")
-		if i < 0 {
-			return nil, fmt.Errorf("bench: iptables: %s: comment %q: no ADDR:PORT", r.chain, r.opts["--comment"])
-		}
-		ap, err := parseAddrPort(dst[:i], dst[i+1:])
-		if err != nil {
-			return nil, err
-		}
-		out[ap] = true
-	}
-	return out, nil
-}
-
-// rule is one "-A CHAIN ..." line of iptables-save or iptables -S.
-type rule struct {
-	chain, jump string
-	opts        map[string]string // option -> its value (the last one given)
-}
-
-func (r rule) vip() (VIP, error) {
-	a, _, _ := strings.Cut(r.opts["-d"], "/")
-	addr, err := netip.ParseAddr(a)
-	if err != nil {
-		return VIP{}, fmt.Errorf("bench: iptables: %s -> %s: destination %q: %w", r.chain, r.jump, r.opts["-d"], err)
-	}
-	port, err := strconv.ParseUint(r.opts["--dport"], 10, 16)
-	if err != nil || r.opts["-p"] == "" {
-		return VIP{}, fmt.Errorf("bench: iptables: %s -> %s: protocol %q port %q", r.chain, r.jump, r.opts["-p"], r.opts["--dport"])
-	}
-	return VIP{Addr: addr, Proto: r.opts["-p"], Port: uint16(port)}, nil
-}
-
-// parseRule parses an "-A" line (ok false for any other line).
-func parseRule(line string) (rule, bool, error) {
-	line = strings.TrimSpace(line)
-	if !strings.HasPrefix(line, "-A ") {
-		return rule{}, false, nil
-	}
-	words, err := splitQuoted(line)
-	if err != nil {
-		return rule{}, false, err
-	}
-	r := rule{chain: words[1], opts: map[string]string{}}
-	for i := 2; i < len(words); i++ {
-		w := words[i]
-		if !strings.HasPrefix(w, "-") {
-			continue
-		}
-		v := ""
-		if i+1 < len(words) && !strings.HasPrefix(words[i+1], "-") {
-			v = words[i+1]
-			i++
-		}
-		if w == "-j" {
-			r.jump = v
-		}
-		r.opts[w] = v
-	}
-	return r, true, nil
-}
-
-// splitQuoted splits a line into words at spaces, a double-quoted part (with \" inside)
-// being one word without its quotes.
-func splitQuoted(line string) ([]string, error) {
-	var out []string
-	var cur strings.Builder
-	in, have := false, false
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case in && c == '\\' && i+1 < len(line):
-			i++
-			cur.WriteByte(line[i])
-		case c == '"':
-			in, have = !in, true
-		case c == ' ' && !in:
-			if have {
-				out = append(out, cur.String())
-				cur.Reset()
-				have = false
+			trs, err := r.rules(t)
+			if err != nil {
+				return nil, false, err
 			}
-		default:
-			cur.WriteByte(c)
-			have = true
+			for _, rl := range trs {
+				if rl.dnat.IsValid() {
+					ap, ok = rl.dnat, true
+				}
+			}
+			if !ok {
+				return nil, false, fmt.Errorf("bench: %s: %s jumps to %s, which has no DNAT", r.mode, chain, t)
+			}
+			r.dnat[t] = ap
 		}
+		eps[ap] = true
 	}
-	if in {
-		return nil, fmt.Errorf("bench: iptables: unterminated quote in %q", line)
+	return eps, true, nil
+}
+
+// pollCost adds up a probe's polls: how many, how many Services they read, and how long
+// they took (the probe's own cost, which a change's latency measured from outside
+// includes up to once).
+type pollCost struct {
+	polls, services int
+	total, max      time.Duration
+}
+
+func (c *pollCost) add(d time.Duration, services int) {
+	c.polls++
+	c.services += services
+	c.total += d
+	c.max = max(c.max, d)
+}
+
+func (c pollCost) String() string {
+	if c.polls == 0 {
+		return "no polls"
 	}
-	if have {
-		out = append(out, cur.String())
-	}
-	return out, nil
+	n := time.Duration(c.polls)
+	return fmt.Sprintf("%d polls of %.1f Services on average, %s per poll on average, %s at most",
+		c.polls, float64(c.services)/float64(c.polls), (c.total / n).Round(time.Microsecond), c.max.Round(time.Microsecond))
 }

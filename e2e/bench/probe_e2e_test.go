@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
@@ -17,7 +18,8 @@ import (
 
 // probe reads what a proxy programmed for some Services, for the first-sync and change
 // measurements: IPVS over netlink one virtual server at a time (kube-proxy in IPVS mode,
-// kipvs), or kube-proxy's nftables table or iptables nat table (its other modes).
+// kipvs), or kube-proxy's nftables table or iptables nat table over nf_tables netlink
+// (its other modes).
 type probe interface {
 	// begin starts a round of reads of vips. A probe that reads the state once for the
 	// round returns when it started reading (the state read is no older); one whose
@@ -25,15 +27,32 @@ type probe interface {
 	begin(vips []VIP) (time.Time, error)
 	// read returns the endpoints programmed for vip, false when it is not programmed.
 	read(vip VIP) (map[netip.AddrPort]bool, bool)
+	close() error
 }
 
 // newProbe is proxy's probe.
-func newProbe(proxy string, cl *ipvs.Client) probe {
-	switch ProxyMode(proxy) {
-	case "nftables", "iptables":
-		return &ruleProbe{mode: ProxyMode(proxy), chains: map[VIP]string{}}
+func newProbe(proxy string, cl *ipvs.Client) (probe, error) {
+	mode := ProxyMode(proxy)
+	if mode != "nftables" && mode != "iptables" {
+		return ipvsProbe{cl: cl}, nil
 	}
-	return ipvsProbe{cl: cl}
+	if mode == "iptables" {
+		// kube-proxy runs the iptables on the PATH, and the probe reads nf_tables.
+		out, err := exec.Command("iptables", "--version").Output()
+		if err != nil || !strings.Contains(string(out), "(nf_tables)") {
+			return nil, fmt.Errorf("iptables --version: %q, %v: want iptables-nft, whose rules the probe reads over nf_tables netlink", strings.TrimSpace(string(out)), err)
+		}
+	}
+	conn, err := dialNFT()
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRuleReader(conn, mode)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &ruleProbe{conn: conn, r: r, chains: map[VIP]string{}}, nil
 }
 
 type ipvsProbe struct{ cl *ipvs.Client }
@@ -52,23 +71,27 @@ func (p ipvsProbe) read(vip VIP) (map[netip.AddrPort]bool, bool) {
 	return activeSet(dests), true
 }
 
-// chainReadLimit is how many Services a round of a ruleProbe reads chain by chain (one
-// process each) rather than by listing the whole table once.
+func (ipvsProbe) close() error { return nil }
+
+// chainReadLimit is how many Services a round of a ruleProbe reads chain by chain rather
+// than by reading the whole table once.
 const chainReadLimit = 8
 
-// ruleProbe reads kube-proxy's nftables table (ip kube-proxy) or iptables nat table. A
-// round of a few Services whose chains it has seen lists those chains alone. Any other round
-// first lists only which cluster IPs are programmed (the service-ips map, the KUBE-SERVICES
-// chain: N lines, not the N x E endpoints) and, only once every Service of the round is
-// there, the whole table: kube-proxy writes each sync in one transaction (nft -f,
-// iptables-restore), so polling a first sync of 10,000 Services costs a short listing
-// each time, and the whole table is read (and every endpoint checked) once it may be
-// complete.
+// ruleProbe reads kube-proxy's nftables table (ip kube-proxy) or iptables nat table (ip
+// nat, iptables-nft) with a RuleReader: netlink dumps the kernel answers for one chain or
+// one map, so a read costs what it reads, not the whole ruleset. A round of a few Services
+// whose chains it has seen reads those chains alone (and the verdict map and the endpoint
+// chains not seen before that each leads to). Any other round first reads only which
+// cluster IPs are programmed (the service-ips map, the KUBE-SERVICES chain: N elements or
+// rules, not the N x E endpoints) and, only once every Service of the round is there, the
+// whole table: kube-proxy writes each sync in one transaction (nft -f, iptables-restore),
+// so polling a first sync of 10,000 Services costs a short read each time, and the whole
+// table is read (and every endpoint checked) once it may be complete.
 type ruleProbe struct {
-	mode     string // "nftables" or "iptables"
-	chains   map[VIP]string
-	snap     map[VIP]map[netip.AddrPort]bool
-	iptables string // "iptables-nft" or "iptables-legacy": where kube-proxy's rules were found
+	conn   *nftConn
+	r      *RuleReader
+	chains map[VIP]string
+	snap   map[VIP]map[netip.AddrPort]bool
 }
 
 func (p *ruleProbe) begin(vips []VIP) (time.Time, error) {
@@ -79,12 +102,12 @@ func (p *ruleProbe) begin(vips []VIP) (time.Time, error) {
 		known = known && p.chains[v] != ""
 	}
 	if !known {
-		present, err := p.programmedVIPs()
+		present, err := p.r.VIPs()
 		if err != nil {
 			return start, err
 		}
 		for _, v := range vips {
-			if !present[v] {
+			if present[v] == "" {
 				return start, nil // not all there yet: every read misses
 			}
 		}
@@ -98,15 +121,17 @@ func (p *ruleProbe) begin(vips []VIP) (time.Time, error) {
 		}
 		return start, nil
 	}
+	var errs []error
 	for _, v := range vips {
-		eps, err := p.chain(p.chains[v])
-		if err != nil {
-			delete(p.chains, v) // gone: the next round lists the table
+		eps, ok, err := p.r.Endpoints(p.chains[v])
+		if err != nil || !ok {
+			delete(p.chains, v) // gone: the next round reads the table
+			errs = append(errs, err)
 			continue
 		}
 		p.snap[v] = eps
 	}
-	return start, nil
+	return start, errors.Join(errs...)
 }
 
 func (p *ruleProbe) read(vip VIP) (map[netip.AddrPort]bool, bool) {
@@ -114,80 +139,10 @@ func (p *ruleProbe) read(vip VIP) (map[netip.AddrPort]bool, bool) {
 	return eps, ok
 }
 
-// table lists the whole table; a table not there (yet) is an empty program.
-func (p *ruleProbe) table() (Programmed, error) {
-	if p.mode == "nftables" {
-		out, err := exec.Command("nft", "-j", "list", "table", "ip", NFTTable).Output()
-		if err != nil {
-			return Programmed{}, nil // no table yet
-		}
-		return ParseNFT(out)
-	}
-	variants := []string{"iptables-nft", "iptables-legacy"}
-	if p.iptables != "" {
-		variants = []string{p.iptables}
-	}
-	for _, v := range variants {
-		out, err := exec.Command(v+"-save", "-t", "nat").Output()
-		if err != nil || !strings.Contains(string(out), ":KUBE-SERVICES ") {
-			continue
-		}
-		p.iptables = v
-		return ParseIPTablesSave(string(out))
-	}
-	return Programmed{}, nil
-}
+// table reads the whole table; a table not there (yet) is an empty program.
+func (p *ruleProbe) table() (Programmed, error) { return p.r.Programmed() }
 
-// programmedVIPs lists which cluster IPs, protocols and ports have a Service chain.
-func (p *ruleProbe) programmedVIPs() (map[VIP]bool, error) {
-	var prog Programmed
-	var err error
-	if p.mode == "nftables" {
-		out, xerr := exec.Command("nft", "-j", "list", "map", "ip", NFTTable, nftServiceIPs).Output()
-		if xerr != nil {
-			return nil, nil // no table yet
-		}
-		prog, err = ParseNFT(out)
-	} else {
-		variants := []string{"iptables-nft", "iptables-legacy"}
-		if p.iptables != "" {
-			variants = []string{p.iptables}
-		}
-		for _, v := range variants {
-			out, xerr := exec.Command(v, "-t", "nat", "-S", "KUBE-SERVICES").Output()
-			if xerr != nil {
-				continue // no chain (yet) in this variant
-			}
-			p.iptables = v
-			prog, err = ParseIPTablesSave(string(out))
-			break
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := map[VIP]bool{}
-	for v := range prog.Chains {
-		out[v] = true
-	}
-	return out, nil
-}
-
-// chain lists one Service's chain.
-func (p *ruleProbe) chain(name string) (map[netip.AddrPort]bool, error) {
-	if p.mode == "nftables" {
-		out, err := exec.Command("nft", "-j", "list", "chain", "ip", NFTTable, name).Output()
-		if err != nil {
-			return nil, fmt.Errorf("nft list chain %s: %w", name, err)
-		}
-		return ParseNFTChain(out)
-	}
-	out, err := exec.Command(p.iptables, "-t", "nat", "-S", name).Output()
-	if err != nil {
-		return nil, fmt.Errorf("%s -S %s: %w", p.iptables, name, err)
-	}
-	return ParseIPTablesChain(string(out))
-}
+func (p *ruleProbe) close() error { return p.conn.Close() }
 
 // vipOf is a benchmark Service's VIP.
 func vipOf(k ipvs.ServiceKey) VIP {

@@ -3,10 +3,9 @@ package bench
 import (
 	"maps"
 	"net/netip"
-	"os"
 	"slices"
-	"strings"
 	"testing"
+	"time"
 )
 
 func addrPorts(ss ...string) map[netip.AddrPort]bool {
@@ -48,97 +47,14 @@ func checkProgrammed(t *testing.T, p Programmed, chain0, chain1 string) {
 	}
 }
 
-func TestParseNFT(t *testing.T) {
-	b, err := os.ReadFile("testdata/nft-table.json")
-	if err != nil {
-		t.Fatal(err)
+func TestPollCost(t *testing.T) {
+	var c pollCost
+	if got := c.String(); got != "no polls" {
+		t.Errorf("%q", got)
 	}
-	p, err := ParseNFT(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkProgrammed(t, p, "service-AAAAAAAA-default/bench-00000/tcp/http", "service-BBBBBBBB-default/bench-00001/tcp/http")
-
-	// An endpoint chain without its dnat is not a programmed endpoint.
-	broken := strings.Replace(string(b), `"dnat": {"addr": "10.128.0.2", "port": 8080}`, `"accept": null`, 1)
-	if broken == string(b) {
-		t.Fatal("the testdata has no dnat to 10.128.0.2:8080")
-	}
-	if _, err := ParseNFT([]byte(broken)); err == nil || !strings.Contains(err.Error(), "no dnat") {
-		t.Errorf("ParseNFT without a dnat: %v, want an error saying so", err)
-	}
-}
-
-func TestParseNFTChain(t *testing.T) {
-	b, err := os.ReadFile("testdata/nft-chain.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := ParseNFTChain(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !maps.Equal(got, eps0) {
-		t.Errorf("endpoints %v, want %v", sortedKeys(got), sortedKeys(eps0))
-	}
-}
-
-func TestParseIPTablesSave(t *testing.T) {
-	b, err := os.ReadFile("testdata/iptables-save-nat.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := ParseIPTablesSave(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkProgrammed(t, p, "KUBE-SVC-AAAAAAAAAAAAAAAA", "KUBE-SVC-BBBBBBBBBBBBBBBB")
-}
-
-func TestParseIPTablesChain(t *testing.T) {
-	b, err := os.ReadFile("testdata/iptables-svc-chain.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := ParseIPTablesChain(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !maps.Equal(got, eps0) {
-		t.Errorf("endpoints %v, want %v", sortedKeys(got), sortedKeys(eps0))
-	}
-	if _, err := ParseIPTablesChain(`-A KUBE-SVC-X -m comment --comment "unterminated -j KUBE-SEP-Y`); err == nil {
-		t.Error("ParseIPTablesChain of an unterminated quote: no error")
-	}
-}
-
-// The first-sync polls list only the programmed cluster IPs: the service-ips map, the
-// KUBE-SERVICES chain.
-func TestParseProgrammedVIPs(t *testing.T) {
-	nft, err := os.ReadFile("testdata/nft-service-ips.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ipt, err := os.ReadFile("testdata/iptables-services-chain.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromNFT, err := ParseNFT(nft)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromIPT, err := ParseIPTablesSave(string(ipt))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, p := range map[string]Programmed{"nft": fromNFT, "iptables": fromIPT} {
-		if len(p.Chains) != 2 || p.Chains[vip0] == "" || p.Chains[vip1] == "" {
-			t.Errorf("%s: chains %v, want one for each of %s and %s", name, p.Chains, vip0, vip1)
-		}
-		for vip, eps := range p.Endpoints {
-			if len(eps) != 0 {
-				t.Errorf("%s: %s has endpoints %v from a listing without endpoint chains", name, vip, sortedKeys(eps))
-			}
-		}
+	c.add(3*time.Millisecond, 1)
+	c.add(1*time.Millisecond, 2)
+	if got, want := c.String(), "2 polls of 1.5 Services on average, 2ms per poll on average, 3ms at most"; got != want {
+		t.Errorf("%q, want %q", got, want)
 	}
 }
