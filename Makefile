@@ -249,7 +249,8 @@ nftbench:
 # kube-apiserver on the host, BENCH_N ClusterIP Services x BENCH_E endpoints loaded from the host, one
 # VM boot per N running each proxy of BENCH_PROXIES in turn on the same objects, on a clean node
 # (the clean-up between proxies is checked). BENCH_PROXIES names kube-proxy (IPVS mode),
-# kube-proxy-nftables, kube-proxy-iptables (the same binary in those modes) and kipvs; the default
+# kube-proxy-nftables, kube-proxy-iptables (the same binary in those modes), kipvs and kipvs-nftables
+# (kipvs with --kipvs-filter-backend=nftables); the default
 # is kube-proxy,kipvs. Each proxy's control-plane figures, then its data path: cmd/loadgen in a
 # client namespace against a Service created last with echo backends in their own namespaces
 # (new TCP connections, kept-alive requests and UDP through the cluster IP, the node port and

@@ -283,7 +283,7 @@ func (r *runner) run(proxy string) {
 	if IsKubeProxy(proxy) {
 		r.proc = harness.StartKubeProxy(t, r.env, "--config", file)
 	} else {
-		r.proc = harness.StartKipvs(t, r.env, "run", "--config", file)
+		r.proc = harness.StartKipvs(t, r.env, append([]string{"run", "--config", file}, KipvsArgs(proxy)...)...)
 	}
 	r.exited = r.watchExit()
 	hi, lo, cpu := r.waitFirstSync(start, threads)

@@ -9,10 +9,19 @@ import (
 )
 
 // KnownProxies are the proxies TestBenchCompare can run: kube-proxy v1.34.10 in its IPVS,
-// nftables and iptables modes (one binary, the mode set in its KubeProxyConfiguration) and
-// kipvs.
+// nftables and iptables modes (one binary, the mode set in its KubeProxyConfiguration),
+// kipvs, and kipvs with its nftables filter backend (kipvs-nftables).
 func KnownProxies() []string {
-	return []string{"kube-proxy", "kube-proxy-nftables", "kube-proxy-iptables", "kipvs"}
+	return []string{"kube-proxy", "kube-proxy-nftables", "kube-proxy-iptables", "kipvs", "kipvs-nftables"}
+}
+
+// KipvsArgs are the arguments proxy (kipvs or kipvs-nftables) runs with after `run
+// --config FILE`.
+func KipvsArgs(proxy string) []string {
+	if proxy == "kipvs-nftables" {
+		return []string{"--kipvs-filter-backend=nftables"}
+	}
+	return nil
 }
 
 // DefaultProxies are the proxies make bench-compare runs unless told otherwise, in order.

@@ -7,10 +7,11 @@
 // Load), and for each N boots the VM once and runs TestBenchCompare there (bench_e2e_test.go,
 // build tag e2e), which runs each proxy of Config.Proxies in turn (KnownProxies: kube-proxy
 // is IPVS mode, kube-proxy-nftables and kube-proxy-iptables the same binary with that mode in
-// the same KubeProxyConfiguration) on a clean node: between two proxies `kube-proxy
+// the same KubeProxyConfiguration; kipvs-nftables is kipvs with its nftables filter backend,
+// KipvsArgs) on a clean node: between two proxies `kube-proxy
 // --cleanup` (after kube-proxy in any mode) and `kipvs cleanup` run, and the test fails when
 // any IPVS virtual server, KUBE-* set, KUBE- iptables or ip6tables rule (nft and legacy),
-// kube-proxy nft table (any family) or kube-ipvs0 is left. It measures:
+// kube-proxy or kipvs nft table (any family) or kube-ipvs0 is left. It measures:
 //
 //   - the first complete sync: from the process start until every Service is programmed
 //     with exactly its E endpoints, read by the proxy's probe (probe_e2e_test.go): for the
