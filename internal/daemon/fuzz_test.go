@@ -30,21 +30,26 @@ func FuzzSync(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(encodeSeed(s.script))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if err := checkSync(genScenario(&byteChooser{data: data})); err != nil {
-			t.Fatal(err)
+	f.Fuzz(func(t *testing.T, data []byte) { checkBothBackends(t, data) })
+}
+
+// checkBothBackends checks the scenario data generates over the iptables backend, then over
+// the nftables backend.
+func checkBothBackends(t *testing.T, data []byte) {
+	t.Helper()
+	for _, nft := range []bool{false, true} {
+		sc := genScenario(&byteChooser{data: data})
+		sc.nftables = nft
+		if err := checkSync(sc); err != nil {
+			t.Fatalf("%s backend: %v", map[bool]string{false: "iptables", true: "nftables"}[nft], err)
 		}
-	})
+	}
 }
 
 // The named seeds, one subtest each, so a failure names its defect class.
 func TestFuzzSyncSeeds(t *testing.T) {
 	for _, s := range fuzzSeeds {
-		t.Run(s.name, func(t *testing.T) {
-			if err := checkSync(genScenario(&byteChooser{data: encodeSeed(s.script)})); err != nil {
-				t.Fatal(err)
-			}
-		})
+		t.Run(s.name, func(t *testing.T) { checkBothBackends(t, encodeSeed(s.script)) })
 	}
 }
 

@@ -166,6 +166,9 @@ var (
 
 // scenario is one decoded fuzz input.
 type scenario struct {
+	// nftables runs the scenario over the nftables filter backend (not generated: FuzzSync
+	// runs every input over both backends).
+	nftables  bool
 	localMode string
 	node      *v1.Node
 	services  []*v1.Service
