@@ -42,8 +42,8 @@ type dualNode struct {
 	nf4, nf6 *netfiltertest.Fake
 	// nft4 and nft6 are the nftables backend's tables (used when the scenario says so).
 	nft4, nft6 *nfttest.Fake
-	dummy    *dummyiftest.Fake
-	sysctl   *sysctltest.Fake
+	dummy      *dummyiftest.Fake
+	sysctl     *sysctltest.Fake
 }
 
 func newDualNode() *dualNode {
