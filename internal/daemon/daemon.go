@@ -227,13 +227,18 @@ func build(cfg config.Config, nodeName string, log *zap.Logger, deps Deps, grace
 			rec: reconcile.New(k, reconcile.Options{
 				Family: f, ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs, GracefulPeriod: gracefulPeriod,
 				Clock: deps.Clock, Logger: log.With(zap.String("family", f.String())), Metrics: d.metrics,
+				NFTables: cfg.Kipvs.FilterBackend == config.FilterNFTables,
 				RetryBackoff: reconcile.Backoff{Initial: time.Second, Max: cfg.IPVS.SyncPeriod},
 			}),
 		})
 		// The error counters exist at 0 from the start: rate() and increase() miss the
 		// first error of a counter that appears at 1, and alerts use them.
 		d.metrics.SyncErrors.WithLabelValues(f.String())
-		d.metrics.IPTablesRestoreFailuresTotal.WithLabelValues(f.String())
+		if cfg.Kipvs.FilterBackend == config.FilterNFTables {
+			d.metrics.NFTablesSyncFailuresTotal.WithLabelValues(f.String())
+		} else {
+			d.metrics.IPTablesRestoreFailuresTotal.WithLabelValues(f.String())
+		}
 	}
 	var report healthcheck.Reporter
 	if deps.Events != nil {

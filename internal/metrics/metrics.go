@@ -25,6 +25,7 @@ type Metrics struct {
 	ServiceChangesPending        prometheus.Gauge
 	ServiceChangesTotal          prometheus.Counter
 	IPTablesRestoreFailuresTotal *prometheus.CounterVec   // {ip_family}
+	NFTablesSyncFailuresTotal    *prometheus.CounterVec   // {ip_family}: the nftables filter backend's
 	IPTablesRulesTotal           *prometheus.GaugeVec     // {table, ip_family}
 	IPTablesRulesLastSync        *prometheus.GaugeVec     // {table, ip_family}
 	NoLocalEndpointsTotal        *prometheus.GaugeVec     // {traffic_policy, ip_family}
@@ -117,6 +118,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		IPTablesRestoreFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_iptables_restore_failures_total",
 			Help: alpha("Cumulative proxy iptables restore failures")}, fam),
+		NFTablesSyncFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: kubeProxy, Name: "sync_proxy_rules_nftables_sync_failures_total",
+			Help: alpha("Cumulative proxy nftables sync failures")}, fam),
 		IPTablesRulesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Subsystem: kubeProxy, Name: "sync_proxy_rules_iptables_total",
 			Help: alpha("Total number of iptables rules owned by kube-proxy")}, []string{"table", "ip_family"}),
@@ -189,7 +193,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.SyncProxyRulesLatency, m.SyncFullProxyRulesLatency, m.SyncPartialProxyRulesLatency,
 		m.SyncProxyRulesLastTimestamp, m.SyncProxyRulesLastQueued, m.NetworkProgrammingLatency,
 		m.EndpointChangesPending, m.EndpointChangesTotal, m.ServiceChangesPending, m.ServiceChangesTotal,
-		m.IPTablesRestoreFailuresTotal, m.IPTablesRulesTotal, m.IPTablesRulesLastSync, m.NoLocalEndpointsTotal,
+		m.IPTablesRestoreFailuresTotal, m.NFTablesSyncFailuresTotal, m.IPTablesRulesTotal, m.IPTablesRulesLastSync, m.NoLocalEndpointsTotal,
 		m.ProxyHealthzTotal, m.ProxyLivezTotal, m.ConntrackReconcileLatency, m.ConntrackDeletedEntries,
 		m.ObjectsChanged, m.DriftRepaired, m.SyncFull, m.SyncIncr, m.SyncErrors, m.SourceErrors,
 		m.SourceFileReloadErrors, m.SourceFileLastGood, m.ClusterCIDROverlapsServiceCIDR, m.ServicesNotProgrammed,

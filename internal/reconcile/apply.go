@@ -160,7 +160,11 @@ func (r *Reconciler) runFilter(ctx context.Context, tx *dataplane.Tx, failed fai
 // unknown (r.rules "", so the next sync applies them again).
 func (r *Reconciler) rulesResult(rs dataplane.Rules, err error, failed failures) {
 	if err != nil {
-		if r.opts.Metrics != nil {
+		switch {
+		case r.opts.Metrics == nil:
+		case r.opts.NFTables:
+			r.opts.Metrics.NFTablesSyncFailuresTotal.WithLabelValues(r.family()).Inc()
+		default:
 			r.opts.Metrics.IPTablesRestoreFailuresTotal.WithLabelValues(r.family()).Inc()
 		}
 		r.rules = ""
@@ -168,7 +172,7 @@ func (r *Reconciler) rulesResult(rs dataplane.Rules, err error, failed failures)
 		return
 	}
 	r.count("iptables_ruleset", "update", 1)
-	if r.opts.Metrics != nil {
+	if r.opts.Metrics != nil && !r.opts.NFTables {
 		for table, n := range rs.Counts() {
 			r.opts.Metrics.IPTablesRulesTotal.WithLabelValues(table, r.family()).Set(float64(n))
 			r.opts.Metrics.IPTablesRulesLastSync.WithLabelValues(table, r.family()).Set(float64(n))

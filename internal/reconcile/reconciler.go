@@ -51,6 +51,11 @@ type Options struct {
 	Clock          clock.Clock
 	Logger         *zap.Logger
 	Metrics        *metrics.Metrics // may be nil
+	// NFTables says the filter is the nftables backend: a failure to apply the rules counts
+	// in kubeproxy_sync_proxy_rules_nftables_sync_failures_total (as in kube-proxy's
+	// nftables mode) instead of the iptables-restore failures, and no iptables rule count
+	// is exported.
+	NFTables bool
 	// RetryBackoff bounds the wait before a failed object's retry (defaults 1 s and 30 s).
 	RetryBackoff Backoff
 }
