@@ -233,12 +233,11 @@ func build(cfg config.Config, nodeName string, log *zap.Logger, deps Deps, grace
 		})
 		// The error counters exist at 0 from the start: rate() and increase() miss the
 		// first error of a counter that appears at 1, and alerts use them.
+		// Both backends' rule failure counters, whichever runs: one alert covers both, and
+		// a node that switches backends keeps its series.
 		d.metrics.SyncErrors.WithLabelValues(f.String())
-		if cfg.Kipvs.FilterBackend == config.FilterNFTables {
-			d.metrics.NFTablesSyncFailuresTotal.WithLabelValues(f.String())
-		} else {
-			d.metrics.IPTablesRestoreFailuresTotal.WithLabelValues(f.String())
-		}
+		d.metrics.IPTablesRestoreFailuresTotal.WithLabelValues(f.String())
+		d.metrics.NFTablesSyncFailuresTotal.WithLabelValues(f.String())
 	}
 	var report healthcheck.Reporter
 	if deps.Events != nil {

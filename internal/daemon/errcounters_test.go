@@ -29,7 +29,7 @@ func TestErrorCountersStartAtZero(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"kipvs_sync_errors_total", "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"} {
+	for _, name := range []string{"kipvs_sync_errors_total", "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", "kubeproxy_sync_proxy_rules_nftables_sync_failures_total"} {
 		if got := series[name]; len(got) != 1 || got[0] != "IPv4" {
 			t.Errorf("%s at 0 before any sync: families %q, want [IPv4]", name, got)
 		}
