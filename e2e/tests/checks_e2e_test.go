@@ -20,9 +20,10 @@ import (
 // timeout.
 func (s *scenario) startChecked(what string, cond func() (bool, string), extra ...string) *harness.Kipvs {
 	s.t.Helper()
-	k := harness.StartKipvs(s.t, s.env, harness.RunArgs(s.env, extra...)...)
+	k := harness.StartKipvs(s.t, s.env, s.runArgs(extra...)...)
 	d := waitProgrammed(s.t, k, startLimit, what, cond)
 	s.t.Logf("%s %.1fs after kipvs started", what, d.Seconds())
+	s.expectBackendState()
 	return k
 }
 
