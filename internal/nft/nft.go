@@ -47,9 +47,9 @@ type Interface interface {
 	Run(ctx context.Context, tx *knftables.Transaction) error
 	// Check asks the kernel to validate tx without applying it.
 	Check(ctx context.Context, tx *knftables.Transaction) error
-	// Elements lists the elements of the table's set name (kerr.ErrNotFound: no such set
-	// or table).
-	Elements(ctx context.Context, set string) ([]*knftables.Element, error)
+	// SetElements lists the elements of every set of the table in one nft run, by set name
+	// (a set without elements is there with none; kerr.ErrNotFound: no table).
+	SetElements(ctx context.Context) (map[string][]*knftables.Element, error)
 	// Chains reads the table's chains and their rules (kerr.ErrNotFound: no table).
 	Chains(ctx context.Context) ([]Chain, error)
 	// Sets lists the names of the table's sets (kerr.ErrNotFound: no table).
@@ -115,14 +115,14 @@ func (c *conn) Check(ctx context.Context, tx *knftables.Transaction) error {
 	return netnsutil.Do(c.ns, func() error { return c.nft.Check(ctx, tx) })
 }
 
-func (c *conn) Elements(ctx context.Context, set string) ([]*knftables.Element, error) {
-	var els []*knftables.Element
-	err := netnsutil.Do(c.ns, func() error {
-		var err error
-		els, err = c.nft.ListElements(ctx, "set", set)
-		return err
-	})
-	return els, Typed("list set "+c.name()+" "+set, err)
+// SetElements runs `nft --json list table` (the table with its sets' elements) and reads
+// the sets from it (ParseSetElements).
+func (c *conn) SetElements(ctx context.Context) (map[string][]*knftables.Element, error) {
+	out, err := c.list(ctx, "--json", "list", "table", string(Family(c.family)), c.table)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetElements(out)
 }
 
 func (c *conn) Sets(ctx context.Context) ([]string, error) {
@@ -137,7 +137,17 @@ func (c *conn) Sets(ctx context.Context) ([]string, error) {
 
 // Chains runs `nft -t list table` (terse: without the sets' elements) and reads its chains.
 func (c *conn) Chains(ctx context.Context) ([]Chain, error) {
-	cmd := exec.CommandContext(ctx, c.path, "-t", "list", "table", string(Family(c.family)), c.table)
+	out, err := c.list(ctx, "-t", "list", "table", string(Family(c.family)), c.table)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTable(string(out))
+}
+
+// list runs nft with args (a listing of the table) in the namespace and returns its
+// output; a missing table is kerr.ErrNotFound.
+func (c *conn) list(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, c.path, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	var out []byte
@@ -153,7 +163,7 @@ func (c *conn) Chains(ctx context.Context) ([]Chain, error) {
 		}
 		return nil, fmt.Errorf("list table %s: %w: %s", c.name(), err, msg)
 	}
-	return ParseTable(string(out))
+	return out, nil
 }
 
 func (c *conn) Name() string { return c.name() }

@@ -21,9 +21,9 @@ type readCounting struct {
 	reads int
 }
 
-func (r *readCounting) Elements(ctx context.Context, set string) ([]*knftables.Element, error) {
+func (r *readCounting) SetElements(ctx context.Context) (map[string][]*knftables.Element, error) {
 	r.reads++
-	return r.Fake.Elements(ctx, set)
+	return r.Fake.SetElements(ctx)
 }
 
 func (r *readCounting) Chains(ctx context.Context) ([]nft.Chain, error) {

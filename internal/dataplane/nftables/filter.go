@@ -74,17 +74,19 @@ func (p *Filter) members(ctx context.Context) (map[proxy.Member]struct{}, error)
 	return members, err
 }
 
-// list adds the members of every set to members and returns the sets missing.
+// list adds the members of every set to members and returns the sets missing, from one
+// listing of the table (no table: every set is missing).
 func (p *Filter) list(ctx context.Context, members map[proxy.Member]struct{}) ([]dataplane.SetSpec, error) {
+	all, err := p.conn.SetElements(ctx)
+	if err != nil && !kerr.IsNotFound(err) {
+		return nil, err
+	}
 	var missing []dataplane.SetSpec
 	for _, s := range proxy.AllSets() {
-		els, err := p.conn.Elements(ctx, SetName(s))
-		if kerr.IsNotFound(err) {
+		els, ok := all[SetName(s)]
+		if !ok {
 			missing = append(missing, p.spec(s))
 			continue
-		}
-		if err != nil {
-			return nil, err
 		}
 		for _, e := range els {
 			m, err := memberOf(s, e.Key)

@@ -59,14 +59,25 @@ func (f *Fake) Check(ctx context.Context, tx *knftables.Transaction) error {
 	return f.NFT.Check(ctx, tx)
 }
 
-// Elements implements nft.Interface.
-func (f *Fake) Elements(ctx context.Context, set string) ([]*knftables.Element, error) {
-	what := "list set " + string(nft.Family(f.family)) + " " + nft.Table + " " + set
+// SetElements implements nft.Interface.
+func (f *Fake) SetElements(ctx context.Context) (map[string][]*knftables.Element, error) {
+	what := "list table " + string(nft.Family(f.family)) + " " + nft.Table
 	if err := f.Injector().Read("nft " + what); err != nil {
 		return nil, err
 	}
-	els, err := f.NFT.ListElements(ctx, "set", set)
-	return els, nft.Typed(what, err)
+	names, err := f.NFT.List(ctx, "set")
+	if err != nil {
+		return nil, nft.Typed(what, err)
+	}
+	out := map[string][]*knftables.Element{}
+	for _, n := range names {
+		els, err := f.NFT.ListElements(ctx, "set", n)
+		if err != nil {
+			return nil, nft.Typed(what, err)
+		}
+		out[n] = els
+	}
+	return out, nil
 }
 
 // Sets implements nft.Interface.
