@@ -55,6 +55,69 @@ func TestLiveSwitchFilterBackend(t *testing.T) {
 	k.Stop(t)
 }
 
+// The live switch kube-proxy (IPVS mode) -> kipvs with the nftables backend -> kube-proxy,
+// under the live switch's traffic (switchTraffic):
+//
+//   - No request fails and the held connections carry data at every stage and at the end.
+//   - kipvs syncs without error, and once its first sync is done kube-proxy's KUBE- chains
+//     and ipsets are gone, next to the table ip kipvs (backendProblems).
+//   - kube-proxy's first sync after kipvs programs its chains again. kube-proxy does not know
+//     kipvs's tables: they are still there then (logged), and are deleted by hand (nft delete
+//     table), under traffic.
+func TestLiveSwitchKubeProxyNFTables(t *testing.T) {
+	s := newScenario(t)
+	w := newSwitchTraffic(t, s)
+	kpArgs := switchKubeProxyArgs(s.env)
+	kp := harness.StartKubeProxy(t, s.env, kpArgs...)
+	d := kp.WaitSynced(t, switchKubeProxyLimit, "kube-proxy programmed the Service", harness.IPVSHas(w.want))
+	families := []string{"IPv4"}
+	if strings.Contains(kp.Log(), "kube-proxy running in dual-stack mode") {
+		families = append(families, "IPv6")
+		d += kp.WaitSynced(t, switchKubeProxyLimit, "kube-proxy's first IPv6 sync", switchFamiliesSynced(families))
+	}
+	t.Logf("kube-proxy synced %v %.1fs after start", families, d.Seconds())
+	w.start()
+	w.wait(time.Time{}, 5)
+	w.ping("under kube-proxy")
+
+	kp.Stop(t)
+	w.wait(time.Now(), 3)
+	k := harness.StartKipvs(t, s.env, harness.RunArgs(s.env, nftablesBackend.args()...)...)
+	d = waitProgrammed(t, k, startLimit, "kipvs's first sync with the nftables backend", switchFamiliesSynced(families))
+	t.Logf("kipvs with the nftables backend synced %.1fs after start", d.Seconds())
+	d = k.Until(t, programLimit, "kube-proxy's chains and ipsets removed", func() (bool, string) {
+		p := backendProblems(nftablesBackend)
+		return len(p) == 0, strings.Join(p, "\n")
+	})
+	t.Logf("kube-proxy's chains and ipsets removed %.1fs after kipvs's first sync", d.Seconds())
+	w.wait(time.Now(), 5)
+	w.ping("under kipvs with the nftables backend")
+	expectHealthy(t, k)
+
+	k.Stop(t)
+	w.wait(time.Now(), 3)
+	kp = harness.StartKubeProxy(t, s.env, kpArgs...)
+	d = kp.WaitSynced(t, switchKubeProxyLimit, "kube-proxy's first sync after kipvs", switchFamiliesSynced(families))
+	t.Logf("kube-proxy synced %.1fs after start", d.Seconds())
+	if rules := harness.DumpRules(t, "iptables-save"); !strings.Contains(rules, ":KUBE-SERVICES") {
+		t.Errorf("kube-proxy's first sync after kipvs left no KUBE-SERVICES chain:\n%s", rules)
+	}
+	w.wait(time.Now(), 5)
+	w.ping("back under kube-proxy")
+	tables, err := harness.KipvsTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kipvs's tables kube-proxy leaves in place: %v", tables)
+	for _, tab := range tables {
+		harness.MustRun(t, "nft", append([]string{"delete"}, strings.Fields(tab)...)...) // "delete table ip kipvs"
+	}
+	w.wait(time.Now(), 5)
+	w.ping("under kube-proxy, kipvs's tables deleted")
+	w.finish("kube-proxy -> kipvs (nftables backend) -> kube-proxy")
+	kp.Stop(t) // SIGTERM, as the kubelet or systemd stops it
+}
+
 // kipvs cleanup after the nftables backend ran: a LoadBalancer Service with an external IP
 // and a source range is programmed by kipvs with the nftables backend (the table ip kipvs
 // holds its addresses in its sets), then kipvs stops and `kipvs cleanup` removes both kipvs
