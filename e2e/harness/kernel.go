@@ -14,6 +14,7 @@ import (
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
 	"github.com/kipvs/kipvs/internal/ipvsmode"
+	"github.com/kipvs/kipvs/internal/nft"
 )
 
 // DummyName is the link kipvs binds the Service IPs on.
@@ -334,9 +335,25 @@ func QuickLeftovers() ([]string, error) {
 	return out, nil
 }
 
+// KipvsTables lists the nftables filter backend's tables on the node, as `nft list tables`
+// prints them ("table ip kipvs", "table ip6 kipvs").
+func KipvsTables() ([]string, error) {
+	text, err := Run("nft", "list", "tables")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "table" && f[2] == nft.Table {
+			out = append(out, strings.Join(f, " "))
+		}
+	}
+	return out, nil
+}
+
 // Leftovers lists kernel state kipvs (or kube-proxy) would own that is still on the node:
-// IPVS virtual servers, KUBE-* sets, KUBE- iptables and ip6tables chains and rules,
-// kube-ipvs0.
+// IPVS virtual servers, KUBE-* sets, KUBE- iptables and ip6tables chains and rules, the
+// nftables backend's kipvs tables, kube-ipvs0.
 func Leftovers(t testing.TB) []string {
 	t.Helper()
 	var out []string
@@ -356,6 +373,13 @@ func Leftovers(t testing.TB) []string {
 				out = append(out, strings.TrimSuffix(save, "-save")+": "+l)
 			}
 		}
+	}
+	tables, err := KipvsTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tab := range tables {
+		out = append(out, "nft: "+tab)
 	}
 	if _, err := netlink.LinkByName(DummyName); err == nil {
 		out = append(out, "link: "+DummyName)

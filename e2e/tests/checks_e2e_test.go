@@ -20,9 +20,10 @@ import (
 // timeout.
 func (s *scenario) startChecked(what string, cond func() (bool, string), extra ...string) *harness.Kipvs {
 	s.t.Helper()
-	k := harness.StartKipvs(s.t, s.env, harness.RunArgs(s.env, extra...)...)
+	k := harness.StartKipvs(s.t, s.env, s.runArgs(extra...)...)
 	d := waitProgrammed(s.t, k, startLimit, what, cond)
 	s.t.Logf("%s %.1fs after kipvs started", what, d.Seconds())
+	s.expectBackendState()
 	return k
 }
 
@@ -96,11 +97,14 @@ func driftSamples(m harness.Metrics) string {
 
 // expectNoDrift waits for a full sync that starts after now and checks that no full sync
 // so far found anything to repair (kipvs_kernel_drift_repaired_total is 0): what kipvs
-// wrote reads back as written.
+// wrote reads back as written. The wait is fullSyncLimit, from kipvs's own full-sync
+// durations (with the nftables backend a full sync reads each set with an nft run of its
+// own, seconds apiece under TCG), plus programLimit.
 func expectNoDrift(t *testing.T, k *harness.Kipvs) {
 	t.Helper()
 	full := k.Metrics(t).Get("kipvs_sync_full_total", `ip_family="IPv4"`)
-	waitProgrammed(t, k, programLimit, "a full sync", func() (bool, string) {
+	limit, _ := fullSyncLimit(t, k)
+	waitProgrammed(t, k, limit+programLimit, "a full sync", func() (bool, string) {
 		m, err := harness.FetchMetrics()
 		if err != nil {
 			return false, err.Error()

@@ -13,8 +13,11 @@ import (
 // the node and from a pod. Every backend answers; the node's connections are masqueraded
 // (the backend sees the node's bridge address), the pod's are not (it is in the cluster
 // CIDR).
-func TestClusterIPFromNodeAndPod(t *testing.T) {
-	s := newScenario(t)
+//
+// It runs once per filter backend (eachBackend).
+func TestClusterIPFromNodeAndPod(t *testing.T) { eachBackend(t, testClusterIPFromNodeAndPod) }
+
+func testClusterIPFromNodeAndPod(t *testing.T, s *scenario) {
 	backends := s.pods("be", 10, 3)
 	client := s.topo.AddPod(t, "client", netip.MustParseAddr("10.244.0.20"), harness.PodOptions{NoEcho: true})
 	vip := netip.MustParseAddr("10.96.1.10")
@@ -37,8 +40,11 @@ func TestClusterIPFromNodeAndPod(t *testing.T) {
 // and then sees the connection coming from the node's bridge address (KUBE-LOOP-BACK
 // masquerade), not from its own address, or it would answer itself directly and the
 // connection would break.
-func TestHairpin(t *testing.T) {
-	s := newScenario(t)
+//
+// It runs once per filter backend (eachBackend).
+func TestHairpin(t *testing.T) { eachBackend(t, testHairpin) }
+
+func testHairpin(t *testing.T, s *scenario) {
 	backends := s.pods("hp", 10, 3)
 	vip := netip.MustParseAddr("10.96.3.10")
 	svc := s.api.CreateService(t, harness.ServiceSpec{Name: "s3-hairpin", ClusterIP: vip})

@@ -21,9 +21,14 @@ import (
 // IPv4 and an IPv6 --cluster-cidr. An IPv6-only Service and a RequireDualStack Service
 // (the apiserver has a dual-stack Service CIDR) carry TCP and UDP traffic on every
 // cluster IP of theirs; kube-ipvs0 holds the IPv6 cluster IPs as /128; the IPv6 sets
-// (KUBE-6-*) hold them and ip6tables has kipvs's chains.
-func TestDualStack(t *testing.T) {
-	s := newScenario(t)
+// hold them and the family's rules are there: with the iptables backend the KUBE-6-*
+// ipsets and kipvs's ip6tables chains, with the nftables backend the set cluster-ip and
+// the chains of table ip6 kipvs.
+//
+// It runs once per filter backend (eachBackend).
+func TestDualStack(t *testing.T) { eachBackend(t, testDualStack) }
+
+func testDualStack(t *testing.T, s *scenario) {
 	backends := s.pods("ds", 10, 2)
 	harness.AddAddr(t, netns.None(), harness.BridgeName, harness.PodGateway6)
 	v6 := map[*harness.Pod]netip.Addr{}
@@ -98,6 +103,27 @@ func TestDualStack(t *testing.T) {
 	if !strings.Contains(dummy, dual4.String()+"/32") {
 		t.Errorf("%s does not hold %s/32:\n%s", harness.DummyName, dual4, dummy)
 	}
+	if s.backend == nftablesBackend {
+		expectDualStackTables(t, v6only, dual6, dual4)
+	} else {
+		expectDualStackSets(t, v6only, dual6, dual4)
+	}
+	// Both families are reconciled, and measured, apart: the metrics carry ip_family.
+	m := k.Metrics(t)
+	for _, fam := range []string{`ip_family="IPv4"`, `ip_family="IPv6"`} {
+		if n := m.Get("kubeproxy_sync_proxy_rules_duration_seconds_count", fam); n < 1 {
+			t.Errorf("kubeproxy_sync_proxy_rules_duration_seconds_count{%s} = %v, want syncs counted", fam, n)
+		}
+		if n := m.Get("kubeproxy_sync_proxy_rules_iptables_total", `table="nat"`, fam); n < 1 {
+			t.Errorf(`kubeproxy_sync_proxy_rules_iptables_total{table="nat",%s} = %v, want the family's own rules`, fam, n)
+		}
+	}
+}
+
+// expectDualStackSets checks the iptables backend's IPv6 sets (KUBE-6-*) and ip6tables
+// chains for TestDualStack's cluster IPs.
+func expectDualStackSets(t *testing.T, v6only, dual6, dual4 netip.Addr) {
+	t.Helper()
 	sets := harness.DumpSets(t)
 	for _, want := range []string{
 		"add KUBE-6-CLUSTER-IP " + v6only.String() + ",tcp:80",
@@ -117,14 +143,27 @@ func TestDualStack(t *testing.T) {
 			t.Errorf("ip6tables-save lacks %q:\n%s", want, rules6)
 		}
 	}
-	// Both families are reconciled, and measured, apart: the metrics carry ip_family.
-	m := k.Metrics(t)
-	for _, fam := range []string{`ip_family="IPv4"`, `ip_family="IPv6"`} {
-		if n := m.Get("kubeproxy_sync_proxy_rules_duration_seconds_count", fam); n < 1 {
-			t.Errorf("kubeproxy_sync_proxy_rules_duration_seconds_count{%s} = %v, want syncs counted", fam, n)
+}
+
+// expectDualStackTables checks the nftables backend's sets (cluster-ip of ip6 kipvs and ip
+// kipvs) and ip6 kipvs's chains for TestDualStack's cluster IPs.
+func expectDualStackTables(t *testing.T, v6only, dual6, dual4 netip.Addr) {
+	t.Helper()
+	for fam, want := range map[string][]string{
+		"ip6": {v6only.String() + " . tcp . 80", dual6.String() + " . udp . 80", "type ipv6_addr . inet_proto . inet_service"},
+		"ip":  {dual4.String() + " . tcp . 80"},
+	} {
+		set := harness.MustRun(t, "nft", "list", "set", fam, "kipvs", "cluster-ip")
+		for _, w := range want {
+			if !strings.Contains(set, w) {
+				t.Errorf("nft list set %s kipvs cluster-ip lacks %q:\n%s", fam, w, set)
+			}
 		}
-		if n := m.Get("kubeproxy_sync_proxy_rules_iptables_total", `table="nat"`, fam); n < 1 {
-			t.Errorf(`kubeproxy_sync_proxy_rules_iptables_total{table="nat",%s} = %v, want the family's own rules`, fam, n)
+	}
+	table6 := harness.MustRun(t, "nft", "-t", "list", "table", "ip6", "kipvs")
+	for _, want := range []string{"chain services {", "chain postrouting {", "@cluster-ip"} {
+		if !strings.Contains(table6, want) {
+			t.Errorf("nft list table ip6 kipvs lacks %q:\n%s", want, table6)
 		}
 	}
 }

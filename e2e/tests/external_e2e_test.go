@@ -17,8 +17,11 @@ import (
 // LoadBalancer IP (set through the status subresource after kipvs started) and its
 // ClusterIP, over TCP and UDP; the backends see the node's bridge address (masqueraded),
 // never the client's.
-func TestExternalAccess(t *testing.T) {
-	s := newScenario(t)
+//
+// It runs once per filter backend (eachBackend).
+func TestExternalAccess(t *testing.T) { eachBackend(t, testExternalAccess) }
+
+func testExternalAccess(t *testing.T, s *scenario) {
 	backends := s.pods("ex", 10, 2)
 	ext := s.topo.AddExternal(t)
 	vip := netip.MustParseAddr("10.96.4.10")

@@ -21,8 +21,11 @@ const hostPort = 9099
 // in the node's namespace answers on the node's own addresses, but a new connection to
 // ClusterIP:9099 (not a Service port) is rejected (KUBE-IPVS-FILTER), from a pod and from
 // the node, while the Service port on the same ClusterIP works.
-func TestHostListenerNotOnVIP(t *testing.T) {
-	s := newScenario(t)
+//
+// It runs once per filter backend (eachBackend).
+func TestHostListenerNotOnVIP(t *testing.T) { eachBackend(t, testHostListenerNotOnVIP) }
+
+func testHostListenerNotOnVIP(t *testing.T, s *scenario) {
 	backends := s.pods("hf", 10, 2)
 	client := s.topo.AddPod(t, "hfc", netip.MustParseAddr("10.244.0.20"), harness.PodOptions{NoEcho: true})
 	vip := netip.MustParseAddr("10.96.15.10")

@@ -53,31 +53,12 @@ func TestLiveSwitchKubeProxy(t *testing.T) {
 	sysctls := harness.Sysctls(t)
 	t.Cleanup(func() { harness.RestoreSysctls(t, sysctls) })
 
-	backends := s.pods("lsw", 10, 2)
-	client := s.topo.AddPod(t, "lswc", netip.MustParseAddr("10.244.0.20"), harness.PodOptions{NoEcho: true})
-	ext := s.topo.AddExternal(t)
-	vip := netip.MustParseAddr("10.96.30.10")
-	const nodePort = 30090
-	svc := s.api.CreateService(t, harness.ServiceSpec{
-		Name: "live-switch", Type: v1.ServiceTypeNodePort, ClusterIP: vip,
-		Ports: []harness.Port{
-			{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: nodePort},
-			{Name: "udp", Protocol: v1.ProtocolUDP, Port: 80, NodePort: nodePort},
-		},
-	})
-	s.api.SetEndpoints(t, svc, backends...)
-	want := map[string]map[string]int{}
-	for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
-		want[vs(p, vip, 80)] = harness.Weights(1, backends...)
-		for _, ip := range []netip.Addr{harness.NodeIP, harness.ExternalNodeIP.Addr()} {
-			want[vs(p, ip, nodePort)] = harness.Weights(1, backends...)
-		}
-	}
+	w := newSwitchTraffic(t, s)
 
 	// kube-proxy as a node would run it, with the scenarios' settings.
 	kpArgs := switchKubeProxyArgs(s.env)
 	kp := harness.StartKubeProxy(t, s.env, kpArgs...)
-	d := kp.WaitSynced(t, switchKubeProxyLimit, "kube-proxy programmed the Service", harness.IPVSHas(want))
+	d := kp.WaitSynced(t, switchKubeProxyLimit, "kube-proxy programmed the Service", harness.IPVSHas(w.want))
 	t.Logf("kube-proxy synced IPv4 %.1fs after start", d.Seconds())
 	families := []string{"IPv4"}
 	if strings.Contains(kp.Log(), "kube-proxy running in dual-stack mode") {
@@ -86,39 +67,8 @@ func TestLiveSwitchKubeProxy(t *testing.T) {
 		t.Logf("kube-proxy synced both families %.1fs after start", d.Seconds())
 	}
 
-	podC, extC, node := harness.In(&client.NS), harness.In(ext), s.topo.NodeClient()
-	clusterIP, nodeIP, extNodeIP := ap(vip, 80), ap(harness.NodeIP, nodePort), ap(harness.ExternalNodeIP.Addr(), nodePort)
-	held := []struct {
-		what string
-		h    *harness.Held
-	}{
-		{what: "pod -> ClusterIP", h: switchHold(t, podC, clusterIP)},
-		{what: "external -> NodePort", h: switchHold(t, extC, extNodeIP)},
-	}
-	ping := func(phase string) {
-		t.Helper()
-		for _, c := range held {
-			if err := c.h.Ping(); err != nil {
-				t.Errorf("%s: the connection held %s (%s) was cut: %v", phase, c.what, c.h.Answer.Backend, err)
-			}
-		}
-	}
-	loops := []*harness.Loop{
-		harness.StartLoop(t, "node -> tcp ClusterIP", node, harness.TCP, clusterIP, switchLoopInterval),
-		harness.StartLoop(t, "node -> udp ClusterIP", node, harness.UDP, clusterIP, switchLoopInterval),
-		harness.StartLoop(t, "node -> tcp NodePort", node, harness.TCP, nodeIP, switchLoopInterval),
-		harness.StartLoop(t, "node -> udp NodePort", node, harness.UDP, nodeIP, switchLoopInterval),
-		harness.StartLoop(t, "pod -> tcp ClusterIP", podC, harness.TCP, clusterIP, switchLoopInterval),
-		harness.StartLoop(t, "pod -> tcp NodePort", podC, harness.TCP, nodeIP, switchLoopInterval),
-		harness.StartLoop(t, "external -> tcp ClusterIP", extC, harness.TCP, clusterIP, switchLoopInterval),
-		harness.StartLoop(t, "external -> tcp NodePort", extC, harness.TCP, extNodeIP, switchLoopInterval),
-	}
-	waitLoops := func(since time.Time, n int) {
-		t.Helper()
-		for _, l := range loops {
-			l.WaitSince(t, since, n, programLimit)
-		}
-	}
+	w.start()
+	waitLoops, ping := w.wait, w.ping
 	waitLoops(time.Time{}, 5)
 	ping("under kube-proxy")
 
@@ -187,16 +137,114 @@ func TestLiveSwitchKubeProxy(t *testing.T) {
 	waitLoops(time.Now(), 5)
 	ping("back under kube-proxy")
 
-	for _, l := range loops {
+	w.finish("kube-proxy -> kipvs -> kube-proxy")
+	kp.Stop(t) // SIGTERM, as the kubelet or systemd stops it
+}
+
+// switchTraffic is a live switch's Service and traffic: a NodePort Service (TCP and UDP)
+// over two backends; once started, eight request loops (new connections from the node, a
+// pod and the external client to the ClusterIP and the NodePort, TCP, and UDP from the
+// node) and two connections held through the ClusterIP (from the pod) and the NodePort
+// (from the external client).
+type switchTraffic struct {
+	t *testing.T
+	// want are the Service's virtual servers, for IPVSHas.
+	want map[string]map[string]int
+	// The clients and the addresses they use.
+	node, pod, ext               harness.Client
+	clusterIP, nodeIP, extNodeIP netip.AddrPort
+	held                         []switchHeld
+	loops                        []*harness.Loop
+}
+
+// switchHeld is a connection held open across a switch.
+type switchHeld struct {
+	what string
+	h    *harness.Held
+}
+
+// newSwitchTraffic creates the Service, its backends and the clients in s (no traffic
+// yet: start).
+func newSwitchTraffic(t *testing.T, s *scenario) *switchTraffic {
+	t.Helper()
+	backends := s.pods("lsw", 10, 2)
+	client := s.topo.AddPod(t, "lswc", netip.MustParseAddr("10.244.0.20"), harness.PodOptions{NoEcho: true})
+	ext := s.topo.AddExternal(t)
+	vip := netip.MustParseAddr("10.96.30.10")
+	const nodePort = 30090
+	svc := s.api.CreateService(t, harness.ServiceSpec{
+		Name: "live-switch", Type: v1.ServiceTypeNodePort, ClusterIP: vip,
+		Ports: []harness.Port{
+			{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: nodePort},
+			{Name: "udp", Protocol: v1.ProtocolUDP, Port: 80, NodePort: nodePort},
+		},
+	})
+	s.api.SetEndpoints(t, svc, backends...)
+	w := &switchTraffic{t: t, want: map[string]map[string]int{},
+		node: s.topo.NodeClient(), pod: harness.In(&client.NS), ext: harness.In(ext),
+		clusterIP: ap(vip, 80), nodeIP: ap(harness.NodeIP, nodePort), extNodeIP: ap(harness.ExternalNodeIP.Addr(), nodePort)}
+	for _, p := range []harness.Proto{harness.TCP, harness.UDP} {
+		w.want[vs(p, vip, 80)] = harness.Weights(1, backends...)
+		for _, ip := range []netip.Addr{harness.NodeIP, harness.ExternalNodeIP.Addr()} {
+			w.want[vs(p, ip, nodePort)] = harness.Weights(1, backends...)
+		}
+	}
+	return w
+}
+
+// start opens the held connections and starts the request loops; the Service must be
+// programmed.
+func (w *switchTraffic) start() {
+	t := w.t
+	t.Helper()
+	w.held = []switchHeld{
+		{what: "pod -> ClusterIP", h: switchHold(t, w.pod, w.clusterIP)},
+		{what: "external -> NodePort", h: switchHold(t, w.ext, w.extNodeIP)},
+	}
+	w.loops = []*harness.Loop{
+		harness.StartLoop(t, "node -> tcp ClusterIP", w.node, harness.TCP, w.clusterIP, switchLoopInterval),
+		harness.StartLoop(t, "node -> udp ClusterIP", w.node, harness.UDP, w.clusterIP, switchLoopInterval),
+		harness.StartLoop(t, "node -> tcp NodePort", w.node, harness.TCP, w.nodeIP, switchLoopInterval),
+		harness.StartLoop(t, "node -> udp NodePort", w.node, harness.UDP, w.nodeIP, switchLoopInterval),
+		harness.StartLoop(t, "pod -> tcp ClusterIP", w.pod, harness.TCP, w.clusterIP, switchLoopInterval),
+		harness.StartLoop(t, "pod -> tcp NodePort", w.pod, harness.TCP, w.nodeIP, switchLoopInterval),
+		harness.StartLoop(t, "external -> tcp ClusterIP", w.ext, harness.TCP, w.clusterIP, switchLoopInterval),
+		harness.StartLoop(t, "external -> tcp NodePort", w.ext, harness.TCP, w.extNodeIP, switchLoopInterval),
+	}
+}
+
+// wait waits until every loop has completed n requests started at or after since.
+func (w *switchTraffic) wait(since time.Time, n int) {
+	w.t.Helper()
+	for _, l := range w.loops {
+		l.WaitSince(w.t, since, n, programLimit)
+	}
+}
+
+// ping checks that every held connection still carries data.
+func (w *switchTraffic) ping(phase string) {
+	w.t.Helper()
+	for _, c := range w.held {
+		if err := c.h.Ping(); err != nil {
+			w.t.Errorf("%s: the connection held %s (%s) was cut: %v", phase, c.what, c.h.Answer.Backend, err)
+		}
+	}
+}
+
+// finish stops the loops, fails the test for every loop with a failed request across the
+// switches (named by across), and pings the held connections a last time.
+func (w *switchTraffic) finish(across string) {
+	t := w.t
+	t.Helper()
+	for _, l := range w.loops {
 		l.Stop()
 		sum := harness.Summarize(l.Results())
 		t.Logf("%s: %s", l.Name, sum)
 		if sum.Failed > 0 {
-			t.Errorf("%s: %d of %d requests failed across kube-proxy -> kipvs -> kube-proxy: %v", l.Name, sum.Failed, sum.Total, sum.FirstErrors)
+			t.Errorf("%s: %d of %d requests failed across %s: %v", l.Name, sum.Failed, sum.Total, across, sum.FirstErrors)
 		}
 	}
-	ping("at the end")
-	kp.Stop(t) // SIGTERM, as the kubelet or systemd stops it
+	w.ping("at the end")
 }
 
 // switchKubeProxyArgs are harness.RunArgs's settings as kube-proxy flags, in IPVS mode.

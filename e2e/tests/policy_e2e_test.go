@@ -118,8 +118,11 @@ type healthBody struct {
 // client is answered and seen with its own address; on a real second node the reply
 // bypasses this node and the connection fails, which upstream's two-node e2e checks);
 // when it comes back, both return to the local behaviour.
-func TestExternalTrafficPolicyLocal(t *testing.T) {
-	s := newScenario(t)
+//
+// It runs once per filter backend (eachBackend).
+func TestExternalTrafficPolicyLocal(t *testing.T) { eachBackend(t, testExternalTrafficPolicyLocal) }
+
+func testExternalTrafficPolicyLocal(t *testing.T, s *scenario) {
 	pods := s.pods("et", 10, 2)
 	local, remote := pods[0], pods[1]
 	ext := s.topo.AddExternal(t)

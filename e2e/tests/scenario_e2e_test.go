@@ -43,6 +43,9 @@ type scenario struct {
 	env  harness.Env
 	api  *harness.Cluster
 	topo *harness.Topology
+	// backend is the filter backend startKipvs and startChecked select (eachBackend); the
+	// zero value selects none, so kipvs runs with its default.
+	backend filterBackend
 }
 
 // newScenario checks that the node and the API are clean, creates the Node object and the
@@ -102,7 +105,12 @@ func (s *scenario) pods(prefix string, base byte, n int) []*harness.Pod {
 // first sync.
 func (s *scenario) startKipvs(extra ...string) *harness.Kipvs {
 	s.t.Helper()
-	return s.startKipvsArgs(harness.RunArgs(s.env, extra...))
+	return s.startKipvsArgs(s.runArgs(extra...))
+}
+
+// runArgs are harness.RunArgs with the flags of the scenario's filter backend, then extra.
+func (s *scenario) runArgs(extra ...string) []string {
+	return harness.RunArgs(s.env, append(s.backend.args(), extra...)...)
 }
 
 func (s *scenario) startKipvsArgs(args []string) *harness.Kipvs {
@@ -110,6 +118,7 @@ func (s *scenario) startKipvsArgs(args []string) *harness.Kipvs {
 	k := harness.StartKipvs(s.t, s.env, args...)
 	d := k.WaitSynced(s.t, startLimit, "kipvs's first sync", nil)
 	s.t.Logf("kipvs synced %.1fs after start", d.Seconds())
+	s.expectBackendState()
 	return k
 }
 

@@ -17,12 +17,16 @@ import (
 // An SCTP NodePort Service next to TCP Services: kipvs programs the SCTP virtual servers
 // (ClusterIP and one per node address for the NodePort), the set KUBE-NODE-PORT-SCTP-HASH
 // with an ip,sctp:port member per node address and its KUBE-NODE-PORT rule (-p sctp ...
-// -j KUBE-MARK-MASQ), every sync succeeds (healthz 200, no sync errors), a full sync
+// -j KUBE-MARK-MASQ) (with the nftables backend: the set node-port-sctp of table ip kipvs
+// and its rule in chain node-port), every sync succeeds (healthz 200, no sync errors), a full sync
 // finds nothing to repair, the TCP Services (a ClusterIP and a NodePort) serve, and SCTP
 // associations from the external client through the NodePort (both node addresses) and
 // the ClusterIP are answered by the backends, masqueraded.
-func TestSCTPNodePortNextToTCP(t *testing.T) {
-	s := newScenario(t)
+//
+// It runs once per filter backend (eachBackend).
+func TestSCTPNodePortNextToTCP(t *testing.T) { eachBackend(t, testSCTPNodePortNextToTCP) }
+
+func testSCTPNodePortNextToTCP(t *testing.T, s *scenario) {
 	var backends []*harness.Pod
 	for i := range 2 {
 		name := "st" + string(rune('1'+i))
@@ -63,19 +67,10 @@ func TestSCTPNodePortNextToTCP(t *testing.T) {
 	k := s.startChecked("SCTP and TCP Services programmed", harness.IPVSHas(want))
 	t.Logf("ipvsadm -Sn:\n%s", harness.DumpIPVS(t))
 
-	rules := harness.DumpRules(t, "iptables-save")
-	sctpRule := regexp.MustCompile(`(?m)^-A KUBE-NODE-PORT -p sctp -m comment --comment .+ -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ$`)
-	if r := sctpRule.FindString(rules); r == "" {
-		t.Errorf("iptables-save has no rule matching %s:\n%s", sctpRule, rules)
+	if s.backend == nftablesBackend {
+		expectSCTPNodePortTable(t, nodeAddrs, sctpNP)
 	} else {
-		t.Logf("SCTP NodePort rule: %s", r)
-	}
-	sets := harness.DumpSets(t)
-	for _, ip := range nodeAddrs {
-		m := "add KUBE-NODE-PORT-SCTP-HASH " + ip.String() + ",sctp:" + strconv.Itoa(sctpNP)
-		if !strings.Contains(sets, m+"\n") {
-			t.Errorf("ipset save lacks %q:\n%s", m, sets)
-		}
+		expectSCTPNodePortSet(t, nodeAddrs, sctpNP)
 	}
 	expectHealthy(t, k)
 
@@ -91,4 +86,40 @@ func TestSCTPNodePortNextToTCP(t *testing.T) {
 	expectSpread(t, "external -> sctp NodePort on the node's address facing the client", c, harness.SCTP, ap(harness.ExternalNodeIP.Addr(), sctpNP), 4, src, backends...)
 	expectSpread(t, "external -> sctp NodePort on the node's InternalIP", c, harness.SCTP, ap(harness.NodeIP, sctpNP), 4, src, backends...)
 	expectSpread(t, "external -> sctp ClusterIP "+sctpVIP.String(), c, harness.SCTP, ap(sctpVIP, 80), 4, src, backends...)
+}
+
+// expectSCTPNodePortSet checks the iptables backend's SCTP node port rule and the members
+// of KUBE-NODE-PORT-SCTP-HASH, one per node address.
+func expectSCTPNodePortSet(t *testing.T, nodeAddrs []netip.Addr, sctpNP int) {
+	t.Helper()
+	rules := harness.DumpRules(t, "iptables-save")
+	sctpRule := regexp.MustCompile(`(?m)^-A KUBE-NODE-PORT -p sctp -m comment --comment .+ -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ$`)
+	if r := sctpRule.FindString(rules); r == "" {
+		t.Errorf("iptables-save has no rule matching %s:\n%s", sctpRule, rules)
+	} else {
+		t.Logf("SCTP NodePort rule: %s", r)
+	}
+	sets := harness.DumpSets(t)
+	for _, ip := range nodeAddrs {
+		m := "add KUBE-NODE-PORT-SCTP-HASH " + ip.String() + ",sctp:" + strconv.Itoa(sctpNP)
+		if !strings.Contains(sets, m+"\n") {
+			t.Errorf("ipset save lacks %q:\n%s", m, sets)
+		}
+	}
+}
+
+// expectSCTPNodePortTable checks the nftables backend's SCTP node port rule (chain node-port
+// of ip kipvs) and the elements of its set node-port-sctp, one per node address.
+func expectSCTPNodePortTable(t *testing.T, nodeAddrs []netip.Addr, sctpNP int) {
+	t.Helper()
+	chain := harness.MustRun(t, "nft", "list", "chain", "ip", "kipvs", "node-port")
+	if rule := "ip daddr . meta l4proto . th dport @node-port-sctp jump mark-for-masquerade"; !strings.Contains(chain, rule) {
+		t.Errorf("chain node-port lacks %q:\n%s", rule, chain)
+	}
+	set := harness.MustRun(t, "nft", "list", "set", "ip", "kipvs", "node-port-sctp")
+	for _, ip := range nodeAddrs {
+		if m := ip.String() + " . sctp . " + strconv.Itoa(sctpNP); !strings.Contains(set, m) {
+			t.Errorf("set node-port-sctp lacks %q:\n%s", m, set)
+		}
+	}
 }

@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -18,8 +19,11 @@ import (
 // (192.168.101.2) is dropped (its connection times out), and so is the node itself, since
 // no range covers a node address (KUBE-IPVS-OUT-FILTER). Adding the node's InternalIP to the
 // ranges lets the node in (and removes its OUT-FILTER rule); the clients keep their fate.
-func TestLoadBalancerSourceRanges(t *testing.T) {
-	s := newScenario(t)
+//
+// It runs once per filter backend (eachBackend).
+func TestLoadBalancerSourceRanges(t *testing.T) { eachBackend(t, testLoadBalancerSourceRanges) }
+
+func testLoadBalancerSourceRanges(t *testing.T, s *scenario) {
 	backends := s.pods("sr", 10, 2)
 	allowed := s.topo.AddExternal(t)
 	other := s.topo.AddClient(t, "ext2", "vx-ext2", netip.MustParsePrefix("192.168.101.1/24"), netip.MustParsePrefix("192.168.101.2/24"))
@@ -36,7 +40,6 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 	s.api.SetEndpoints(t, svc, backends...)
 	k := s.startKipvs()
 	lbVS := vs(harness.TCP, lbIP, 80)
-	outRule := "-A KUBE-IPVS-OUT-FILTER -s " + lbIP.String() + "/32 -m ipvs --vproto 6 --vaddr " + lbIP.String() + " --vport 80 -j DROP"
 	k.WaitSynced(t, programLimit, "source ranges programmed", func() (bool, string) {
 		if ok, why := harness.IPVSHas(map[string]map[string]int{lbVS: harness.Weights(1, backends...)})(); !ok {
 			return false, why
@@ -74,9 +77,8 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 			}
 		}
 	}
-	rules := harness.DumpRules(t, "iptables-save")
-	if !strings.Contains(rules, outRule) {
-		t.Errorf("no range covers a node address but KUBE-IPVS-OUT-FILTER lacks %q:\n%s", outRule, rules)
+	if drops, rules := outFilterDrops(t, s.backend, lbIP, 80); !drops {
+		t.Errorf("no range covers a node address but the out filter does not drop the node's packets to %s:80:\n%s", lbIP, rules)
 	}
 	expect(0)
 
@@ -84,10 +86,25 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 		svc.Spec.LoadBalancerSourceRanges = append(svc.Spec.LoadBalancerSourceRanges, harness.NodeIP.String()+"/32")
 	})
 	k.WaitSynced(t, programLimit, "node address added to the source ranges", func() (bool, string) {
-		if strings.Contains(harness.DumpRules(t, "iptables-save"), outRule) {
-			return false, "KUBE-IPVS-OUT-FILTER still drops the node's packets to " + lbIP.String()
+		if drops, _ := outFilterDrops(t, s.backend, lbIP, 80); drops {
+			return false, "the out filter still drops the node's packets to " + lbIP.String()
 		}
 		return true, ""
 	})
 	expect(1)
+}
+
+// outFilterDrops reports whether the backend's out filter (KUBE-IPVS-OUT-FILTER, the
+// nftables backend's chain ipvs-out-filter) drops the node's own TCP packets to the IPv4
+// virtual server ip:port, with the chain's rules.
+func outFilterDrops(t *testing.T, b filterBackend, ip netip.Addr, port int) (bool, string) {
+	t.Helper()
+	if b == nftablesBackend {
+		rules := harness.MustRun(t, "nft", "list", "chain", "ip", "kipvs", "ipvs-out-filter")
+		rule := fmt.Sprintf("ip saddr %s meta l4proto tcp ct original ip daddr %s ct original proto-dst %d drop", ip, ip, port)
+		return strings.Contains(rules, rule+"\n"), rules
+	}
+	rules := harness.DumpRules(t, "iptables-save")
+	rule := fmt.Sprintf("-A KUBE-IPVS-OUT-FILTER -s %s/32 -m ipvs --vproto 6 --vaddr %s --vport %d -j DROP", ip, ip, port)
+	return strings.Contains(rules, rule), rules
 }

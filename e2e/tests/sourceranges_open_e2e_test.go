@@ -21,9 +21,14 @@ import (
 // dropped). Both results hold across at least three periodic full syncs, every sync
 // succeeds, and no full sync finds anything to repair (kipvs_kernel_drift_repaired_total
 // stays 0: what kipvs wrote reads back as written).
+//
+// It runs once per filter backend (eachBackend).
 func TestSourceRangesOpenAndSingleAddress(t *testing.T) {
+	eachBackend(t, testSourceRangesOpenAndSingleAddress)
+}
+
+func testSourceRangesOpenAndSingleAddress(t *testing.T, s *scenario) {
 	const period = 3 * time.Second
-	s := newScenario(t)
 	backends := s.pods("so", 50, 2)
 	allowed := s.topo.AddExternal(t)
 	other := s.topo.AddClient(t, "ext2", "vx-ext2", netip.MustParsePrefix("192.168.101.1/24"), netip.MustParsePrefix("192.168.101.2/24"))
@@ -53,7 +58,11 @@ func TestSourceRangesOpenAndSingleAddress(t *testing.T) {
 		vs(harness.TCP, oneIP, 80):  all,
 	}), "--ipvs-sync-period", period.String())
 	expectHealthy(t, k)
-	t.Logf("ipset save (KUBE-*):\n%s", harness.DumpSets(t))
+	if s.backend == nftablesBackend {
+		t.Logf("nft list set ip kipvs load-balancer-source-cidr:\n%s", harness.MustRun(t, "nft", "list", "set", "ip", "kipvs", "load-balancer-source-cidr"))
+	} else {
+		t.Logf("ipset save (KUBE-*):\n%s", harness.DumpSets(t))
+	}
 
 	short := 2 * time.Second
 	type check struct {

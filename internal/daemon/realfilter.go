@@ -77,7 +77,7 @@ func newFilterBackend(ctx context.Context, b config.FilterBackend, ns netns.NsHa
 				}
 				own = append(own, t)
 			}
-			return removeAll(ctx, nftables.NewCleaner(own, nil))
+			return nftables.NewCleaner(own, nil).RemoveTables(ctx)
 		},
 	}, nil
 }

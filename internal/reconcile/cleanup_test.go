@@ -8,11 +8,17 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kipvs/kipvs/internal/dataplane"
 	"github.com/kipvs/kipvs/internal/dataplane/iptables"
+	"github.com/kipvs/kipvs/internal/dataplane/nftables"
 	"github.com/kipvs/kipvs/internal/inet"
 	"github.com/kipvs/kipvs/internal/ipset"
 	"github.com/kipvs/kipvs/internal/ipvs"
+	"github.com/kipvs/kipvs/internal/kerr"
 	"github.com/kipvs/kipvs/internal/netfilter"
+	"github.com/kipvs/kipvs/internal/nft"
+	"github.com/kipvs/kipvs/internal/nft/nfttest"
+	"github.com/kipvs/kipvs/internal/proxy"
 	"github.com/kipvs/kipvs/internal/testutil/golden"
 )
 
@@ -162,5 +168,50 @@ func TestCleanupWithoutIPVS(t *testing.T) {
 	}
 	if d, err := e.ipset.Dump(); err != nil || strings.Contains(d, "KUBE-") {
 		t.Errorf("sets left: %q %v", d, err)
+	}
+}
+
+// kipvs cleanup's cleaner joins both filter backends' (cmd/kipvs): with the iptables
+// backend's KUBE-* ipset and the nftables backend's table ip kipvs on the node, the plan
+// names both, a virtual server whose VIP is only in the table's set cluster-ip is kipvs's,
+// and executing the plan removes everything without error (each cleaner removes only the
+// sets it owns: the iptables cleaner must not try to destroy an ipset named "ip kipvs").
+func TestCleanupBothFilterBackends(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.ipset.Create(ipset.Set{Name: "KUBE-CLUSTER-IP", Type: ipset.HashIPPort}))
+	e.must(e.ipset.Add("KUBE-CLUSTER-IP", ipset.Entry{IP: netip.MustParseAddr("10.96.0.99"), Protocol: inet.TCP, Port: 80}))
+	table := nfttest.New(inet.IPv4)
+	p := nftables.New(table)
+	m := proxy.Member{Set: proxy.SetClusterIP, Addr: netip.MustParseAddr("10.96.0.98"), Proto: inet.TCP, Port: 80}
+	res := p.Run(e.ctx, &dataplane.Tx{CreateSets: p.Sets(), AddMembers: []proxy.Member{m},
+		Rules: p.Rules(proxy.FilterOf(e.opts, []proxy.Set{proxy.SetClusterIP}, nil))})
+	if res.Rules != nil || len(res.Failed) > 0 {
+		t.Fatalf("program the nftables table: rules %v, sets %v", res.Rules, res.Failed)
+	}
+	e.must(e.ipvs.AddService(ipvs.Service{ServiceKey: tcpKey("10.96.0.98", 80), Scheduler: "rr"}))
+
+	in := e.cleanupInput()
+	in.Filter = dataplane.JoinCleaners(in.Filter, nftables.NewCleaner([]nft.Interface{table}, nil))
+	plan, err := PlanCleanup(e.ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"remove nftables ip kipvs rules and chains\n", "delete virtual server TCP 10.96.0.98:80\n",
+		"destroy ipset KUBE-CLUSTER-IP\n", "destroy ipset ip kipvs\n"} {
+		if !strings.Contains(plan.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, plan)
+		}
+	}
+	if err := ExecuteCleanup(e.ctx, in, plan); err != nil {
+		t.Fatalf("cleanup of both backends' objects: %v", err)
+	}
+	if _, err := table.Chains(e.ctx); !kerr.IsNotFound(err) {
+		t.Errorf("table ip kipvs after cleanup: %v, want it gone", err)
+	}
+	if names, err := e.ipset.ListNames(); err != nil || len(names) > 0 {
+		t.Errorf("ipsets after cleanup: %v %v", names, err)
+	}
+	if again, err := PlanCleanup(e.ctx, in); err != nil || !again.Empty() {
+		t.Errorf("second cleanup plan: %v\n%s", err, again)
 	}
 }

@@ -99,15 +99,35 @@ func (c *Cleaner) RemoveRules(ctx context.Context, names []string) error {
 	return errors.Join(errs...)
 }
 
-// RemoveSets implements dataplane.Cleaner.
+// RemoveSets implements dataplane.Cleaner: it destroys the names that are its sets (ownsSet)
+// and leaves the others to the cleaners it is joined with (dataplane.JoinCleaners).
 func (c *Cleaner) RemoveSets(names []string) error {
 	var errs []error
 	for _, s := range names {
+		if !ownsSet(s) {
+			continue
+		}
 		if err := c.sets.Destroy(s); err != nil && !kerr.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", s, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ownsSet reports whether name is a set Owned lists: a KUBE-* set of either family or one
+// of ipset's leftover temporary sets.
+func ownsSet(name string) bool {
+	if strings.HasPrefix(name, ipset.TempPrefix) {
+		return true
+	}
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
+		for _, s := range proxy.AllSets() {
+			if SetName(f, s) == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // NodeRuleHandles returns the places kipvs's rules may live on this node, for cleanup: both

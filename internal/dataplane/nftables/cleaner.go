@@ -112,6 +112,19 @@ func (c *Cleaner) RemoveSets(names []string) error {
 	return errors.Join(errs...)
 }
 
+// RemoveTables deletes each kipvs table given whole, its chains and sets together, in one
+// nft transaction per table and without reading it first; a missing table is nothing to do.
+// It is how kipvs with the iptables backend removes the nftables backend's tables at start:
+// Owned would first list every set's elements, one nft run per set and family, which takes
+// seconds per run on a loaded or emulated machine.
+func (c *Cleaner) RemoveTables(ctx context.Context) error {
+	var errs []error
+	for _, t := range c.own {
+		errs = append(errs, deleteTable(ctx, t))
+	}
+	return errors.Join(errs...)
+}
+
 func deleteTable(ctx context.Context, t nft.Interface) error {
 	tx := t.NewTransaction()
 	tx.Delete(&knftables.Table{})
