@@ -227,7 +227,7 @@ func build(cfg config.Config, nodeName string, log *zap.Logger, deps Deps, grace
 			rec: reconcile.New(k, reconcile.Options{
 				Family: f, ExcludeCIDRs: cfg.IPVS.ExcludeCIDRs, GracefulPeriod: gracefulPeriod,
 				Clock: deps.Clock, Logger: log.With(zap.String("family", f.String())), Metrics: d.metrics,
-				NFTables: cfg.Kipvs.FilterBackend == config.FilterNFTables,
+				NFTables:     cfg.Kipvs.FilterBackend == config.FilterNFTables,
 				RetryBackoff: reconcile.Backoff{Initial: time.Second, Max: cfg.IPVS.SyncPeriod},
 			}),
 		})
