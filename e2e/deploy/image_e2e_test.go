@@ -4,6 +4,7 @@ package deploy
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,12 +19,14 @@ import (
 )
 
 // imageFiles are the only files the image may hold besides directories: kipvs, the two
-// xtables multi-call binaries and the eight tool names kipvs runs (symlinks to them), the
+// xtables multi-call binaries and the eight tool names kipvs runs (symlinks to them), nft (the
+// nftables filter backend's program), the
 // iptables extension modules, shared libraries with the loader, and /etc/protocols.
 var imageFiles = regexp.MustCompile(`^(` +
 	`usr/local/bin/kipvs|` +
 	`usr/sbin/xtables-(nft|legacy)-multi|` +
 	`usr/sbin/ip6?tables-(nft|legacy)(-(save|restore))?|` +
+	`usr/sbin/nft|` +
 	`usr/lib/[^/]+/xtables/lib[A-Za-z0-9_]+\.so|` +
 	`lib(64)?/([^/]+/)?(ld-linux-x86-64|lib[a-z0-9_]+)\.so(\.[0-9]+)*|` +
 	`etc/protocols` +
@@ -84,7 +87,7 @@ func TestImageRootfs(t *testing.T) {
 	if len(extra) > 0 {
 		t.Errorf("the image holds files kipvs does not need:\n%s", strings.Join(extra, "\n"))
 	}
-	for _, want := range []string{"usr/sbin/iptables-nft-restore", "usr/sbin/ip6tables-legacy-save", "etc/protocols"} {
+	for _, want := range []string{"usr/sbin/iptables-nft-restore", "usr/sbin/ip6tables-legacy-save", "usr/sbin/nft", "etc/protocols"} {
 		if !slices.Contains(files, want) {
 			t.Errorf("the image lacks %s", want)
 		}
@@ -199,4 +202,33 @@ func TestImageRootfs(t *testing.T) {
 			}
 		})
 	}
+
+	// The nftables filter backend from the image: its nft writes table ip kipvs, and no
+	// KUBE- chain appears in either iptables.
+	t.Run("nftables-backend", func(t *testing.T) {
+		k := startKipvs(t, "chroot", chrootKipvs(img.Config.Config.Cmd[0], "--kipvs-source-file", "/tmp/services.yaml",
+			"--hostname-override", "image-node", "--cluster-cidr", "10.244.0.0/16", "--kipvs-filter-backend=nftables")...)
+		k.Until(t, startLimit, "kipvs in the image's file system programs "+vip+" and table ip kipvs", func() (bool, string) {
+			if _, err := realServers(vip); err != nil {
+				return false, err.Error()
+			}
+			out, err := harness.Run("nft", "list", "table", "ip", "kipvs")
+			if err != nil || !strings.Contains(out, "chain services") {
+				return false, fmt.Sprintf("nft list table ip kipvs (%v):\n%s", err, out)
+			}
+			return true, ""
+		})
+		for _, save := range []string{"iptables-nft-save", "iptables-legacy-save"} {
+			if out, err := harness.Run(save); err != nil || strings.Contains(out, "KUBE-") {
+				t.Errorf("%s with the nftables backend (%v):\n%s", save, err, out)
+			}
+		}
+		k.Stop(t)
+		if out, err := harness.Run("chroot", chrootKipvs("cleanup")...); err != nil {
+			t.Fatalf("kipvs cleanup in the image's file system: %v\n%s", err, out)
+		}
+		if out, err := harness.Run("nft", "list", "tables"); err != nil || strings.Contains(out, "kipvs") {
+			t.Errorf("nft list tables after cleanup (%v):\n%s", err, out)
+		}
+	})
 }
