@@ -187,7 +187,7 @@ node-smoke: vm-prepare node-prepare e2e-bins node-bins node-images $(HELM) $(if 
 # Upstream's [sig-network] suite on the real node, against kube-proxy v1.34.10 and kipvs in turn
 # (a fresh cluster and VM each), then docs/conformance.md's results from both JUnit reports and
 # both /metrics (docs/conformance.md). Needs root; hours on 2 cores, not part of make test.
-# CONFORMANCE_PROXY=kipvs|kube-proxy|both, CONFORMANCE_FOCUS / CONFORMANCE_SKIP (the suite's
+# CONFORMANCE_PROXY=kipvs|kipvs-nftables|kube-proxy|both (kipvs-nftables: kipvs with --kipvs-filter-backend=nftables), CONFORMANCE_FOCUS / CONFORMANCE_SKIP (the suite's
 # --ginkgo.focus / --ginkgo.skip: one test by name works), CONFORMANCE_ARGS (more noderun flags,
 # e.g. --suite-arg=--ginkgo.fail-fast), CONFORMANCE_TIMEOUT (each run's limit).
 CONFORMANCE_PROXY   ?= both
@@ -207,14 +207,14 @@ CONFORMANCE_IMAGES   = --image $(PAUSE_ARCHIVE) --image $(ECHO_ARCHIVE) --image 
 CONFORMANCE_SUITE_IMAGES ?= $(if $(filter 1,$(CONFORMANCE_NODES)),jessie-dnsutils,$(SUITE_IMAGES))
 conformance: vm-prepare node-prepare e2e-bins node-bins conformance-bins node-images e2e-images image-kube-proxy
 	@case '$(CONFORMANCE_PROXY)' in \
-	both) proxies='kube-proxy kipvs';; kipvs|kube-proxy) proxies='$(CONFORMANCE_PROXY)';; \
-	*) echo "make conformance: CONFORMANCE_PROXY=$(CONFORMANCE_PROXY): want kipvs, kube-proxy or both" >&2; exit 2;; esac; \
+	both) proxies='kube-proxy kipvs';; kipvs|kipvs-nftables|kube-proxy) proxies='$(CONFORMANCE_PROXY)';; \
+	*) echo "make conformance: CONFORMANCE_PROXY=$(CONFORMANCE_PROXY): want kipvs, kipvs-nftables, kube-proxy or both" >&2; exit 2;; esac; \
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/noderun ./e2e/node/cmd/noderun || exit 1; \
 	for p in $$proxies; do \
 		echo "make conformance: the $$p run"; \
 		$(BIN)/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
 			--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e --proxy $$p \
-			$$(if [ $$p = kipvs ]; then echo --image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE); \
+			$$(if [ $$p != kube-proxy ]; then echo --image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE); \
 			   else echo --image $(KUBE_PROXY_ARCHIVE) --kube-proxy-image $(KUBE_PROXY_IMAGE); fi) \
 			--pause-image registry.k8s.io/pause:3.10.1 --echo-image $(ECHO_IMAGE) $(CONFORMANCE_IMAGES) \
 			--timeout $(CONFORMANCE_TIMEOUT) --suite $(NODEBIN)/e2e.test --report-dir $(CONFORMANCE_DIR)/$$p \

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -74,13 +75,24 @@ func (r *runner) overlay() (string, error) {
 kind: Kustomization
 resources:
 - %s
-patches:
-- path: configmap-patch.yaml
 images:
 - name: ghcr.io/kipvs/kipvs
   newName: %s
   newTag: %s
+patches:
+- path: configmap-patch.yaml
 `, rel, name, tag)
+	if b := c.filterBackend(); b != "" {
+		// The flag, appended to the kipvs container's command as an operator would.
+		k += fmt.Sprintf(`- target:
+    kind: DaemonSet
+    name: kipvs
+  patch: |-
+    - op: add
+      path: /spec/template/spec/containers/0/command/-
+      value: --kipvs-filter-backend=%s
+`, b)
+	}
 	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }
 
@@ -104,6 +116,7 @@ func (r *runner) chartValues() ([]byte, error) {
 		"apiServer":          map[string]any{"host": u.Hostname(), "port": port},
 		"clusterCIDR":        r.cfg.PodCIDR,
 		"metricsBindAddress": "0.0.0.0:10249",
+		"filterBackend":      cmp.Or(r.cfg.filterBackend(), "iptables"),
 	})
 }
 

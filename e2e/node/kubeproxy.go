@@ -23,7 +23,13 @@ import (
 const (
 	ProxyKipvs     = "kipvs"
 	ProxyKubeProxy = "kube-proxy"
+	// ProxyKipvsNFTables is kipvs from deploy/ (or the chart) with its nftables filter
+	// backend (--kipvs-filter-backend=nftables).
+	ProxyKipvsNFTables = "kipvs-nftables"
 )
+
+// proxies are the values of Config.Proxy.
+var proxies = []string{ProxyKipvs, ProxyKipvsNFTables, ProxyKubeProxy}
 
 // Ports of both proxies' HTTP servers on the node (healthzBindAddress, metricsBindAddress).
 const (
@@ -65,6 +71,17 @@ func (c Config) proxyName() string {
 		return ProxyKipvs
 	}
 	return c.Proxy
+}
+
+// isKipvs reports whether the run deploys kipvs (with either filter backend).
+func (c Config) isKipvs() bool { return c.proxyName() != ProxyKubeProxy }
+
+// filterBackend is the --kipvs-filter-backend the run's kipvs is given; "" for the default.
+func (c Config) filterBackend() string {
+	if c.proxyName() == ProxyKipvsNFTables {
+		return "nftables"
+	}
+	return ""
 }
 
 // proxySelector selects the proxy's pods.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -158,10 +159,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	default:
 		return r.rep, fmt.Errorf("until %q: want node or kipvs", cfg.Until)
 	}
-	switch cfg.Proxy {
-	case "", ProxyKipvs, ProxyKubeProxy:
-	default:
-		return r.rep, fmt.Errorf("proxy %q: want %s or %s", cfg.Proxy, ProxyKipvs, ProxyKubeProxy)
+	if cfg.Proxy != "" && !slices.Contains(proxies, cfg.Proxy) {
+		return r.rep, fmt.Errorf("proxy %q: want one of %s", cfg.Proxy, strings.Join(proxies, ", "))
 	}
 	proxyUp := false // the proxy's DaemonSet was Ready: its /metrics can be saved
 	for _, s := range steps {
@@ -266,7 +265,7 @@ func (r *runner) preflight(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the node's tap device needs root")
 	}
-	if c.PauseImage == "" || (c.Until != "node" && c.KipvsImage == "" && c.proxyName() == ProxyKipvs) || (c.Until == "" && c.EchoImage == "") {
+	if c.PauseImage == "" || (c.Until != "node" && c.KipvsImage == "" && c.isKipvs()) || (c.Until == "" && c.EchoImage == "") {
 		return errors.New("the pause, kipvs and echo image names are needed (--pause-image, --kipvs-image, --echo-image)")
 	}
 	if c.Until != "node" && c.proxyName() == ProxyKubeProxy && c.KubeProxyImage == "" {

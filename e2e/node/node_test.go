@@ -88,11 +88,27 @@ func TestOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"deploy\npatches:", "newName: ghcr.io/kipvs/kipvs", "newTag: node-e2e"} {
+	for _, want := range []string{"patches:\n- path: configmap-patch.yaml\n", "newName: ghcr.io/kipvs/kipvs", "newTag: node-e2e"} {
 		if !strings.Contains(string(k), want) {
 			t.Errorf("kustomization.yaml lacks %q:\n%s", want, k)
 		}
 	}
+	if strings.Contains(string(k), "filter-backend") {
+		t.Errorf("the kipvs run's kustomization.yaml sets a filter backend:\n%s", k)
+	}
+	// kipvs-nftables: the same overlay, and the flag appended to the kipvs container's command.
+	r.cfg.Proxy = ProxyKipvsNFTables
+	if dir, err = r.overlay(); err != nil {
+		t.Fatal(err)
+	}
+	kn, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(kn), string(k)) || !strings.Contains(string(kn), "path: /spec/template/spec/containers/0/command/-\n      value: --kipvs-filter-backend=nftables\n") {
+		t.Errorf("the kipvs-nftables run's kustomization.yaml:\n%s", kn)
+	}
+	r.cfg.Proxy = ""
 	b, err := os.ReadFile(filepath.Join(dir, "configmap-patch.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -190,14 +206,23 @@ func TestChartValues(t *testing.T) {
 		} `json:"apiServer"`
 		ClusterCIDR        string `json:"clusterCIDR"`
 		MetricsBindAddress string `json:"metricsBindAddress"`
+		FilterBackend      string `json:"filterBackend"`
 	}
 	if err := yaml.UnmarshalStrict(b, &v); err != nil {
 		t.Fatalf("%v:\n%s", err, b)
 	}
 	if v.Image.Repository != "ghcr.io/kipvs/kipvs" || v.Image.Tag != "node-e2e" || v.APIServer.Host != "192.168.123.1" ||
-		v.APIServer.Port != 34567 || v.ClusterCIDR != "10.245.0.0/16" || v.MetricsBindAddress != "0.0.0.0:10249" {
+		v.APIServer.Port != 34567 || v.ClusterCIDR != "10.245.0.0/16" || v.MetricsBindAddress != "0.0.0.0:10249" || v.FilterBackend != "iptables" {
 		t.Errorf("chart values:\n%s", b)
 	}
+	r.cfg.Proxy = ProxyKipvsNFTables
+	if b, err = r.chartValues(); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, &v); err != nil || v.FilterBackend != "nftables" {
+		t.Errorf("kipvs-nftables chart values (%v):\n%s", err, b)
+	}
+	r.cfg.Proxy = ""
 	r.serverURL = "https://192.168.123.1"
 	if _, err := r.chartValues(); err == nil {
 		t.Error("an apiserver URL without a port gave values")

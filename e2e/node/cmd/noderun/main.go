@@ -45,7 +45,7 @@ func main() {
 	flag.IntVar(&cfg.MemoryMB, "memory", 3072, "VM memory in MiB")
 	flag.IntVar(&cfg.CPUs, "cpus", 2, "VM CPUs")
 	flag.DurationVar(&cfg.Timeout, "timeout", 20*time.Minute, "limit for the whole run")
-	flag.StringVar(&cfg.Proxy, "proxy", node.ProxyKipvs, "the service proxy: kipvs (deploy/) or kube-proxy (kubeadm's DaemonSet, e2e/node/manifests/kube-proxy.yaml)")
+	flag.StringVar(&cfg.Proxy, "proxy", node.ProxyKipvs, "the service proxy: kipvs (deploy/), kipvs-nftables (deploy/ with --kipvs-filter-backend=nftables) or kube-proxy (kubeadm's DaemonSet, e2e/node/manifests/kube-proxy.yaml)")
 	flag.StringVar(&cfg.KubeProxyImage, "kube-proxy-image", "registry.k8s.io/kube-proxy:v1.34.10", "kube-proxy's image name:tag in the archives (with --proxy kube-proxy)")
 	flag.StringVar(&cfg.MetricsOut, "metrics-out", "", "save the proxy's /metrics (GET http://NODE_IP:10249/metrics from the host) to this file at the end")
 	flag.BoolVar(&cfg.Hold, "hold", false, "keep the cluster up after the last step until interrupted (or --timeout), to look at it by hand")
