@@ -61,7 +61,23 @@ func TestConformancePageIsGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lists := map[string]string{"kipvs": subsection(section, "### Not passing for kipvs"), "kube-proxy": subsection(section, "### Not passing for kube-proxy")}
+	lists := map[string]string{"kipvs": subsectionOf(section, "### Not passing for kipvs"), "kube-proxy": subsectionOf(section, "### Not passing for kube-proxy")}
+	// The nftables backend's section, when the page has one: RenderBackend's headings only.
+	if _, rest, ok := strings.Cut(page, BackendBeginMarker); ok {
+		backend, _, ok := strings.Cut(rest, BackendEndMarker)
+		if !ok {
+			t.Fatalf("docs/conformance.md: %q without %q", BackendBeginMarker, BackendEndMarker)
+		}
+		base, err := ColumnOf(section, "kipvs")
+		if err != nil {
+			t.Fatalf("docs/conformance.md's results: %v", err)
+		}
+		out, _ := RenderBackend(&Result{Run: Run{Proxy: BackendProxy}, Report: kv}, base, nil)
+		if got, want := headings(backend), headings(out); !slices.Equal(got, want) {
+			t.Errorf("docs/conformance.md's nftables backend section has headings %q, the generator writes %q", got, want)
+		}
+		lists[BackendProxy] = subsectionOf(backend, "### Not passing with the nftables backend")
+	}
 	for _, n := range notes {
 		proxy := n.Proxy
 		if proxy == "" {
@@ -73,16 +89,6 @@ func TestConformancePageIsGenerated(t *testing.T) {
 			t.Errorf("docs/conformance.md does not hold notes.yaml's %s note on %q as rendered (run make conformance-doc):\n%s", proxy, n.Test, line)
 		}
 	}
-}
-
-// subsection is text's part from the heading to the next heading.
-func subsection(text, heading string) string {
-	_, s, ok := strings.Cut(text, "\n"+heading+"\n")
-	if !ok {
-		return ""
-	}
-	s, _, _ = strings.Cut(s, "\n#")
-	return s
 }
 
 // headings returns the Markdown headings of text, outside code blocks.

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,8 +14,15 @@ const (
 	EndMarker   = "<!-- END GENERATED -->"
 )
 
-// Proxies in the order their columns appear.
+// Proxies in the order their columns appear in the results section.
 var Proxies = []string{"kube-proxy", "kipvs"}
+
+// BackendProxy is kipvs with its nftables filter backend: its runs have a section of their
+// own (RenderBackend), compared with kipvs's column of the results section.
+const BackendProxy = "kipvs-nftables"
+
+// allProxies are the proxies a results directory may hold runs of.
+func allProxies() []string { return append(slices.Clone(Proxies), BackendProxy) }
 
 // servicesConformance matches the Service [Conformance] tests of v1.34.10: the 17
 // `[sig-network] Services` ones and `[sig-network] Service endpoints latency`.
@@ -285,14 +293,27 @@ func find(notes []Note, test, proxy string) (Note, bool) {
 
 func escape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
-// Splice replaces the generated section of doc with section (appending it when doc has none).
-func Splice(doc, section string) (string, error) {
-	i, j := strings.Index(doc, BeginMarker), strings.Index(doc, EndMarker)
-	switch {
-	case i < 0 && j < 0:
-		return strings.TrimRight(doc, "\n") + "\n\n" + section, nil
-	case i < 0 || j < i:
-		return "", fmt.Errorf("the generated section's markers are broken")
+// Splice replaces the generated results section of doc with section (appending it when doc
+// has none).
+func Splice(doc, section string) (string, error) { return spliceBetween(doc, section, BeginMarker, EndMarker) }
+
+// spliceBetween replaces doc's part from begin to end (both included) with section, which
+// starts with begin and ends with end; without that part, section is appended.
+func spliceBetween(doc, section, begin, end string) (string, error) {
+	i := strings.Index(doc, begin)
+	j := -1
+	if i >= 0 {
+		if k := strings.Index(doc[i:], end); k >= 0 {
+			j = i + k
+		}
 	}
-	return doc[:i] + strings.TrimRight(section, "\n") + doc[j+len(EndMarker):], nil
+	switch {
+	case i < 0 && !strings.Contains(section, end):
+		return "", fmt.Errorf("the section to splice does not end with %q", end)
+	case i < 0:
+		return strings.TrimRight(doc, "\n") + "\n\n" + section, nil
+	case j < 0:
+		return "", fmt.Errorf("the generated section's markers are broken: %q has no %q after it", begin, end)
+	}
+	return doc[:i] + strings.TrimRight(section, "\n") + doc[j+len(end):], nil
 }

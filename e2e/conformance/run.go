@@ -17,7 +17,7 @@ import (
 // Run is what a conformance run on the node records next to its JUnit report (run.json):
 // enough to say what was judged, when, on what.
 type Run struct {
-	Proxy      string            `json:"proxy"` // kipvs or kube-proxy
+	Proxy      string            `json:"proxy"` // kipvs, kipvs-nftables or kube-proxy
 	Started    time.Time         `json:"started"`
 	Commit     string            `json:"commit"` // kipvs's git describe
 	Kubernetes string            `json:"kubernetes"`
@@ -102,13 +102,13 @@ func ReadResults(root string) ([]*Result, error) {
 	}
 	sets := []string{""}
 	for _, e := range entries {
-		if e.IsDir() && !slices.Contains(Proxies, e.Name()) {
+		if e.IsDir() && !slices.Contains(allProxies(), e.Name()) {
 			sets = append(sets, e.Name())
 		}
 	}
 	var out []*Result
 	for _, set := range sets {
-		for _, p := range Proxies {
+		for _, p := range allProxies() {
 			r, err := ReadResult(filepath.Join(root, set, p))
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -184,7 +184,7 @@ func ReadResult(dir string) (*Result, error) {
 // Note says why a test does not pass for a proxy (notes.yaml).
 type Note struct {
 	Test     string `json:"test"`            // the test's name as the report has it
-	Proxy    string `json:"proxy,omitempty"` // kipvs (default) or kube-proxy
+	Proxy    string `json:"proxy,omitempty"` // kipvs (default), kipvs-nftables or kube-proxy
 	Reason   string `json:"reason"`          // fixed, upstream, environment, difference
 	Evidence string `json:"evidence"`
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/kipvs/kipvs/e2e/conformance"
 	"github.com/kipvs/kipvs/e2e/oracle"
@@ -41,29 +42,54 @@ func run(dir, docPath, notesPath string) error {
 		return fmt.Errorf("no run in %s: run make conformance first", dir)
 	}
 	res := conformance.Merge(runs)
-	metrics, unexplained, err := compareMetrics(dir)
+	nft := res[conformance.BackendProxy]
+	delete(res, conformance.BackendProxy)
+	b, err := os.ReadFile(docPath)
 	if err != nil {
 		return err
 	}
-	section, sum := conformance.Render(res, notes, metrics)
-	old, err := os.ReadFile(docPath)
-	if err != nil {
-		return err
+	doc := string(b)
+	var unexplained []conformance.MetricDiff
+	if len(res) > 0 {
+		var metrics string
+		metrics, unexplained, err = compareMetrics(dir)
+		if err != nil {
+			return err
+		}
+		section, sum := conformance.Render(res, notes, metrics)
+		if doc, err = conformance.Splice(doc, section); err != nil {
+			return fmt.Errorf("%s: %w", docPath, err)
+		}
+		for _, n := range sum.Regressions {
+			fmt.Printf("passed with kube-proxy, not with kipvs: %s\n", n)
+		}
+		for _, n := range sum.Unexplained {
+			fmt.Printf("UNEXPLAINED (add a note to %s): %s\n", notesPath, n)
+		}
 	}
-	out, err := conformance.Splice(string(old), section)
-	if err != nil {
-		return fmt.Errorf("%s: %w", docPath, err)
+	if nft != nil {
+		// The baseline is kipvs's column as the results section has it (rendered above from
+		// this directory's kipvs run, or earlier from runs no longer at hand).
+		_, results, _ := strings.Cut(doc, conformance.BeginMarker)
+		base, err := conformance.ColumnOf(results, "kipvs")
+		if err != nil {
+			return fmt.Errorf("%s: kipvs's results: %w", docPath, err)
+		}
+		section, sum := conformance.RenderBackend(nft, base, notes)
+		if doc, err = conformance.SpliceBackend(doc, section); err != nil {
+			return fmt.Errorf("%s: %w", docPath, err)
+		}
+		for _, n := range sum.Regressions {
+			fmt.Printf("passed for kipvs with the iptables backend, not with nftables: %s\n", n)
+		}
+		for _, n := range sum.Unexplained {
+			fmt.Printf("UNEXPLAINED (add a note with proxy %s to %s): %s\n", conformance.BackendProxy, notesPath, n)
+		}
 	}
-	if err := os.WriteFile(docPath, []byte(out), 0o644); err != nil {
+	if err := os.WriteFile(docPath, []byte(doc), 0o644); err != nil {
 		return err
 	}
 	fmt.Printf("wrote %s\n", docPath)
-	for _, n := range sum.Regressions {
-		fmt.Printf("passed with kube-proxy, not with kipvs: %s\n", n)
-	}
-	for _, n := range sum.Unexplained {
-		fmt.Printf("UNEXPLAINED (add a note to %s): %s\n", notesPath, n)
-	}
 	for _, d := range unexplained {
 		fmt.Printf("UNEXPLAINED metrics finding (add it to e2e/oracle/differences.yaml or fix kipvs): %s %s: %s\n", d.Family, d.Kind, d.Detail)
 	}
