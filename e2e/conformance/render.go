@@ -295,7 +295,9 @@ func escape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 // Splice replaces the generated results section of doc with section (appending it when doc
 // has none).
-func Splice(doc, section string) (string, error) { return spliceBetween(doc, section, BeginMarker, EndMarker) }
+func Splice(doc, section string) (string, error) {
+	return spliceBetween(doc, section, BeginMarker, EndMarker)
+}
 
 // spliceBetween replaces doc's part from begin to end (both included) with section, which
 // starts with begin and ends with end; without that part, section is appended.
