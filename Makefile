@@ -212,7 +212,7 @@ conformance: vm-prepare node-prepare e2e-bins node-bins conformance-bins node-im
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/noderun ./e2e/node/cmd/noderun || exit 1; \
 	for p in $$proxies; do \
 		echo "make conformance: the $$p run"; \
-		$(BIN)/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --node-pkgs $(NODEPKGS) \
+		$(BIN)/noderun --k8s-bin $(K8SBIN) --node-bin $(NODEBIN) --ginkgo $(NODEBIN)/ginkgo --node-pkgs $(NODEPKGS) \
 			--vm-cache $(VMCACHE) --state $(CACHE)/node-e2e --proxy $$p \
 			$$(if [ $$p != kube-proxy ]; then echo --image $(IMAGE_ARCHIVE) --kipvs-image $(IMAGE); \
 			   else echo --image $(KUBE_PROXY_ARCHIVE) --kube-proxy-image $(KUBE_PROXY_IMAGE); fi) \
