@@ -50,7 +50,10 @@ var diffCases = []diffCase{
 		ipvs["tcpFinTimeout"] = "60s"
 		ipvs["udpTimeout"] = "20s"
 	}},
-	{name: "no-cluster-cidr", config: func(c map[string]any) { delete(c, "clusterCIDR") }},
+	{name: "no-cluster-cidr-nodeport-primary", config: func(c map[string]any) {
+		delete(c, "clusterCIDR")
+		c["nodePortAddresses"] = []string{"primary"}
+	}},
 	{name: "dual-stack-cidr-nodeport-addresses-exclude-cidrs", foreignVS: "-t 10.200.0.1:80 -s rr", config: func(c map[string]any) {
 		c["clusterCIDR"] = harness.ClusterCIDR.String() + ",fd00:10:244::/56"
 		c["nodePortAddresses"] = []string{"10.0.2.0/24"}

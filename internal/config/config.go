@@ -108,8 +108,9 @@ type Config struct {
 	// NodePortAddresses restricts NodePorts to node IPs inside these CIDRs (nodePortAddresses,
 	// --nodeport-addresses). Empty and NodePortPrimary false: every local IP.
 	NodePortAddresses []netip.Prefix
-	// NodePortPrimary is nodePortAddresses ["primary"]: NodePorts only on the node's primary
-	// IPs as given by the Node object.
+	// NodePortPrimary is nodePortAddresses ["primary"]: NodePorts only on the node's IP of
+	// each family (--bind-address, else the Node object's), every local IP of a family
+	// without one, as kube-proxy.
 	NodePortPrimary bool
 
 	// MasqueradeAll SNATs all traffic to ClusterIPs (iptables.masqueradeAll, --masquerade-all).

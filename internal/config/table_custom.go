@@ -236,7 +236,7 @@ func cidrListFlag(get func(*Config) *[]netip.Prefix) registerFunc {
 func nodePortAddressesEntry() entry {
 	return entry{field: "nodePortAddresses", flag: "nodeport-addresses", sample: "192.168.1.0/24,10.0.0.0/8",
 		fileSample: "[192.168.1.0/24, 10.0.0.0/8]",
-		help:       `Comma-separated CIDRs: NodePorts are served only on node IPs inside them. The single word "primary" serves them only on the node's primary IPs (--bind-address for its family, else the Node object's). Empty: every local IP.`,
+		help:       `Comma-separated CIDRs: NodePorts are served only on node IPs inside them. The single word "primary" serves them only on the node's IP of each family (--bind-address for its family, else the Node object's), and on every local IP of a family without one. Empty: every local IP.`,
 		register: parsedFlag((*pflag.FlagSet).StringSliceVar, constant[[]string](nil), func(r *flagRun, s setting, v []string) {
 			ps, primary, errs := parseNodePortAddresses(s, v)
 			r.add(errs...)

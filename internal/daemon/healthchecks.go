@@ -79,11 +79,12 @@ func (d *Daemon) listenHealthChecks() {
 
 // healthCheckAddrs returns the node addresses the health check node ports listen on, as
 // kube-proxy: every address (all) unless nodePortAddresses limits the node ports of every
-// proxied family (a CIDR of the family other than /0, or primary), then the node's
-// addresses the node ports of each family listen on.
+// proxied family (a CIDR of the family other than /0, or primary with a node IP of the
+// family), then the node's addresses the node ports of each family listen on.
 func healthCheckAddrs(cfg *config.Config, fams []inet.Family, nodeName string, node *v1.Node, host []netip.Addr) (addrs []string, all bool) {
+	cidrs := nodePortCIDRs(cfg, node)
 	for _, f := range fams {
-		limited := cfg.NodePortPrimary || slices.ContainsFunc(cfg.NodePortAddresses, func(p netip.Prefix) bool {
+		limited := slices.ContainsFunc(cidrs, func(p netip.Prefix) bool {
 			return f.Matches(p.Addr()) && p.Bits() > 0
 		})
 		if !limited {

@@ -39,6 +39,7 @@ func TestHealthCheckAddrs(t *testing.T) {
 		{"both limited", []string{"192.168.1.0/24", "fd00:1::/64"}, false, both, []string{"192.168.1.10", "fd00:1::10"}},
 		{"no address inside", []string{"172.16.0.0/12"}, false, v4, []string{}},
 		{"primary is --bind-address", nil, true, v4, []string{"10.0.0.5"}},
+		{"primary without an IPv6 node IP", nil, true, both, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Defaults()

@@ -111,3 +111,40 @@ func TestBindAddressIsTheNodeIP(t *testing.T) {
 		}
 	}
 }
+
+// nodePortAddresses "primary" as kube-proxy v1.34's newProxyServer turns it into CIDRs: the
+// node IP of each family that has one other than loopback (a Node's first InternalIP of
+// the family, else its first ExternalIP of the family; --bind-address for its family), as
+// a /32 or /128. A family without one is not limited (every address of the family), and a
+// node IP that is not one of the node's addresses gives that family no NodePort address.
+func TestNodePortPrimaryAsKubeProxy(t *testing.T) {
+	a := netip.MustParseAddr
+	host := []netip.Addr{a("192.0.2.10"), a("192.0.2.20"), a("2001:db8::10"), a("2001:db8::20")}
+	internal4External6 := &v1.Node{Status: v1.NodeStatus{Addresses: []v1.NodeAddress{
+		{Type: v1.NodeExternalIP, Address: "2001:db8::20"},
+		{Type: v1.NodeInternalIP, Address: "192.0.2.10"},
+	}}}
+	internal4 := &v1.Node{Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.20"}}}}
+	elsewhere := &v1.Node{Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "198.51.100.7"}}}}
+	for _, tc := range []struct {
+		name   string
+		bind   netip.Addr
+		node   *v1.Node
+		family inet.Family
+		nodeIP netip.Addr
+		ports  []netip.Addr
+	}{
+		{"InternalIP of the family", netip.IPv4Unspecified(), internal4External6, inet.IPv4, a("192.0.2.10"), []netip.Addr{a("192.0.2.10")}},
+		{"ExternalIP of the other family", netip.IPv4Unspecified(), internal4External6, inet.IPv6, a("2001:db8::20"), []netip.Addr{a("2001:db8::20")}},
+		{"no node IP of the family", netip.IPv4Unspecified(), internal4, inet.IPv6, a("::1"), []netip.Addr{a("2001:db8::10"), a("2001:db8::20")}},
+		{"no Node", netip.IPv4Unspecified(), nil, inet.IPv4, a("127.0.0.1"), []netip.Addr{a("192.0.2.10"), a("192.0.2.20")}},
+		{"loopback --bind-address", a("127.0.0.1"), internal4, inet.IPv4, a("127.0.0.1"), []netip.Addr{a("192.0.2.10"), a("192.0.2.20")}},
+		{"node IP not on the node", netip.IPv4Unspecified(), elsewhere, inet.IPv4, a("198.51.100.7"), nil},
+	} {
+		cfg := config.Config{BindAddress: tc.bind, NodePortPrimary: true}
+		o := buildOptions(&cfg, tc.family, "node-a", tc.node, host)
+		if o.NodeIP != tc.nodeIP || !slices.Equal(o.NodePortAddresses, tc.ports) {
+			t.Errorf("%s: NodeIP %s, NodePortAddresses %v; want %s, %v", tc.name, o.NodeIP, o.NodePortAddresses, tc.nodeIP, tc.ports)
+		}
+	}
+}

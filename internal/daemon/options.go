@@ -47,37 +47,24 @@ func buildOptions(cfg *config.Config, f inet.Family, nodeName string, node *v1.N
 		}
 	}
 	o.NodeIP = nodeIP(cfg, f, node)
-	switch {
-	case cfg.NodePortPrimary:
-		if bind := bindIP(cfg, f); bind.IsValid() {
-			o.NodePortAddresses = append(o.NodePortAddresses, bind)
-			break
+	// As kube-proxy (NewNodePortAddresses, GetNodeIPs): only the CIDRs of this family count,
+	// a family none of them names gets all of its addresses (--nodeport-addresses
+	// 10.0.2.0/24 limits IPv4 node ports and leaves IPv6 ones on every address), and a
+	// family that has some gets the node's addresses inside them.
+	var cidrs []netip.Prefix
+	for _, p := range nodePortCIDRs(cfg, node) {
+		if f.Matches(p.Addr()) {
+			cidrs = append(cidrs, p)
 		}
-		for _, a := range nodePrimaryIPs(node) {
-			if f.Matches(a) {
+	}
+	if len(cidrs) == 0 {
+		o.NodePortAddresses = slices.Clone(o.LocalAddresses)
+	}
+	for _, a := range o.LocalAddresses {
+		for _, p := range cidrs {
+			if p.Contains(a) {
 				o.NodePortAddresses = append(o.NodePortAddresses, a)
-			}
-		}
-	default:
-		// As kube-proxy (NewNodePortAddresses): only the CIDRs of this family count, and a
-		// family none of them names gets all of its addresses (--nodeport-addresses
-		// 10.0.2.0/24 limits IPv4 node ports and leaves IPv6 ones on every address).
-		var cidrs []netip.Prefix
-		for _, p := range cfg.NodePortAddresses {
-			if f.Matches(p.Addr()) {
-				cidrs = append(cidrs, p)
-			}
-		}
-		if len(cidrs) == 0 {
-			o.NodePortAddresses = slices.Clone(o.LocalAddresses)
-			break
-		}
-		for _, a := range o.LocalAddresses {
-			for _, p := range cidrs {
-				if p.Contains(a) {
-					o.NodePortAddresses = append(o.NodePortAddresses, a)
-					break
-				}
+				break
 			}
 		}
 	}
@@ -134,6 +121,22 @@ func localDetector(cfg *config.Config, f inet.Family, node *v1.Node) proxy.Local
 	return d
 }
 
+// nodePortCIDRs is nodePortAddresses as kube-proxy's proxiers get it: the CIDRs given, or
+// for "primary" the node IP of each family that has one other than loopback, as a /32 or
+// /128 (kube-proxy's newProxyServer; a family without one is then not limited).
+func nodePortCIDRs(cfg *config.Config, node *v1.Node) []netip.Prefix {
+	if !cfg.NodePortPrimary {
+		return cfg.NodePortAddresses
+	}
+	var out []netip.Prefix
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
+		if a, ok := knownNodeIP(cfg, f, node); ok && !a.IsLoopback() {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out
+}
+
 // bindIP is --bind-address (bindAddress) when it is an address of family f and not the
 // unspecified address: kube-proxy then takes it as the node's IP of that family.
 func bindIP(cfg *config.Config, f inet.Family) netip.Addr {
@@ -144,16 +147,25 @@ func bindIP(cfg *config.Config, f inet.Family) netip.Addr {
 	return a
 }
 
-// nodeIP is family f's node IP as kube-proxy's detectNodeIPs picks it: --bind-address of
-// that family, else the Node's primary address of that family, else the loopback address.
-func nodeIP(cfg *config.Config, f inet.Family, node *v1.Node) netip.Addr {
+// knownNodeIP is family f's node IP when kube-proxy's detectNodeIPs finds one: --bind-address
+// of that family, else the Node's primary address of that family.
+func knownNodeIP(cfg *config.Config, f inet.Family, node *v1.Node) (netip.Addr, bool) {
 	if a := bindIP(cfg, f); a.IsValid() {
-		return a
+		return a, true
 	}
 	for _, a := range nodePrimaryIPs(node) {
 		if f.Matches(a) {
-			return a
+			return a, true
 		}
+	}
+	return netip.Addr{}, false
+}
+
+// nodeIP is family f's node IP as kube-proxy's detectNodeIPs picks it: knownNodeIP, else the
+// loopback address.
+func nodeIP(cfg *config.Config, f inet.Family, node *v1.Node) netip.Addr {
+	if a, ok := knownNodeIP(cfg, f, node); ok {
+		return a
 	}
 	if f == inet.IPv6 {
 		return netip.IPv6Loopback()
@@ -161,8 +173,9 @@ func nodeIP(cfg *config.Config, f inet.Family, node *v1.Node) netip.Addr {
 	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
-// nodePrimaryIPs are the Node's InternalIP addresses (first usable per family), or its
-// ExternalIPs when it has no internal one, as kube-proxy picks the node's primary IPs.
+// nodePrimaryIPs are the Node's primary IPs as kube-proxy picks them (GetNodeHostIPs): per
+// family, its first InternalIP, else its first ExternalIP. An address no NodePort virtual
+// server can carry is skipped (usableNodeAddress).
 func nodePrimaryIPs(node *v1.Node) []netip.Addr {
 	if node == nil {
 		return nil
@@ -178,18 +191,9 @@ func nodePrimaryIPs(node *v1.Node) []netip.Addr {
 				continue
 			}
 			ip = ip.Unmap()
-			dup := false
-			for _, o := range out {
-				if o.Is4() == ip.Is4() {
-					dup = true
-				}
-			}
-			if !dup {
+			if !slices.ContainsFunc(out, func(o netip.Addr) bool { return o.Is4() == ip.Is4() }) {
 				out = append(out, ip)
 			}
-		}
-		if len(out) > 0 {
-			return out
 		}
 	}
 	return out

@@ -3,6 +3,7 @@ package daemon
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,4 +49,41 @@ func TestUnavailableSchedulerProbedAgain(t *testing.T) {
 	if dump, _ := node.ipvs.Dump(); dump != want {
 		t.Errorf("after ip_vs_mh became loadable:\n%s\nwant:\n%s", dump, want)
 	}
+}
+
+// A virtual server the kernel refuses (here as for a scheduler whose module cannot load) is
+// that Service's problem alone: a Warning Event on the Service names the virtual server and
+// the kernel's error, the daemon keeps running and retries it, and once the kernel takes it
+// the virtual server is programmed.
+func TestRefusedVirtualServerIsAServiceEvent(t *testing.T) {
+	log := zaptest.NewLogger(t)
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte(oneService), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node := newFakeNode()
+	node.ipvs.SetFault(func(_ int, op ipvs.Op) error {
+		if op.Kind == ipvs.OpAddService && op.Service.Addr.String() == "10.96.0.10" {
+			return kerr.Errno("add service", syscall.ENOENT)
+		}
+		return nil
+	})
+	ev := &recordedEvents{}
+	deps := node.deps(startFileSource(t, t.Context(), path, log), prometheus.NewRegistry())
+	deps.Events = ev
+	cfg := testConfig(t)
+	cfg.Kipvs.SourceFile = path
+	d := startDaemon(t, cfg, log, deps)
+	const want = "default/web " + reasonVirtualServerRefused + " the kernel refused virtual server tcp/10.96.0.10:80 on node node-a: "
+	poll.Until(t, waitLimit, "a Warning Event on default/web", func() (bool, string) {
+		got := ev.all()
+		return slices.ContainsFunc(got, func(e string) bool { return strings.HasPrefix(e, want) }), strings.Join(got, "\n")
+	})
+
+	node.ipvs.SetFault(nil)
+	d.run.RequestFull() // not waiting for the backoff
+	poll.Until(t, waitLimit, "the virtual server retried", func() (bool, string) {
+		dump, err := node.ipvs.Dump()
+		return err == nil && dump == oneServiceIPVS, dump
+	})
 }

@@ -160,6 +160,7 @@ func (d *Daemon) syncFamilies(ctx context.Context, full bool, read time.Duration
 			// kube-proxy, a virtual server, address or set member that fails leaves the
 			// node healthy; rules that fail to apply do not (/healthz, last timestamp).
 			d.log.Warn("some kernel objects were not applied; retrying each with backoff", zap.String("family", fam), zap.Error(ferr))
+			d.reportRefusedVirtualServers(f, ferr)
 		}
 		now := d.deps.Clock.Now()
 		if !f.rec.HasFailed(reconcile.KindRules) {
@@ -178,6 +179,36 @@ func (d *Daemon) syncFamilies(ctx context.Context, full bool, read time.Duration
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reasonVirtualServerRefused is the Warning Event on a Service whose virtual server this
+// node's kernel refused.
+const reasonVirtualServerRefused = "FailedToProgramVirtualServer"
+
+// reportRefusedVirtualServers sends a Warning Event on the Service of each virtual server
+// the kernel refused in this sync (ferr, an *ApplyError), naming it and the kernel's error,
+// so the Service's owner sees it and not only this node's log. The virtual server is
+// retried alone with backoff; the aggregator keeps it to one Event a minute per Service.
+func (d *Daemon) reportRefusedVirtualServers(f *family, ferr error) {
+	ae, ok := reconcile.AsApplyError(ferr)
+	if !ok || d.deps.Events == nil {
+		return
+	}
+	errs := map[reconcile.ObjectKey]error{}
+	for _, s := range f.rec.Failed() {
+		errs[s.Key] = s.Err
+	}
+	for _, k := range ae.Failed {
+		if k.Kind != reconcile.KindVirtualServer {
+			continue
+		}
+		owners := f.desired.Claimants(k.VS)
+		if len(owners) == 0 {
+			continue // a delete that failed: no Service wants it any more
+		}
+		d.deps.Events.Warn(owners[0], reasonVirtualServerRefused,
+			fmt.Sprintf("the kernel refused virtual server %s on node %s: %v; retrying with backoff", k.VS, d.nodeName, errs[k]))
+	}
 }
 
 // synced ends a sync: pending-change gauges, the log line, readiness.
